@@ -1,0 +1,39 @@
+"""commcanary: compile collective-communication traces into small, verifiable canaries.
+
+Public API::
+
+    import commcanary
+    trace = commcanary.load_trace("trace.json")     # columnar, parsed in Rust
+    canary = commcanary.compile(trace)              # or a path, or bytes
+    canary.summary, canary.bounds, canary.commitments
+    canary.occurrences()["gap_us"]                  # numpy arrays
+    canary.write("workload.canary.json")
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from commcanary.compiler import BOUND_FIELDS, Canary, Trace, compile, load_trace
+from commcanary.errors import BudgetError, CommCanaryError, InputError, OutputError
+from commcanary.formats import CANARY_FORMAT, TRACE_FORMAT
+
+try:
+    __version__ = version("commcanary")
+except PackageNotFoundError:  # pragma: no cover - uninstalled checkout
+    __version__ = "0+unknown"
+
+__all__ = [
+    "BOUND_FIELDS",
+    "CANARY_FORMAT",
+    "TRACE_FORMAT",
+    "BudgetError",
+    "Canary",
+    "CommCanaryError",
+    "InputError",
+    "OutputError",
+    "Trace",
+    "__version__",
+    "compile",
+    "load_trace",
+]

@@ -1,0 +1,57 @@
+"""Type stubs for the Rust extension ``commcanary._core``."""
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+CANARY_FORMAT: str
+TRACE_FORMAT: str
+
+class CommCanaryError(Exception):
+    """Base class of every commcanary error."""
+
+class InputError(CommCanaryError):
+    """An input is missing, unreadable, not JSON, over a resource limit, or invalid."""
+
+class BudgetError(CommCanaryError):
+    """Compilation cannot meet a requested fidelity guarantee."""
+
+class Trace:
+    """A parsed ``commcanary.trace.v1`` trace held in columnar form."""
+
+    @property
+    def event_count(self) -> int: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def signature_count(self) -> int: ...
+    def signature_ids(self) -> npt.NDArray[np.uint32]: ...
+    def column(self, name: str) -> npt.NDArray[np.float64]: ...
+    def has_arrival_map(self) -> npt.NDArray[np.bool_]: ...
+    def signatures(self) -> list[bytes]: ...
+    def compile(
+        self,
+        *,
+        timing_sample_limit: int = 128,
+        timing_sample_limits_by_group: list[tuple[int, int]] | None = None,
+        max_events: int | None = None,
+        budgets: list[tuple[str, float]] | None = None,
+        lossless_timing: bool = False,
+        sequence_motifs: bool = True,
+        allow_empty: bool = False,
+    ) -> CompiledCanary: ...
+
+class CompiledCanary:
+    """A compiled canary: its canonical bytes and its summary."""
+
+    def to_bytes(self) -> bytes: ...
+    def summary(self) -> dict[str, Any]: ...
+    def occurrences(self) -> dict[str, npt.NDArray[Any]]: ...
+
+def load_trace(path: str) -> Trace: ...
+def load_trace_bytes(data: bytes, name: str = "<bytes>") -> Trace: ...
+def canonical_json(data: bytes) -> bytes: ...
+def float_repr(x: float) -> str: ...
+def py_round(x: float, ndigits: int) -> float: ...

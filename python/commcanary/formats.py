@@ -1,0 +1,14 @@
+"""Format identifiers written and read by this version of commcanary."""
+
+from __future__ import annotations
+
+CANONICAL_JSON = "commcanary.canonical-json.v1"
+REPLAY_MODEL = "deterministic-scheduler-v4"
+TRACE_FORMAT = "commcanary.trace.v1"
+CANARY_FORMAT = "commcanary.canary.v3"
+
+#: Every format this version reads or writes, by role.
+FORMATS: dict[str, str] = {
+    "trace": TRACE_FORMAT,
+    "canary": CANARY_FORMAT,
+}

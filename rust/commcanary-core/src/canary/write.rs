@@ -1,0 +1,270 @@
+//! Canonical JSON of canary program parts.
+//!
+//! Layout (documented for users in `docs/formats/canary.md`):
+//!
+//! * signature: `{"bytes", ["channel"], "concurrent_groups", ["custom_op"],
+//!   ["dtype"], "group", ["message_sequence"], "op", "phase", "ranks",
+//!   ["receiver_rank"], ["reduction_op"], ["root_rank"], ["sender_rank"], ["tag"]}`
+//! * leaf: `{"signature": index, "timing": [record, ...]}`
+//! * motif: `{"motif": [leaf, ...], "repeats": R}`
+//! * plain record: an array in the order of the canary's `timing_columns`:
+//!   `[weight, gap_us, arrival_offsets_us, compute_before_us,
+//!   compute_overlap_us, compute_pressure(, observed_exposed_us)(, compute_fields_uncertain)]`
+//! * pattern record: `{"gap_sum_us", "pattern": [plain record, ...], "repeats"}`
+//! * bounded record: an object with `"approximation": "bounded_interval"`, the
+//!   representative's values, `weight`, `gap_us`, `gap_sum_us`, the error
+//!   bounds, `representative_index` and `source_segment_sha256`.
+
+use super::{Block, Bounded, Leaf, Point, Program, Record};
+use crate::json::canon::{self, ObjectWriter};
+use crate::trace::{Signature, hex};
+
+/// Column names of plain records, in order.
+#[must_use]
+pub fn timing_columns(program: &Program) -> Vec<&'static str> {
+    let mut columns = vec![
+        "weight",
+        "gap_us",
+        "arrival_offsets_us",
+        "compute_before_us",
+        "compute_overlap_us",
+        "compute_pressure",
+    ];
+    if program.has_observed {
+        columns.push("observed_exposed_us");
+    }
+    if program.points.iter().any(|p| p.uncertain) {
+        columns.push("compute_fields_uncertain");
+    }
+    columns
+}
+
+/// Appends a signature object.
+pub fn write_signature(out: &mut Vec<u8>, sig: &Signature) {
+    let mut o = ObjectWriter::new(out);
+    o.i64("bytes", sig.bytes);
+    if let Some(c) = &sig.channel {
+        canon::write_wtf8(o.key("channel"), c);
+    }
+    o.i64("concurrent_groups", sig.concurrent_groups);
+    if sig.custom_op {
+        o.bool("custom_op", true);
+    }
+    if let Some(d) = &sig.dtype {
+        o.raw("dtype", d);
+    }
+    canon::write_wtf8(o.key("group"), &sig.group);
+    if let Some(s) = sig.message_sequence {
+        o.i64("message_sequence", s);
+    }
+    canon::write_wtf8(o.key("op"), &sig.op);
+    canon::write_wtf8(o.key("phase"), &sig.phase);
+    let ranks = o.key("ranks");
+    ranks.push(b'[');
+    for (i, &r) in sig.ranks.iter().enumerate() {
+        if i > 0 {
+            ranks.push(b',');
+        }
+        canon::write_i64(ranks, r);
+    }
+    ranks.push(b']');
+    if let Some(r) = sig.receiver_rank {
+        o.i64("receiver_rank", r);
+    }
+    if let Some(r) = &sig.reduction_op {
+        o.raw("reduction_op", r);
+    }
+    if let Some(r) = &sig.root_rank {
+        o.raw("root_rank", r);
+    }
+    if let Some(s) = sig.sender_rank {
+        o.i64("sender_rank", s);
+    }
+    if let Some(t) = &sig.tag {
+        canon::write_wtf8(o.key("tag"), t);
+    }
+    o.end();
+}
+
+/// Writes plain records and pattern children.
+struct PointWriter {
+    observed: bool,
+    uncertain: bool,
+}
+
+impl PointWriter {
+    fn write(
+        &self,
+        out: &mut Vec<u8>,
+        program: &Program,
+        point: &Point,
+        weight: u64,
+        ranks: usize,
+    ) {
+        out.push(b'[');
+        canon::write_i64(out, weight as i64);
+        out.push(b',');
+        canon::write_f64(out, point.gap_us);
+        out.push(b',');
+        canon::write_f64_array(out, program.point_offsets(point, ranks));
+        out.push(b',');
+        canon::write_f64(out, point.compute_before_us);
+        out.push(b',');
+        canon::write_f64(out, point.compute_overlap_us);
+        out.push(b',');
+        canon::write_f64(out, point.compute_pressure);
+        if self.observed {
+            out.push(b',');
+            canon::write_f64(out, point.observed_exposed_us);
+        }
+        if self.uncertain {
+            out.extend_from_slice(if point.uncertain { b",true" } else { b",false" });
+        }
+        out.push(b']');
+    }
+}
+
+/// Serialises leaves and blocks of one program.
+pub struct ProgramWriter<'p> {
+    program: &'p Program,
+    points: PointWriter,
+}
+
+impl<'p> ProgramWriter<'p> {
+    /// A writer for `program`.
+    #[must_use]
+    pub fn new(program: &'p Program) -> Self {
+        Self {
+            program,
+            points: PointWriter {
+                observed: program.has_observed,
+                uncertain: program.points.iter().any(|p| p.uncertain),
+            },
+        }
+    }
+
+    /// Appends a leaf object.
+    pub fn write_leaf(&self, out: &mut Vec<u8>, leaf: &Leaf) {
+        let program = self.program;
+        let ranks = program.signatures[leaf.signature as usize].rank_count();
+        out.extend_from_slice(b"{\"signature\":");
+        canon::write_i64(out, i64::from(leaf.signature));
+        out.extend_from_slice(b",\"timing\":[");
+        for (i, record) in program.leaf_records(leaf).iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            match *record {
+                Record::Plain { point, weight } => {
+                    self.points
+                        .write(out, program, &program.points[point as usize], weight, ranks);
+                }
+                Record::Pattern {
+                    first_point,
+                    period,
+                    repeats,
+                    gap_sum_us,
+                } => {
+                    let mut o = ObjectWriter::new(out);
+                    o.f64("gap_sum_us", gap_sum_us);
+                    let list = o.key("pattern");
+                    list.push(b'[');
+                    for c in first_point..first_point + period {
+                        if c > first_point {
+                            list.push(b',');
+                        }
+                        self.points
+                            .write(list, program, &program.points[c as usize], 1, ranks);
+                    }
+                    list.push(b']');
+                    o.i64("repeats", repeats as i64);
+                    o.end();
+                }
+                Record::Bounded(b) => self.write_bounded(out, &program.bounded[b as usize], ranks),
+            }
+        }
+        out.extend_from_slice(b"]}");
+    }
+
+    fn write_bounded(&self, out: &mut Vec<u8>, b: &Bounded, ranks: usize) {
+        let program = self.program;
+        let p = &program.points[b.point as usize];
+        let e = &b.errors;
+        let mut o = ObjectWriter::new(out);
+        o.str("approximation", "bounded_interval");
+        canon::write_f64_array(o.key("arrival_offsets_us"), program.point_offsets(p, ranks));
+        o.f64("compute_before_us", p.compute_before_us);
+        o.f64("compute_overlap_us", p.compute_overlap_us);
+        o.f64("compute_pressure", p.compute_pressure);
+        o.f64("gap_sum_us", b.gap_sum_us);
+        o.f64("gap_us", p.gap_us);
+        o.f64("max_arrival_offset_error_us", e.arrival_offset);
+        o.f64("max_compute_before_error_us", e.compute_before);
+        o.f64("max_gap_error_us", e.gap);
+        if !e.observed.is_nan() {
+            o.f64("max_observed_exposed_error_us", e.observed);
+        }
+        o.f64("max_overlap_error_us", e.overlap);
+        o.f64("max_prefix_gap_error_us", e.prefix_gap);
+        o.f64("max_pressure_error", e.pressure);
+        o.f64("max_skew_error_us", e.skew);
+        if !p.observed_exposed_us.is_nan() {
+            o.f64("observed_exposed_us", p.observed_exposed_us);
+        }
+        o.f64("representative_gap_error_us", e.representative_gap);
+        o.i64("representative_index", b.representative_index as i64);
+        o.str("source_segment_sha256", &hex(&b.segment_sha256));
+        if b.uncertain_weight > 0 {
+            o.i64("uncertain_weight", b.uncertain_weight as i64);
+        }
+        o.i64("weight", b.weight as i64);
+        o.end();
+    }
+
+    /// Appends a block (a leaf, or a motif object).
+    pub fn write_block(&self, out: &mut Vec<u8>, block: &Block) {
+        match *block {
+            Block::Leaf(l) => self.write_leaf(out, &self.program.leaves[l as usize]),
+            Block::Motif {
+                first_leaf,
+                leaf_count,
+                repeats,
+            } => {
+                out.extend_from_slice(b"{\"motif\":[");
+                for l in first_leaf..first_leaf + leaf_count {
+                    if l > first_leaf {
+                        out.push(b',');
+                    }
+                    self.write_leaf(out, &self.program.leaves[l as usize]);
+                }
+                out.extend_from_slice(b"],\"repeats\":");
+                canon::write_i64(out, repeats as i64);
+                out.push(b'}');
+            }
+        }
+    }
+
+    /// Appends the `events` array.
+    pub fn write_events(&self, out: &mut Vec<u8>) {
+        out.push(b'[');
+        for (i, block) in self.program.blocks.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            self.write_block(out, block);
+        }
+        out.push(b']');
+    }
+
+    /// Appends the `signatures` array.
+    pub fn write_signatures(&self, out: &mut Vec<u8>) {
+        out.push(b'[');
+        for (i, sig) in self.program.signatures.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_signature(out, sig);
+        }
+        out.push(b']');
+    }
+}

@@ -1,0 +1,286 @@
+//! Event ordering, gap derivation and per-event timing samples.
+//!
+//! Ordering: when every event has `start_us`, a stable sort by `start_us`; the
+//! gap of event `i > 0` is `start_i − start_{i−1}` and an explicit `gap_us`
+//! must agree within 0.001. Without timestamps, input order and `gap_us`
+//! (else `compute_before_us`, else 0). Mixed traces need `gap_us` everywhere.
+//! Every `_us` value of a sample is `round(·, 9)`, pressure `round(·, 6)`.
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use crate::pyfloat::round;
+use crate::trace::{Events, Trace, flag};
+
+/// How gaps were derived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimingMode {
+    /// Every event has `start_us`.
+    AbsoluteStartUs,
+    /// No event has `start_us`.
+    RelativeGapUs,
+    /// Some events have `start_us`; all have `gap_us`.
+    ExplicitRelativeMixed,
+    /// No events.
+    Empty,
+}
+
+impl TimingMode {
+    /// The name written to canaries.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AbsoluteStartUs => "absolute_start_us",
+            Self::RelativeGapUs => "relative_gap_us",
+            Self::ExplicitRelativeMixed => "explicit_relative_mixed",
+            Self::Empty => "empty",
+        }
+    }
+}
+
+/// Ordered event indices and their derived gaps (unrounded differences are
+/// rounded to 9 decimals).
+pub struct Ordering {
+    /// Input index of each ordered event.
+    pub order: Vec<u32>,
+    /// Gap of each ordered event.
+    pub gaps: Vec<f64>,
+    /// How the gaps were derived.
+    pub mode: TimingMode,
+}
+
+/// Orders the events of `trace` and derives gaps.
+///
+/// # Errors
+/// Mixed timestamps without `gap_us`, or `gap_us` that disagrees with the
+/// timestamps.
+pub fn order_events(events: &Events) -> Result<Ordering> {
+    let n = events.len();
+    if n == 0 {
+        return Ok(Ordering {
+            order: Vec::new(),
+            gaps: Vec::new(),
+            mode: TimingMode::Empty,
+        });
+    }
+    let timestamped = events.start_us.iter().filter(|s| !s.is_nan()).count();
+    if timestamped == n {
+        let start = &events.start_us;
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        if !start.windows(2).all(|w| w[0] <= w[1]) {
+            order.sort_by(|&a, &b| start[a as usize].total_cmp(&start[b as usize]));
+        }
+        let mut gaps = Vec::with_capacity(n);
+        for (k, &i) in order.iter().enumerate() {
+            let explicit = events.gap_us[i as usize];
+            let gap = if k == 0 {
+                if explicit.is_nan() { 0.0 } else { explicit }
+            } else {
+                let diff = start[i as usize] - start[order[k - 1] as usize];
+                if diff < -1e-6 {
+                    return Err(Error::invalid(format!(
+                        "trace event {i} field 'start_us' goes backwards in time"
+                    )));
+                }
+                let diff = diff.max(0.0);
+                if !explicit.is_nan() && (explicit - diff).abs() > 0.001 {
+                    return Err(Error::invalid(format!(
+                        "trace event {i} field 'gap_us' conflicts with the difference between start_us values"
+                    )));
+                }
+                diff
+            };
+            gaps.push(round(gap, 9));
+        }
+        return Ok(Ordering {
+            order,
+            gaps,
+            mode: TimingMode::AbsoluteStartUs,
+        });
+    }
+    let order: Vec<u32> = (0..n as u32).collect();
+    let mode = if timestamped == 0 {
+        TimingMode::RelativeGapUs
+    } else {
+        if let Some(i) = events.gap_us.iter().position(|g| g.is_nan()) {
+            return Err(Error::invalid(format!(
+                "mixed timestamped and untimestamped events require explicit gap_us on every event (trace event {i} has none)"
+            )));
+        }
+        TimingMode::ExplicitRelativeMixed
+    };
+    let gaps = (0..n)
+        .map(|i| {
+            let g = events.gap_us[i];
+            let g = if g.is_nan() {
+                let before = events.compute_before_us[i];
+                if before.is_nan() { 0.0 } else { before }
+            } else {
+                g
+            };
+            round(g, 9)
+        })
+        .collect();
+    Ok(Ordering { order, gaps, mode })
+}
+
+/// Normalised timing samples of the selected events, in order.
+#[derive(Debug, Default)]
+pub struct Samples {
+    /// Signature index (into the trace's table).
+    pub signature: Vec<u32>,
+    /// Gap.
+    pub gap: Vec<f64>,
+    /// Arrival skew = max − min offset.
+    pub skew: Vec<f64>,
+    /// Compute before.
+    pub before: Vec<f64>,
+    /// Compute overlap.
+    pub overlap: Vec<f64>,
+    /// Compute pressure.
+    pub pressure: Vec<f64>,
+    /// Observed exposed latency or `NaN`.
+    pub observed: Vec<f64>,
+    /// Uncertain compute fields.
+    pub uncertain: Vec<bool>,
+    /// Start of each sample's offsets in `offsets`.
+    pub offsets_at: Vec<u32>,
+    /// Flat per-rank arrival offsets (minimum subtracted).
+    pub offsets: Vec<f64>,
+    /// Equality class: two samples are equal (same gap, skew, compute fields,
+    /// offsets, uncertainty and observation) iff their classes are equal.
+    pub class: Vec<u32>,
+}
+
+impl Samples {
+    /// Number of samples.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.gap.len()
+    }
+
+    /// `true` when empty.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.gap.is_empty()
+    }
+
+    /// Offsets of sample `i` given its rank count.
+    #[must_use]
+    pub fn offsets_of(&self, i: usize, ranks: usize) -> &[f64] {
+        let at = self.offsets_at[i] as usize;
+        &self.offsets[at..at + ranks]
+    }
+}
+
+/// Builds samples for the first `count` ordered events.
+///
+/// # Errors
+/// Uncalibrated skew, unknown overlap, partial arrival maps, or observed
+/// latency on only some events.
+pub fn build_samples(trace: &Trace, ordering: &Ordering, count: usize) -> Result<Samples> {
+    let ev = &trace.events;
+    let mut s = Samples::default();
+    let mut class_ids: HashMap<Vec<u64>, u32> = HashMap::new();
+    let mut key: Vec<u64> = Vec::with_capacity(16);
+    let mut with_observed = 0usize;
+    for (k, &idx) in ordering.order[..count].iter().enumerate() {
+        let i = idx as usize;
+        let flags = ev.flags[i];
+        if flags & flag::SKEW_UNKNOWN != 0 {
+            return Err(Error::invalid(
+                "cannot compile uncalibrated cross-rank arrival skew",
+            ));
+        }
+        if flags & flag::OVERLAP_UNKNOWN != 0 {
+            return Err(Error::invalid(format!(
+                "trace event {i} has unknown compute overlap; a measured or deliberately constructed compute_overlap_us value is required"
+            )));
+        }
+        if flags & flag::PARTIAL_ARRIVAL != 0 {
+            return Err(Error::invalid(format!(
+                "trace event {i} has a partial rank_arrival_us map; merge the capture shards before compiling"
+            )));
+        }
+        let sig = ev.signature[i];
+        let ranks = trace.signatures[sig as usize].rank_count();
+        let at = s.offsets.len() as u32;
+        let skew = if flags & flag::HAS_ARRIVAL_MAP != 0 {
+            let a = ev.arrival_at[i] as usize;
+            let raw = &ev.arrivals[a..a + ranks];
+            let lo = raw.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = raw.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            s.offsets.extend(raw.iter().map(|&v| round(v - lo, 9)));
+            round(hi - lo, 9)
+        } else {
+            let scalar = ev.arrival_skew_us[i];
+            let scalar = if scalar.is_nan() || ranks == 1 {
+                0.0
+            } else {
+                round(scalar, 9)
+            };
+            s.offsets.extend(std::iter::repeat_n(0.0, ranks - 1));
+            s.offsets.push(scalar);
+            scalar
+        };
+        let or_zero = |v: f64| if v.is_nan() { 0.0 } else { round(v, 9) };
+        let before = or_zero(ev.compute_before_us[i]);
+        let overlap = or_zero(ev.compute_overlap_us[i]);
+        let pressure = {
+            let p = ev.compute_pressure[i];
+            if p.is_nan() { 0.5 } else { round(p, 6) }
+        };
+        let observed = {
+            let o = ev.observed_exposed_us[i];
+            if o.is_nan() {
+                o
+            } else {
+                with_observed += 1;
+                round(o, 9)
+            }
+        };
+        let uncertain = flags & flag::FIELDS_UNCERTAIN != 0;
+        let gap = ordering.gaps[k];
+
+        key.clear();
+        // `+ 0.0` folds -0.0 into 0.0: equality is numeric, as in Python.
+        for v in [gap, skew, before, overlap, pressure, observed] {
+            key.push(if v.is_nan() {
+                u64::MAX
+            } else {
+                (v + 0.0).to_bits()
+            });
+        }
+        key.push(u64::from(uncertain));
+        key.extend(
+            s.offsets[at as usize..]
+                .iter()
+                .map(|&v| (v + 0.0).to_bits()),
+        );
+        let next = class_ids.len() as u32;
+        let class = match class_ids.get(key.as_slice()) {
+            Some(&c) => c,
+            None => {
+                class_ids.insert(key.clone(), next);
+                next
+            }
+        };
+
+        s.signature.push(sig);
+        s.gap.push(gap);
+        s.skew.push(skew);
+        s.before.push(before);
+        s.overlap.push(overlap);
+        s.pressure.push(pressure);
+        s.observed.push(observed);
+        s.uncertain.push(uncertain);
+        s.offsets_at.push(at);
+        s.class.push(class);
+    }
+    if with_observed != 0 && with_observed != count {
+        return Err(Error::invalid(
+            "observed_exposed_us must be present on every selected event or on none",
+        ));
+    }
+    Ok(s)
+}

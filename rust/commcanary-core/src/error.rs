@@ -1,0 +1,89 @@
+//! The one error type of the core crate.
+//!
+//! Every failure the core can report is a value of [`Error`]: a [`ErrorKind`]
+//! that tells callers how to classify it (the CLI maps all of them to exit
+//! status 3) and a one-line message. Messages never contain a file path; the
+//! caller that knows the path adds it with [`Error::with_path`], so the same
+//! message works for files, bytes in memory and tests.
+
+use std::fmt;
+
+/// What went wrong, coarsely.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The input is not JSON (syntax, encoding, number range).
+    Json,
+    /// The input exceeds a resource limit (size, depth, item count, ...).
+    Limit,
+    /// The input is JSON but violates the artifact's schema or invariants.
+    Invalid,
+    /// Compilation ran but cannot meet a requested fidelity guarantee.
+    Budget,
+    /// Reading or decompressing the input failed.
+    Io,
+}
+
+/// A core error: a kind plus a one-line, path-free message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+}
+
+/// Result alias used across the crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// Creates an error of `kind` with `message`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for an [`ErrorKind::Invalid`] error.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Invalid, message)
+    }
+
+    /// Shorthand for an [`ErrorKind::Limit`] error.
+    pub fn limit(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Limit, message)
+    }
+
+    /// The error's kind.
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The path-free message.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The message as a user should read it for input `path`:
+    /// `"{path} is not valid JSON: ..."` for JSON and limit errors,
+    /// `"{path}: ..."` for schema errors, the bare message for budget errors.
+    #[must_use]
+    pub fn with_path(&self, path: &str) -> String {
+        match self.kind {
+            ErrorKind::Json | ErrorKind::Limit | ErrorKind::Io => {
+                format!("{path} {}", self.message)
+            }
+            ErrorKind::Invalid => format!("{path}: {}", self.message),
+            ErrorKind::Budget => self.message.clone(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}

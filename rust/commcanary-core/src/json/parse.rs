@@ -1,0 +1,648 @@
+//! Recursive-descent JSON reader with limits enforced as it reads.
+//!
+//! Grammar and error positions follow CPython's `json` module in strict mode
+//! (control characters in strings are errors, only space, tab, CR and LF are
+//! whitespace). Deviations, all refusals: `NaN`/`Infinity` tokens, duplicate
+//! object keys, numbers longer than the limit, floats that overflow to
+//! infinity, and a leading byte-order mark.
+
+use super::{Doc, JsonLimits, Node, NodeId};
+use crate::error::{Error, ErrorKind, Result};
+
+/// A JSON reader over a byte slice. The trace loader drives it token by token
+/// at the top level and hands each event to [`Parser::parse_value`].
+pub struct Parser<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    limits: JsonLimits,
+    items: u64,
+    item_ceiling: u64,
+    stack: Vec<Node>,
+    key_scratch: Vec<(u32, u32, u32)>,
+}
+
+/// Parses one complete JSON document.
+///
+/// # Errors
+/// [`ErrorKind::Json`] for syntax errors, [`ErrorKind::Limit`] when a limit is
+/// exceeded.
+pub fn parse(bytes: &[u8], limits: JsonLimits) -> Result<Doc> {
+    let mut doc = Doc::new();
+    let mut parser = Parser::new(bytes, limits)?;
+    parser.skip_ws();
+    let root = parser.parse_value(&mut doc, 1)?;
+    doc.root = Some(root);
+    parser.finish()?;
+    Ok(doc)
+}
+
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+impl<'a> Parser<'a> {
+    /// A reader positioned at the start of `bytes`.
+    ///
+    /// # Errors
+    /// Refuses input that is not UTF-8 or starts with a byte-order mark.
+    pub fn new(bytes: &'a [u8], limits: JsonLimits) -> Result<Self> {
+        if bytes.starts_with(&[0xEF, 0xBB, 0xBF]) {
+            return Err(Error::new(
+                ErrorKind::Json,
+                "is not valid JSON: unexpected UTF-8 byte-order mark",
+            ));
+        }
+        if let Err(e) = std::str::from_utf8(bytes) {
+            return Err(Error::new(
+                ErrorKind::Json,
+                format!(
+                    "is not UTF-8 JSON: invalid byte at offset {}",
+                    e.valid_up_to()
+                ),
+            ));
+        }
+        Ok(Self {
+            bytes,
+            pos: 0,
+            limits,
+            items: 0,
+            item_ceiling: u64::MAX,
+            stack: Vec::with_capacity(64),
+            key_scratch: Vec::new(),
+        })
+    }
+
+    /// Current byte offset.
+    #[must_use]
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// A syntax error at the current position, with CPython-style location.
+    #[must_use]
+    pub fn error(&self, what: &str) -> Error {
+        self.error_at(what, self.pos)
+    }
+
+    fn error_at(&self, what: &str, at: usize) -> Error {
+        let at = at.min(self.bytes.len());
+        let before = &self.bytes[..at];
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1);
+        let column = String::from_utf8_lossy(&before[line_start..])
+            .chars()
+            .count()
+            + 1;
+        let chars = String::from_utf8_lossy(before).chars().count();
+        Error::new(
+            ErrorKind::Json,
+            format!("is not valid JSON: {what}: line {line} column {column} (char {chars})"),
+        )
+    }
+
+    fn limit(&self, what: String) -> Error {
+        Error::new(
+            ErrorKind::Limit,
+            format!("violates JSON resource constraints: {what}"),
+        )
+    }
+
+    /// Skips JSON whitespace.
+    pub fn skip_ws(&mut self) {
+        while self.pos < self.bytes.len() && is_ws(self.bytes[self.pos]) {
+            self.pos += 1;
+        }
+    }
+
+    /// The next byte without consuming it.
+    #[must_use]
+    pub fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// Consumes `b` (after whitespace) or fails with `what`.
+    ///
+    /// # Errors
+    /// A syntax error naming `what`.
+    pub fn expect(&mut self, b: u8, what: &str) -> Result<()> {
+        self.skip_ws();
+        if self.peek() == Some(b) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.error(what))
+        }
+    }
+
+    /// Counts one array element or object member against the item limit.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Limit`] past `max_items`.
+    pub fn count_item(&mut self) -> Result<()> {
+        self.items += 1;
+        if self.items > self.limits.max_items {
+            return Err(self.limit(format!(
+                "json items exceed max_json_items={}",
+                self.limits.max_items
+            )));
+        }
+        if self.items > self.item_ceiling {
+            return Err(self.limit("too many json items in one value".to_owned()));
+        }
+        Ok(())
+    }
+
+    /// Items counted so far.
+    #[must_use]
+    pub fn items(&self) -> u64 {
+        self.items
+    }
+
+    /// Caps the running item count at `ceiling` until it is lifted with
+    /// `u64::MAX`; used to bound one value inside a large document.
+    pub fn set_item_ceiling(&mut self, ceiling: u64) {
+        self.item_ceiling = ceiling;
+    }
+
+    /// Checks that a container opened at `depth` is allowed.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Limit`] past `max_depth`.
+    pub fn check_depth(&self, depth: u32) -> Result<()> {
+        if depth > self.limits.max_depth {
+            return Err(self.limit(format!(
+                "json nesting depth exceeds max_json_depth={}",
+                self.limits.max_depth
+            )));
+        }
+        Ok(())
+    }
+
+    /// After the root value: only whitespace may follow.
+    ///
+    /// # Errors
+    /// `Extra data` when anything else follows.
+    pub fn finish(&mut self) -> Result<()> {
+        self.skip_ws();
+        if self.pos != self.bytes.len() {
+            return Err(self.error("Extra data"));
+        }
+        Ok(())
+    }
+
+    /// Reads a string token (the opening quote must be next) and appends its
+    /// decoded WTF-8 bytes to `out`.
+    ///
+    /// # Errors
+    /// Syntax errors and the string-length limit.
+    pub fn read_string_into(&mut self, out: &mut Vec<u8>) -> Result<()> {
+        let begin = self.pos;
+        if self.peek() != Some(b'"') {
+            return Err(self.error("Expecting string"));
+        }
+        self.pos += 1;
+        let out_start = out.len();
+        let bytes = self.bytes;
+        loop {
+            // Fast scan of plain bytes.
+            let run_start = self.pos;
+            while self.pos < bytes.len() {
+                let b = bytes[self.pos];
+                if b == b'"' || b == b'\\' || b < 0x20 {
+                    break;
+                }
+                self.pos += 1;
+            }
+            out.extend_from_slice(&bytes[run_start..self.pos]);
+            if out.len() - out_start > self.limits.max_string_bytes {
+                return Err(self.limit(format!(
+                    "string exceeds max_json_string_bytes={}",
+                    self.limits.max_string_bytes
+                )));
+            }
+            match bytes.get(self.pos) {
+                None => return Err(self.error_at("Unterminated string starting at", begin)),
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    let esc = bytes.get(self.pos).copied();
+                    self.pos += 1;
+                    let simple = match esc {
+                        Some(b'"') => Some(b'"'),
+                        Some(b'\\') => Some(b'\\'),
+                        Some(b'/') => Some(b'/'),
+                        Some(b'b') => Some(0x08),
+                        Some(b'f') => Some(0x0c),
+                        Some(b'n') => Some(b'\n'),
+                        Some(b'r') => Some(b'\r'),
+                        Some(b't') => Some(b'\t'),
+                        Some(b'u') => None,
+                        _ => return Err(self.error_at("Invalid \\escape", self.pos - 2)),
+                    };
+                    if let Some(c) = simple {
+                        out.push(c);
+                        continue;
+                    }
+                    let unit = self.hex4()?;
+                    let mut cp = u32::from(unit);
+                    if (0xD800..0xDC00).contains(&unit)
+                        && bytes.get(self.pos) == Some(&b'\\')
+                        && bytes.get(self.pos + 1) == Some(&b'u')
+                    {
+                        let save = self.pos;
+                        self.pos += 2;
+                        let low = self.hex4()?;
+                        if (0xDC00..0xE000).contains(&low) {
+                            cp = 0x10000 + ((cp - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+                        } else {
+                            self.pos = save;
+                        }
+                    }
+                    push_wtf8(out, cp);
+                }
+                Some(_) => {
+                    return Err(self.error("Invalid control character at"));
+                }
+            }
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u16> {
+        let start = self.pos;
+        let digits = self
+            .bytes
+            .get(start..start + 4)
+            .ok_or_else(|| self.error_at("Invalid \\uXXXX escape", start - 1))?;
+        let mut v: u16 = 0;
+        for &d in digits {
+            let nibble = match d {
+                b'0'..=b'9' => d - b'0',
+                b'a'..=b'f' => d - b'a' + 10,
+                b'A'..=b'F' => d - b'A' + 10,
+                _ => return Err(self.error_at("Invalid \\uXXXX escape", start - 1)),
+            };
+            v = (v << 4) | u16::from(nibble);
+        }
+        self.pos += 4;
+        Ok(v)
+    }
+
+    /// Parses one value at nesting `depth` into `doc`, returning its node id.
+    /// Leading whitespace must already be skipped.
+    ///
+    /// # Errors
+    /// Syntax and limit errors.
+    pub fn parse_value(&mut self, doc: &mut Doc, depth: u32) -> Result<NodeId> {
+        let base = self.stack.len();
+        self.value_onto_stack(doc, depth)?;
+        debug_assert_eq!(self.stack.len(), base + 1);
+        let node = self.stack.pop().unwrap_or(Node::Null);
+        let id = doc.nodes.len() as NodeId;
+        doc.nodes.push(node);
+        Ok(id)
+    }
+
+    fn value_onto_stack(&mut self, doc: &mut Doc, depth: u32) -> Result<()> {
+        let Some(b) = self.peek() else {
+            return Err(self.error("Expecting value"));
+        };
+        match b {
+            b'{' => self.object(doc, depth),
+            b'[' => self.array(doc, depth),
+            b'"' => {
+                let start = doc.arena.len() as u32;
+                let mut arena = std::mem::take(&mut doc.arena);
+                let r = self.read_string_into(&mut arena);
+                doc.arena = arena;
+                r?;
+                let len = doc.arena.len() as u32 - start;
+                self.stack.push(Node::Str { start, len });
+                Ok(())
+            }
+            b't' => self.literal(b"true", Node::Bool(true)),
+            b'f' => self.literal(b"false", Node::Bool(false)),
+            b'n' => self.literal(b"null", Node::Null),
+            b'-' | b'0'..=b'9' => self.number(doc),
+            b'N' | b'I' => Err(self.error("NaN and Infinity are not allowed")),
+            _ => Err(self.error("Expecting value")),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], node: Node) -> Result<()> {
+        if self.bytes[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            self.stack.push(node);
+            Ok(())
+        } else {
+            Err(self.error("Expecting value"))
+        }
+    }
+
+    fn number(&mut self, doc: &mut Doc) -> Result<()> {
+        let bytes = self.bytes;
+        let start = self.pos;
+        let mut p = start;
+        if bytes.get(p) == Some(&b'-') {
+            p += 1;
+        }
+        match bytes.get(p) {
+            Some(b'0') => p += 1,
+            Some(b'1'..=b'9') => {
+                while matches!(bytes.get(p), Some(b'0'..=b'9')) {
+                    p += 1;
+                }
+            }
+            Some(b'I') => return Err(self.error("NaN and Infinity are not allowed")),
+            _ => return Err(self.error("Expecting value")),
+        }
+        let int_end = p;
+        let mut is_float = false;
+        if bytes.get(p) == Some(&b'.') && matches!(bytes.get(p + 1), Some(b'0'..=b'9')) {
+            is_float = true;
+            p += 1;
+            while matches!(bytes.get(p), Some(b'0'..=b'9')) {
+                p += 1;
+            }
+        }
+        if matches!(bytes.get(p), Some(b'e' | b'E')) {
+            let mut q = p + 1;
+            if matches!(bytes.get(q), Some(b'+' | b'-')) {
+                q += 1;
+            }
+            if matches!(bytes.get(q), Some(b'0'..=b'9')) {
+                is_float = true;
+                while matches!(bytes.get(q), Some(b'0'..=b'9')) {
+                    q += 1;
+                }
+                p = q;
+            }
+        }
+        let _ = int_end;
+        if p - start > self.limits.max_number_chars {
+            return Err(self.limit(format!(
+                "numeric token exceeds max_json_number_chars={}",
+                self.limits.max_number_chars
+            )));
+        }
+        // The token is ASCII by construction.
+        let text = std::str::from_utf8(&bytes[start..p]).unwrap_or("0");
+        self.pos = p;
+        if is_float {
+            let value: f64 = text
+                .parse()
+                .map_err(|_| self.error_at("Invalid number", start))?;
+            if !value.is_finite() {
+                return Err(self.error_at("number out of range (floats must be finite)", start));
+            }
+            self.stack.push(Node::Float(value));
+        } else if let Ok(i) = text.parse::<i64>() {
+            self.stack.push(Node::Int(i));
+        } else {
+            let digits = if text == "-0" { "0" } else { text };
+            let Node::Str { start: s, len } = doc.push_str_bytes(digits.as_bytes()) else {
+                unreachable!("push_str_bytes returns a string node")
+            };
+            self.stack.push(Node::BigInt { start: s, len });
+        }
+        Ok(())
+    }
+
+    fn array(&mut self, doc: &mut Doc, depth: u32) -> Result<()> {
+        self.check_depth(depth)?;
+        self.pos += 1; // '['
+        let base = self.stack.len();
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+        } else {
+            loop {
+                self.skip_ws();
+                self.count_item()?;
+                self.value_onto_stack(doc, depth + 1)?;
+                self.skip_ws();
+                match self.peek() {
+                    Some(b',') => self.pos += 1,
+                    Some(b']') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(self.error("Expecting ',' delimiter")),
+                }
+            }
+        }
+        let first = doc.nodes.len() as u32;
+        let len = (self.stack.len() - base) as u32;
+        doc.nodes.extend_from_slice(&self.stack[base..]);
+        self.stack.truncate(base);
+        self.stack.push(Node::Array { first, len });
+        Ok(())
+    }
+
+    fn object(&mut self, doc: &mut Doc, depth: u32) -> Result<()> {
+        self.check_depth(depth)?;
+        let open = self.pos;
+        self.pos += 1; // '{'
+        let base = self.stack.len();
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+        } else {
+            loop {
+                self.skip_ws();
+                if self.peek() != Some(b'"') {
+                    return Err(self.error("Expecting property name enclosed in double quotes"));
+                }
+                self.count_item()?;
+                let start = doc.arena.len() as u32;
+                let mut arena = std::mem::take(&mut doc.arena);
+                let r = self.read_string_into(&mut arena);
+                doc.arena = arena;
+                r?;
+                let len = doc.arena.len() as u32 - start;
+                self.stack.push(Node::Str { start, len });
+                self.expect(b':', "Expecting ':' delimiter")?;
+                self.skip_ws();
+                self.value_onto_stack(doc, depth + 1)?;
+                self.skip_ws();
+                match self.peek() {
+                    Some(b',') => self.pos += 1,
+                    Some(b'}') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(self.error("Expecting ',' delimiter")),
+                }
+            }
+        }
+        let members = (self.stack.len() - base) / 2;
+        self.check_duplicates(doc, base, members, open)?;
+        let first = doc.nodes.len() as u32;
+        doc.nodes.extend_from_slice(&self.stack[base..]);
+        self.stack.truncate(base);
+        self.stack.push(Node::Object {
+            first,
+            len: members as u32,
+        });
+        Ok(())
+    }
+
+    fn check_duplicates(
+        &mut self,
+        doc: &Doc,
+        base: usize,
+        members: usize,
+        open: usize,
+    ) -> Result<()> {
+        if members < 2 {
+            return Ok(());
+        }
+        let key = |i: usize| -> &[u8] {
+            match self.stack[base + 2 * i] {
+                Node::Str { start, len } => doc.bytes(start, len),
+                _ => &[],
+            }
+        };
+        let duplicate = if members <= 12 {
+            let mut found = None;
+            'outer: for i in 1..members {
+                for j in 0..i {
+                    if key(i) == key(j) {
+                        found = Some(i);
+                        break 'outer;
+                    }
+                }
+            }
+            found
+        } else {
+            let mut keys = std::mem::take(&mut self.key_scratch);
+            keys.clear();
+            for i in 0..members {
+                if let Node::Str { start, len } = self.stack[base + 2 * i] {
+                    keys.push((start, len, i as u32));
+                }
+            }
+            keys.sort_unstable_by(|a, b| doc.bytes(a.0, a.1).cmp(doc.bytes(b.0, b.1)));
+            let found = keys
+                .windows(2)
+                .find(|w| doc.bytes(w[0].0, w[0].1) == doc.bytes(w[1].0, w[1].1))
+                .map(|w| w[1].2 as usize);
+            self.key_scratch = keys;
+            found
+        };
+        if let Some(i) = duplicate {
+            let name = String::from_utf8_lossy(key(i)).into_owned();
+            return Err(self.error_at(
+                &format!("duplicate object key {name:?} in object starting at"),
+                open,
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Appends code point `cp` (which may be a lone surrogate) as WTF-8.
+pub(crate) fn push_wtf8(out: &mut Vec<u8>, cp: u32) {
+    if cp < 0x80 {
+        out.push(cp as u8);
+    } else if cp < 0x800 {
+        out.push(0xC0 | (cp >> 6) as u8);
+        out.push(0x80 | (cp & 0x3F) as u8);
+    } else if cp < 0x10000 {
+        out.push(0xE0 | (cp >> 12) as u8);
+        out.push(0x80 | ((cp >> 6) & 0x3F) as u8);
+        out.push(0x80 | (cp & 0x3F) as u8);
+    } else {
+        out.push(0xF0 | (cp >> 18) as u8);
+        out.push(0x80 | ((cp >> 12) & 0x3F) as u8);
+        out.push(0x80 | ((cp >> 6) & 0x3F) as u8);
+        out.push(0x80 | (cp & 0x3F) as u8);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Doc> {
+        parse(s.as_bytes(), JsonLimits::default())
+    }
+
+    #[test]
+    fn parses_basic_values() {
+        let doc = p(r#"{"a": [1, 2.5, "x", true, null, -0, 12345678901234567890123]}"#).unwrap();
+        let root = doc.root().unwrap();
+        let a = root.get("a").unwrap();
+        let items: Vec<_> = a.elements().collect();
+        assert_eq!(items[0].as_i64(), Some(1));
+        assert_eq!(items[1].as_float(), Some(2.5));
+        assert_eq!(items[2].as_str(), Some("x"));
+        assert_eq!(items[3].as_bool(), Some(true));
+        assert!(items[4].is_null());
+        assert_eq!(items[5].as_i64(), Some(0));
+        assert!(matches!(items[6].node(), Node::BigInt { .. }));
+    }
+
+    #[test]
+    fn refuses_what_python_refuses_and_more() {
+        for bad in [
+            "",
+            "{",
+            "[1,]",
+            "{\"a\":1,}",
+            "NaN",
+            "[Infinity]",
+            "[-Infinity]",
+            "{\"a\":1,\"a\":2}",
+            "\"\u{1}\"",
+            "[1e400]",
+            "01",
+            "[1] x",
+            "\u{feff}{}",
+            "{'a':1}",
+            "[.5]",
+            "[1.]",
+        ] {
+            assert!(p(bad).is_err(), "{bad:?} should fail");
+        }
+    }
+
+    #[test]
+    fn keeps_lone_surrogates_and_pairs() {
+        let doc = p(r#"["\ud800", "\ud83d\ude00", "\u00e9"]"#).unwrap();
+        let items: Vec<_> = doc.root().unwrap().elements().collect();
+        assert_eq!(items[0].as_wtf8().unwrap(), &[0xED, 0xA0, 0x80]);
+        assert_eq!(items[1].as_str(), Some("\u{1F600}"));
+        assert_eq!(items[2].as_str(), Some("é"));
+    }
+
+    #[test]
+    fn enforces_limits() {
+        let deep = "[".repeat(65) + &"]".repeat(65);
+        let err = p(&deep).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Limit);
+        let ok = "[".repeat(64) + &"]".repeat(64);
+        assert!(p(&ok).is_ok());
+        let limits = JsonLimits {
+            max_items: 3,
+            ..JsonLimits::default()
+        };
+        assert!(parse(b"[1,2,3,4]", limits).is_err());
+        assert!(parse(b"[1,2,3]", limits).is_ok());
+    }
+
+    #[test]
+    fn reports_python_style_positions() {
+        let err = p("{\n  \"a\": x}").unwrap_err();
+        assert!(
+            err.message().contains("line 2 column 8"),
+            "{}",
+            err.message()
+        );
+    }
+}

@@ -1,0 +1,365 @@
+//! CPython-exact float arithmetic helpers.
+//!
+//! Every number commcanary prints or hashes follows CPython's rules, so that a
+//! third party holding only the Python standard library can recompute it:
+//!
+//! * [`repr`] is `repr(float)`: the shortest digit string that round-trips,
+//!   positional when the decimal exponent lies in `[-4, 16)`, otherwise
+//!   scientific with an explicit sign and at least two exponent digits
+//!   (`1e-05`, `1.5e+16`); integral values keep `.0`.
+//! * [`round`] is `round(x, n)`: the exact binary value of `x` rounded to `n`
+//!   decimals (ties to even on exact ties only), then the nearest double.
+//! * [`py_sum`] is the builtin `sum()` over floats, which since CPython 3.12
+//!   uses Neumaier's compensated summation.
+//! * [`fsum`] is `math.fsum`: the correctly rounded sum.
+//!
+//! Invariant: none of these functions allocate on their common fast paths
+//! except [`repr`], which returns an owned `String` (use [`write_repr`] to append
+//! into an existing buffer).
+
+use std::fmt::Write as _;
+
+/// Appends CPython's `repr(x)` of a finite double to `out`.
+///
+/// # Panics
+/// Never for finite input; non-finite input is written as CPython would
+/// (`inf`, `-inf`, `nan`) although canonical JSON never contains it.
+pub fn write_repr(out: &mut String, x: f64) {
+    if !x.is_finite() {
+        out.push_str(if x.is_nan() {
+            "nan"
+        } else if x > 0.0 {
+            "inf"
+        } else {
+            "-inf"
+        });
+        return;
+    }
+    if x == 0.0 {
+        out.push_str(if x.is_sign_negative() { "-0.0" } else { "0.0" });
+        return;
+    }
+    // Fast path: integral values below 2^53 print as "<int>.0".
+    if x.fract() == 0.0 && x.abs() < 1e16 {
+        let _ = write!(out, "{}", x as i64);
+        out.push_str(".0");
+        return;
+    }
+    // Rust's `{:e}` prints the shortest round-tripping digits, like CPython's
+    // `repr` (David Gay's mode 0); only the layout differs.
+    let mut sci = String::with_capacity(32);
+    let _ = write!(sci, "{x:e}");
+    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let (negative, mantissa) = match mantissa.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, mantissa),
+    };
+    let mut digits = [0u8; 24];
+    let mut count = 0;
+    for b in mantissa.bytes() {
+        if b.is_ascii_digit() && count < digits.len() {
+            digits[count] = b;
+            count += 1;
+        }
+    }
+    let digits = std::str::from_utf8(&digits[..count]).unwrap_or("0");
+    layout(out, negative, digits, exponent + 1);
+}
+
+/// Formats `digits` (no leading zeros) with decimal point position `decpt`
+/// (value = 0.d1d2... x 10^decpt) the way CPython's `float_repr_style='short'`
+/// does.
+fn layout(out: &mut String, negative: bool, digits: &str, decpt: i32) {
+    if negative {
+        out.push('-');
+    }
+    let n = digits.len() as i32;
+    if decpt <= -4 || decpt > 16 {
+        out.push_str(&digits[..1]);
+        if n > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        let e = decpt - 1;
+        out.push('e');
+        out.push(if e < 0 { '-' } else { '+' });
+        let _ = write!(out, "{:02}", e.abs());
+    } else if decpt <= 0 {
+        out.push_str("0.");
+        for _ in 0..(-decpt) {
+            out.push('0');
+        }
+        out.push_str(digits);
+    } else if decpt >= n {
+        out.push_str(digits);
+        for _ in 0..(decpt - n) {
+            out.push('0');
+        }
+        out.push_str(".0");
+    } else {
+        let split = decpt as usize;
+        out.push_str(&digits[..split]);
+        out.push('.');
+        out.push_str(&digits[split..]);
+    }
+}
+
+/// CPython's `repr(x)` for a double.
+#[must_use]
+pub fn repr(x: f64) -> String {
+    let mut s = String::with_capacity(24);
+    write_repr(&mut s, x);
+    s
+}
+
+/// CPython's `round(x, ndigits)` for a double and a non-negative digit count.
+///
+/// The exact binary value is rounded to `ndigits` decimals with ties to even
+/// (ties only happen when the double is exactly halfway), and the decimal
+/// result is converted back to the nearest double. The sign of zero is kept.
+///
+/// Fast path: with `p = |x| · 10^n` below 2^52, the product's error is at most
+/// one ulp of `p`; unless `p` lies within that distance of a half-integer, the
+/// decimal result is `k · 10^-n` with `k = round(p)`, and `k / 10^n` (an exact
+/// integer over an exact power of ten) is its nearest double. Everything
+/// else goes through exact decimal formatting.
+#[must_use]
+pub fn round(x: f64, ndigits: u32) -> f64 {
+    if !x.is_finite() || x == 0.0 || x.fract() == 0.0 || ndigits >= 330 {
+        return x;
+    }
+    if ndigits <= 15 {
+        let scale = POW10[ndigits as usize];
+        let p = x.abs() * scale;
+        if p < 4_503_599_627_370_496.0 {
+            let floor = p.floor();
+            let frac = p - floor;
+            let ulp = f64::from_bits(p.to_bits() + 1) - p;
+            if (frac - 0.5).abs() > 2.0 * ulp {
+                let k = if frac > 0.5 { floor + 1.0 } else { floor };
+                return (k / scale).copysign(x);
+            }
+        }
+    }
+    round_exact(x, ndigits)
+}
+
+const POW10: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// `round` through exact decimal formatting (Rust's fixed-precision
+/// formatting is exact and rounds ties to even, like CPython's dtoa mode 3).
+#[must_use]
+pub fn round_exact(x: f64, ndigits: u32) -> f64 {
+    let mut buf = String::with_capacity(48);
+    let _ = write!(buf, "{:.*}", ndigits as usize, x);
+    buf.parse::<f64>().unwrap_or(x)
+}
+
+/// CPython's builtin `sum()` over floats (Neumaier compensated summation,
+/// CPython 3.12 and later), starting from `0.0`.
+#[must_use]
+pub fn py_sum<I: IntoIterator<Item = f64>>(values: I) -> f64 {
+    let mut total = 0.0f64;
+    let mut compensation = 0.0f64;
+    for x in values {
+        let t = total + x;
+        if total.abs() >= x.abs() {
+            compensation += (total - t) + x;
+        } else {
+            compensation += (x - t) + total;
+        }
+        total = t;
+    }
+    if compensation != 0.0 && compensation.is_finite() {
+        total += compensation;
+    }
+    total
+}
+
+/// `math.fsum`: the correctly rounded sum of finite doubles (Shewchuk's
+/// exact partials with the half-way correction CPython applies).
+#[must_use]
+pub fn fsum<I: IntoIterator<Item = f64>>(values: I) -> f64 {
+    let mut partials: Vec<f64> = Vec::new();
+    for mut x in values {
+        let mut i = 0;
+        for j in 0..partials.len() {
+            let mut y = partials[j];
+            if x.abs() < y.abs() {
+                std::mem::swap(&mut x, &mut y);
+            }
+            let hi = x + y;
+            let lo = y - (hi - x);
+            if lo != 0.0 {
+                partials[i] = lo;
+                i += 1;
+            }
+            x = hi;
+        }
+        partials.truncate(i);
+        if x != 0.0 {
+            partials.push(x);
+        }
+    }
+    let mut n = partials.len();
+    if n == 0 {
+        return 0.0;
+    }
+    n -= 1;
+    let mut hi = partials[n];
+    let mut lo = 0.0;
+    while n > 0 {
+        let x = hi;
+        n -= 1;
+        let y = partials[n];
+        hi = x + y;
+        let yr = hi - x;
+        lo = y - yr;
+        if lo != 0.0 {
+            break;
+        }
+    }
+    // Round-half-even correction: if the remaining partials push the result
+    // across a half-way point, adjust.
+    if n > 0 && ((lo < 0.0 && partials[n - 1] < 0.0) || (lo > 0.0 && partials[n - 1] > 0.0)) {
+        let y = lo * 2.0;
+        let x = hi + y;
+        let yr = x - hi;
+        if y == yr {
+            hi = x;
+        }
+    }
+    hi
+}
+
+/// The `linear-interpolated-sorted` quantile (NumPy's "linear" method) of an
+/// already sorted slice, `q` in percent.
+///
+/// `pos = (n - 1) * q / 100`; empty input gives `0.0`.
+#[must_use]
+pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        1 => sorted[0],
+        n => {
+            let pos = (n - 1) as f64 * q / 100.0;
+            let lo = pos.floor();
+            let hi = pos.ceil();
+            let (lo_i, hi_i) = (lo as usize, hi as usize);
+            if lo_i == hi_i {
+                sorted[lo_i]
+            } else {
+                let frac = pos - lo;
+                sorted[lo_i] * (1.0 - frac) + sorted[hi_i] * frac
+            }
+        }
+    }
+}
+
+/// Sorts a copy of `values` (total order on finite doubles) and returns the
+/// quantile `q` (percent).
+#[must_use]
+pub fn quantile(values: &[f64], q: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    quantile_sorted(&sorted, q)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repr_matches_cpython_layout() {
+        let cases: &[(f64, &str)] = &[
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+            (1.0, "1.0"),
+            (2.0, "2.0"),
+            (100.0, "100.0"),
+            (0.474, "0.474"),
+            (1e-5, "1e-05"),
+            (0.0001, "0.0001"),
+            (1e16, "1e+16"),
+            (1.5e16, "1.5e+16"),
+            (1e15, "1000000000000000.0"),
+            (123456789.125, "123456789.125"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (5e-324, "5e-324"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (-2.5e-7, "-2.5e-07"),
+            (77.72500000000001, "77.72500000000001"),
+            (9007199254740993.0, "9007199254740992.0"),
+            (1e22, "1e+22"),
+        ];
+        for &(x, want) in cases {
+            assert_eq!(repr(x), want, "repr({x:?})");
+        }
+    }
+
+    #[test]
+    fn round_matches_cpython() {
+        assert_eq!(round(0.125, 2), 0.12);
+        assert_eq!(round(0.375, 2), 0.38);
+        assert_eq!(round(2.675, 2), 2.67);
+        assert_eq!(round(77.72500000000001, 9), 77.725);
+        assert_eq!(round(-0.0001, 2).to_bits(), (-0.0f64).to_bits());
+        assert_eq!(round(3608.0 / 7617.0, 3), 0.474);
+        assert_eq!(round(0.5, 0), 0.0);
+        assert_eq!(round(1.5, 0), 2.0);
+        assert_eq!(round(2.5, 0), 2.0);
+    }
+
+    #[test]
+    fn fast_round_agrees_with_exact_round() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..200_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let mantissa = (state >> 11) as f64 / (1u64 << 53) as f64;
+            let scale = [1e-3, 1.0, 77.0, 1e4, 1e7, 1e9][(state % 6) as usize];
+            let x = mantissa * scale;
+            for n in [2, 3, 6, 9] {
+                assert_eq!(
+                    round(x, n).to_bits(),
+                    round_exact(x, n).to_bits(),
+                    "round({x:?}, {n})"
+                );
+            }
+            // Values with few decimals, the common case in traces.
+            let y = ((state >> 20) % 10_000_000) as f64 / 1000.0;
+            let z = y - 0.001 * ((state >> 40) % 1000) as f64;
+            for n in [3, 9] {
+                assert_eq!(
+                    round(z, n).to_bits(),
+                    round_exact(z, n).to_bits(),
+                    "round({z:?}, {n})"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sums_follow_cpython() {
+        let v = [0.1, 0.2, 0.3];
+        assert_eq!(py_sum(v), 0.6);
+        assert_eq!(fsum(v), 0.6);
+        let w = [1e100, 1.0, -1e100, 1.0];
+        assert_eq!(fsum(w), 2.0);
+        assert_eq!(py_sum(w), 2.0);
+        assert_eq!(fsum([]), 0.0);
+    }
+
+    #[test]
+    fn quantiles_interpolate_linearly() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(quantile_sorted(&v, 50.0), 2.5);
+        assert_eq!(quantile_sorted(&v, 100.0), 4.0);
+        assert_eq!(quantile_sorted(&[], 50.0), 0.0);
+        assert_eq!(quantile_sorted(&[7.0], 95.0), 7.0);
+    }
+}

@@ -1,0 +1,981 @@
+//! One-pass trace reader: bytes in, [`Trace`] out.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::Read;
+use std::path::Path;
+
+use super::{Events, KNOWN_OPS, Signature, TRACE_FORMAT, Trace, flag};
+use crate::error::{Error, ErrorKind, Result};
+use crate::json::{Doc, JsonLimits, Node, NodeId, Parser, Value, canon};
+
+/// Largest magnitude accepted for any `_us` time field.
+const MAX_TIME_US: f64 = 1e12;
+/// Largest accepted `compute_pressure`.
+const MAX_PRESSURE: f64 = 1e6;
+/// Largest accepted `concurrent_groups`.
+const MAX_CONCURRENT_GROUPS: i64 = 1_000_000;
+
+/// Bounds applied while reading a trace.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    /// Largest input accepted, after gzip decompression.
+    pub max_input_bytes: u64,
+    /// JSON reader limits.
+    pub json: JsonLimits,
+    /// Largest number of events.
+    pub max_events: u64,
+    /// Largest number of ranks per event.
+    pub max_ranks: usize,
+    /// Largest number of JSON items inside one event field.
+    pub max_field_items: u64,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            max_input_bytes: 4 << 30,
+            json: JsonLimits::default(),
+            max_events: 20_000_000,
+            max_ranks: 65_536,
+            max_field_items: 1_000_000,
+        }
+    }
+}
+
+/// Reads and parses the trace at `path` (gzip detected by its magic bytes).
+///
+/// # Errors
+/// [`ErrorKind::Io`] when the file cannot be read, otherwise as [`load_bytes`].
+pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace> {
+    let bytes = read_input(path, options.max_input_bytes)?;
+    load_bytes(&bytes, options)
+}
+
+/// Reads a whole input file, decompressing gzip, refusing more than `max` bytes.
+///
+/// # Errors
+/// [`ErrorKind::Io`] for missing files, directories and read or gzip errors;
+/// [`ErrorKind::Limit`] when the (decompressed) input exceeds `max`.
+pub fn read_input(path: &Path, max: u64) -> Result<Vec<u8>> {
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::new(ErrorKind::Io, "does not exist"),
+        _ => Error::new(ErrorKind::Io, format!("cannot be read: {e}")),
+    })?;
+    if meta.is_dir() {
+        return Err(Error::new(ErrorKind::Io, "is a directory, not a file"));
+    }
+    let file = std::fs::File::open(path)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("cannot be read: {e}")))?;
+    let mut raw = Vec::new();
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut raw)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("cannot be read: {e}")))?;
+    if raw.len() as u64 > max {
+        return Err(Error::limit(format!("exceeds max_input_bytes={max}")));
+    }
+    if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(raw.as_slice())
+            .take(max.saturating_add(1))
+            .read_to_end(&mut out)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("is not a valid gzip file: {e}")))?;
+        if out.len() as u64 > max {
+            return Err(Error::limit(format!(
+                "decompresses beyond max_input_bytes={max}"
+            )));
+        }
+        return Ok(out);
+    }
+    Ok(raw)
+}
+
+/// A small, fast, deterministic hasher for the signature table.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn write_i64(&mut self, v: i64) {
+        self.write_u64(v as u64);
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// Parses trace `bytes`.
+///
+/// # Errors
+/// JSON syntax and limit errors first (as CPython would report them before
+/// validating), then the first validation error in input order.
+pub fn load_bytes(bytes: &[u8], options: &LoadOptions) -> Result<Trace> {
+    let mut reader = Reader {
+        options: *options,
+        trace: Trace::default(),
+        sig_index: FxMap::default(),
+        scratch_sig: empty_signature(),
+        event_doc: Doc::new(),
+        event_keys: Vec::new(),
+        members: Vec::new(),
+        first_invalid: None,
+        saw_events: false,
+        rank_pos: FxMap::default(),
+        values: Vec::new(),
+    };
+    let mut parser = Parser::new(bytes, options.json)?;
+    reader.top_level(&mut parser)?;
+    parser.finish()?;
+    if let Some(err) = reader.first_invalid {
+        return Err(err);
+    }
+    if !reader.saw_events {
+        return Err(Error::invalid("trace field 'events' is required"));
+    }
+    let mut trace = reader.trace;
+    trace.members.sort_by(|a, b| a.0.cmp(&b.0));
+    match trace.member("format") {
+        None => return Err(Error::invalid("trace field 'format' is required")),
+        Some(f) if f != format!("\"{TRACE_FORMAT}\"").as_bytes() => {
+            return Err(Error::invalid(format!(
+                "trace field 'format' must be '{TRACE_FORMAT}', got {}",
+                String::from_utf8_lossy(f)
+            )));
+        }
+        Some(_) => {}
+    }
+    Ok(trace)
+}
+
+fn empty_signature() -> Signature {
+    Signature {
+        phase: Vec::new(),
+        op: Vec::new(),
+        bytes: 0,
+        ranks: Vec::new(),
+        group: Vec::new(),
+        concurrent_groups: 1,
+        custom_op: false,
+        dtype: None,
+        reduction_op: None,
+        root_rank: None,
+        sender_rank: None,
+        receiver_rank: None,
+        message_sequence: None,
+        tag: None,
+        channel: None,
+    }
+}
+
+struct Reader {
+    options: LoadOptions,
+    trace: Trace,
+    sig_index: FxMap<Signature, u32>,
+    scratch_sig: Signature,
+    event_doc: Doc,
+    event_keys: Vec<u8>,
+    /// (key start, key len, value node) of the event being read.
+    members: Vec<(u32, u32, NodeId)>,
+    first_invalid: Option<Error>,
+    saw_events: bool,
+    rank_pos: FxMap<i64, u32>,
+    values: Vec<f64>,
+}
+
+/// Integer with the reference reader's leniency: integral floats and numeric
+/// strings count; booleans never do.
+fn lenient_int(v: Value<'_>) -> Option<i64> {
+    match v.node() {
+        Node::Int(i) => Some(i),
+        Node::Float(f) if f.fract() == 0.0 && f.abs() < 9.2e18 => Some(f as i64),
+        Node::Str { .. } => v.as_str().and_then(|s| s.trim().parse::<i64>().ok()),
+        _ => None,
+    }
+}
+
+/// Finite number with the reference reader's leniency (numeric strings count).
+fn lenient_num(v: Value<'_>) -> Option<f64> {
+    match v.node() {
+        Node::Int(_) | Node::Float(_) | Node::BigInt { .. } => v.as_number(),
+        Node::Str { .. } => v
+            .as_str()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|f| f.is_finite()),
+        _ => None,
+    }
+}
+
+/// Adds "where" context to a JSON or limit error raised inside a known field.
+fn with_context(err: &Error, context: &str) -> Error {
+    for prefix in [
+        "is not valid JSON: ",
+        "violates JSON resource constraints: ",
+    ] {
+        if let Some(rest) = err.message().strip_prefix(prefix) {
+            return Error::new(err.kind(), format!("{prefix}{context}: {rest}"));
+        }
+    }
+    err.clone()
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl Reader {
+    fn top_level(&mut self, p: &mut Parser<'_>) -> Result<()> {
+        p.skip_ws();
+        if p.peek() != Some(b'{') {
+            let mut doc = Doc::new();
+            p.parse_value(&mut doc, 1)?;
+            p.finish()?;
+            return Err(Error::new(ErrorKind::Json, "must contain a JSON object"));
+        }
+        p.check_depth(1)?;
+        p.expect(b'{', "Expecting value")?;
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut top_doc = Doc::new();
+        p.skip_ws();
+        if p.peek() == Some(b'}') {
+            p.expect(b'}', "Expecting '}'")?;
+            return Ok(());
+        }
+        loop {
+            p.skip_ws();
+            if p.peek() != Some(b'"') {
+                return Err(p.error("Expecting property name enclosed in double quotes"));
+            }
+            p.count_item()?;
+            let mut key = Vec::new();
+            p.read_string_into(&mut key)?;
+            if keys.contains(&key) {
+                return Err(p.error(&format!("duplicate object key {:?} at", lossy(&key))));
+            }
+            keys.push(key.clone());
+            p.expect(b':', "Expecting ':' delimiter")?;
+            p.skip_ws();
+            if key == b"events" {
+                self.saw_events = true;
+                if p.peek() == Some(b'[') {
+                    self.events(p)?;
+                } else {
+                    let mut doc = Doc::new();
+                    p.parse_value(&mut doc, 2)?;
+                    self.invalid(Error::invalid("trace field 'events' must be a list"));
+                }
+            } else {
+                top_doc.clear();
+                let id = p
+                    .parse_value(&mut top_doc, 2)
+                    .map_err(|e| with_context(&e, &format!("trace field '{}'", lossy(&key))))?;
+                let value = top_doc.value(id);
+                self.check_top_member(&key, value);
+                let canonical = canon::to_vec(value);
+                self.trace.members.push((key, canonical));
+            }
+            p.skip_ws();
+            match p.peek() {
+                Some(b',') => p.expect(b',', "")?,
+                Some(b'}') => {
+                    p.expect(b'}', "")?;
+                    return Ok(());
+                }
+                _ => return Err(p.error("Expecting ',' delimiter")),
+            }
+        }
+    }
+
+    fn invalid(&mut self, err: Error) {
+        if self.first_invalid.is_none() {
+            self.first_invalid = Some(err);
+        }
+    }
+
+    fn check_top_member(&mut self, key: &[u8], value: Value<'_>) {
+        if (key == b"workload" || key == b"system") && !value.is_object() {
+            self.invalid(Error::invalid(format!(
+                "trace field '{}' must be an object",
+                lossy(key)
+            )));
+        }
+        if key == b"workload" && value.is_object() {
+            let marker = ["reduction", "reduction_method", "baseline_method"]
+                .into_iter()
+                .find(|k| value.get(k).is_some());
+            if let Some(k) = marker {
+                self.trace.derived_from = Some(format!("workload.{k}"));
+            }
+        }
+    }
+
+    fn events(&mut self, p: &mut Parser<'_>) -> Result<()> {
+        p.check_depth(2)?;
+        p.expect(b'[', "Expecting value")?;
+        p.skip_ws();
+        if p.peek() == Some(b']') {
+            return p.expect(b']', "");
+        }
+        let mut index: u64 = 0;
+        loop {
+            p.skip_ws();
+            p.count_item()?;
+            if index >= self.options.max_events {
+                return Err(Error::limit(format!(
+                    "violates JSON resource constraints: trace has more than max_events={} events",
+                    self.options.max_events
+                )));
+            }
+            if p.peek() == Some(b'{') {
+                self.event(p, index as usize)?;
+            } else {
+                self.event_doc.clear();
+                p.parse_value(&mut self.event_doc, 3)?;
+                self.invalid(Error::invalid(format!(
+                    "trace event {index} must be an object"
+                )));
+            }
+            index += 1;
+            p.skip_ws();
+            match p.peek() {
+                Some(b',') => p.expect(b',', "")?,
+                Some(b']') => return p.expect(b']', ""),
+                _ => return Err(p.error("Expecting ',' delimiter")),
+            }
+        }
+    }
+
+    fn event(&mut self, p: &mut Parser<'_>, index: usize) -> Result<()> {
+        p.check_depth(3)?;
+        let open = p.pos();
+        p.expect(b'{', "")?;
+        self.event_doc.clear();
+        self.event_keys.clear();
+        self.members.clear();
+        p.skip_ws();
+        if p.peek() == Some(b'}') {
+            p.expect(b'}', "")?;
+        } else {
+            loop {
+                p.skip_ws();
+                if p.peek() != Some(b'"') {
+                    return Err(p.error("Expecting property name enclosed in double quotes"));
+                }
+                p.count_item()?;
+                let key_start = self.event_keys.len() as u32;
+                p.read_string_into(&mut self.event_keys)?;
+                let key_len = self.event_keys.len() as u32 - key_start;
+                p.expect(b':', "Expecting ':' delimiter")?;
+                p.skip_ws();
+                p.set_item_ceiling(p.items().saturating_add(self.options.max_field_items));
+                let parsed = p.parse_value(&mut self.event_doc, 4);
+                p.set_item_ceiling(u64::MAX);
+                let id = parsed.map_err(|e| {
+                    let key =
+                        lossy(&self.event_keys[key_start as usize..(key_start + key_len) as usize]);
+                    with_context(&e, &format!("trace event {index} field '{key}'"))
+                })?;
+                self.members.push((key_start, key_len, id));
+                p.skip_ws();
+                match p.peek() {
+                    Some(b',') => p.expect(b',', "")?,
+                    Some(b'}') => {
+                        p.expect(b'}', "")?;
+                        break;
+                    }
+                    _ => return Err(p.error("Expecting ',' delimiter")),
+                }
+            }
+        }
+        // Sort members by key (canonical order) and reject duplicates.
+        let keys = &self.event_keys;
+        let key_of = |m: &(u32, u32, NodeId)| &keys[m.0 as usize..(m.0 + m.1) as usize];
+        if !self
+            .members
+            .windows(2)
+            .all(|w| key_of(&w[0]) < key_of(&w[1]))
+        {
+            self.members.sort_by(|a, b| key_of(a).cmp(key_of(b)));
+            if let Some(w) = self
+                .members
+                .windows(2)
+                .find(|w| key_of(&w[0]) == key_of(&w[1]))
+            {
+                let name = lossy(key_of(&w[0]));
+                let _ = open;
+                return Err(Error::new(
+                    ErrorKind::Json,
+                    format!(
+                        "is not valid JSON: duplicate object key {name:?} in trace event {index}"
+                    ),
+                ));
+            }
+        }
+        if self.first_invalid.is_some() {
+            return Ok(());
+        }
+        // Canonical bytes of the event.
+        let out = &mut self.trace.events.canonical;
+        out.push(b'{');
+        for (n, m) in self.members.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            canon::write_wtf8(out, key_of(m));
+            out.push(b':');
+            canon::write_value(out, self.event_doc.value(m.2));
+        }
+        out.push(b'}');
+        let end = out.len() as u64;
+        self.trace.events.canonical_end.push(end);
+        if let Err(e) = self.extract(index) {
+            self.invalid(e);
+        }
+        Ok(())
+    }
+
+    /// Validates the event just read and appends its columns.
+    #[allow(clippy::too_many_lines)]
+    fn extract(&mut self, i: usize) -> Result<()> {
+        let err = |name: &str, what: &str| {
+            Error::invalid(format!("trace event {i} field '{name}' {what}"))
+        };
+        let mut f = EventFields::default();
+        for &(ks, kl, id) in &self.members {
+            let key = &self.event_keys[ks as usize..(ks + kl) as usize];
+            let v = Some(id);
+            match key {
+                b"op" => f.op = v,
+                b"custom_op" => f.custom_op = v,
+                b"bytes" => f.bytes = v,
+                b"ranks" => f.ranks = v,
+                b"rank_count" => f.rank_count = v,
+                b"phase" => f.phase = v,
+                b"group" => f.group = v,
+                b"start_us" => f.start_us = v,
+                b"gap_us" => f.gap_us = v,
+                b"rank_arrival_us" => f.rank_arrival_us = v,
+                b"arrival_skew_us" => f.arrival_skew_us = v,
+                b"arrival_skew_unknown" => f.arrival_skew_unknown = v,
+                b"partial_rank_arrival" => f.partial_rank_arrival = v,
+                b"compute_before_us" => f.compute_before_us = v,
+                b"compute_overlap_us" => f.compute_overlap_us = v,
+                b"compute_overlap_unknown" => f.compute_overlap_unknown = v,
+                b"compute_pressure" => f.compute_pressure = v,
+                b"observed_exposed_us" => f.observed_exposed_us = v,
+                b"concurrent_groups" => f.concurrent_groups = v,
+                b"compute_fields_uncertain" => f.compute_fields_uncertain = v,
+                b"dtype" => f.dtype = v,
+                b"root_rank" => f.root_rank = v,
+                b"reduction_op" => f.reduction_op = v,
+                b"sender_rank" => f.sender_rank = v,
+                b"receiver_rank" => f.receiver_rank = v,
+                b"message_sequence" => f.message_sequence = v,
+                b"tag" => f.tag = v,
+                b"channel" => f.channel = v,
+                b"metadata" => f.metadata = v,
+                _ => {}
+            }
+        }
+        let doc = &self.event_doc;
+        let val = |id: Option<NodeId>| id.map(|id| doc.value(id));
+        let sig = &mut self.scratch_sig;
+
+        // Booleans.
+        let boolean = |name: &str, id: Option<NodeId>| -> Result<bool> {
+            match val(id) {
+                None => Ok(false),
+                Some(v) => v.as_bool().ok_or_else(|| err(name, "must be a boolean")),
+            }
+        };
+        let custom_op = boolean("custom_op", f.custom_op)?;
+        let skew_unknown = boolean("arrival_skew_unknown", f.arrival_skew_unknown)?;
+        let partial_arrival = boolean("partial_rank_arrival", f.partial_rank_arrival)?;
+        let uncertain = boolean("compute_fields_uncertain", f.compute_fields_uncertain)?;
+        let overlap_unknown = boolean("compute_overlap_unknown", f.compute_overlap_unknown)?;
+
+        // Operation.
+        let op = val(f.op).ok_or_else(|| err("op", "is required"))?;
+        let op_bytes = op
+            .as_wtf8()
+            .filter(|b| !b.is_empty())
+            .ok_or_else(|| err("op", "must be a non-empty string"))?;
+        if !custom_op && !KNOWN_OPS.iter().any(|k| k.as_bytes() == op_bytes) {
+            return Err(Error::invalid(format!(
+                "trace event {i} op '{}' is unsupported; set custom_op=true for custom operations",
+                lossy(op_bytes)
+            )));
+        }
+        sig.op.clear();
+        sig.op.extend_from_slice(op_bytes);
+        sig.custom_op = custom_op;
+
+        let bytes_v = val(f.bytes).ok_or_else(|| err("bytes", "is required"))?;
+        sig.bytes = lenient_int(bytes_v)
+            .filter(|&b| b > 0)
+            .ok_or_else(|| err("bytes", "must be a positive integer"))?;
+
+        // Ranks.
+        let ranks_v = val(f.ranks).ok_or_else(|| err("ranks", "is required"))?;
+        sig.ranks.clear();
+        let max_ranks = self.options.max_ranks;
+        if ranks_v.is_array() {
+            let n = ranks_v.len().unwrap_or(0);
+            if n == 0 || n > max_ranks {
+                return Err(err(
+                    "ranks",
+                    &format!("must list between 1 and {max_ranks} ranks"),
+                ));
+            }
+            for r in ranks_v.elements() {
+                let rank = lenient_int(r)
+                    .filter(|&r| r >= 0)
+                    .ok_or_else(|| err("ranks", "must contain only non-negative integers"))?;
+                sig.ranks.push(rank);
+            }
+            if n <= 32 {
+                for a in 1..n {
+                    if sig.ranks[..a].contains(&sig.ranks[a]) {
+                        return Err(err(
+                            "ranks",
+                            &format!("contains duplicate rank {}", sig.ranks[a]),
+                        ));
+                    }
+                }
+            } else {
+                let mut sorted = sig.ranks.clone();
+                sorted.sort_unstable();
+                if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+                    return Err(err("ranks", &format!("contains duplicate rank {}", w[0])));
+                }
+            }
+        } else {
+            let n = lenient_int(ranks_v).filter(|&n| n > 0).ok_or_else(|| {
+                err(
+                    "ranks",
+                    "must be a list of distinct non-negative integers or a positive rank count",
+                )
+            })?;
+            if n as u64 > max_ranks as u64 {
+                return Err(err(
+                    "ranks",
+                    &format!("must list between 1 and {max_ranks} ranks"),
+                ));
+            }
+            sig.ranks.extend(0..n);
+        }
+        let rank_count = sig.ranks.len();
+        if let Some(v) = val(f.rank_count)
+            && lenient_int(v) != Some(rank_count as i64)
+        {
+            return Err(err(
+                "rank_count",
+                &format!("must equal the number of ranks ({rank_count})"),
+            ));
+        }
+
+        // Names.
+        let name =
+            |field: &str, id: Option<NodeId>, default: &[u8], out: &mut Vec<u8>| -> Result<()> {
+                out.clear();
+                match val(id) {
+                    None => out.extend_from_slice(default),
+                    Some(v) => out.extend_from_slice(
+                        v.as_wtf8()
+                            .filter(|b| !b.is_empty())
+                            .ok_or_else(|| err(field, "must be a non-empty string"))?,
+                    ),
+                }
+                Ok(())
+            };
+        name("phase", f.phase, b"unknown", &mut sig.phase)?;
+        name("group", f.group, b"default", &mut sig.group)?;
+        let optional_name =
+            |field: &str, id: Option<NodeId>, slot: &mut Option<Vec<u8>>| -> Result<()> {
+                match val(id) {
+                    None => *slot = None,
+                    Some(v) => {
+                        let b = v
+                            .as_wtf8()
+                            .filter(|b| !b.is_empty())
+                            .ok_or_else(|| err(field, "must be a non-empty string"))?;
+                        let s = slot.get_or_insert_with(Vec::new);
+                        s.clear();
+                        s.extend_from_slice(b);
+                    }
+                }
+                Ok(())
+            };
+        optional_name("tag", f.tag, &mut sig.tag)?;
+        optional_name("channel", f.channel, &mut sig.channel)?;
+        let opaque = |id: Option<NodeId>, slot: &mut Option<Vec<u8>>| match val(id) {
+            None => *slot = None,
+            Some(v) => {
+                let s = slot.get_or_insert_with(Vec::new);
+                s.clear();
+                canon::write_value(s, v);
+            }
+        };
+        opaque(f.dtype, &mut sig.dtype);
+        opaque(f.reduction_op, &mut sig.reduction_op);
+        opaque(f.root_rank, &mut sig.root_rank);
+
+        sig.concurrent_groups = match val(f.concurrent_groups) {
+            None => 1,
+            Some(v) => lenient_int(v)
+                .filter(|&g| (1..=MAX_CONCURRENT_GROUPS).contains(&g))
+                .ok_or_else(|| err("concurrent_groups", "must be a positive integer"))?,
+        };
+        let member_rank = |field: &str, id: Option<NodeId>, ranks: &[i64]| -> Result<Option<i64>> {
+            match val(id) {
+                None => Ok(None),
+                Some(v) => {
+                    let r = lenient_int(v).ok_or_else(|| err(field, "must be an integer"))?;
+                    if !ranks.contains(&r) {
+                        return Err(err(
+                            field,
+                            &format!("must be one of the event's ranks (got {r})"),
+                        ));
+                    }
+                    Ok(Some(r))
+                }
+            }
+        };
+        sig.sender_rank = member_rank("sender_rank", f.sender_rank, &sig.ranks)?;
+        sig.receiver_rank = member_rank("receiver_rank", f.receiver_rank, &sig.ranks)?;
+        if let (Some(s), Some(r)) = (sig.sender_rank, sig.receiver_rank)
+            && s == r
+        {
+            return Err(err("receiver_rank", "must differ from sender_rank"));
+        }
+        if op_bytes == b"point_to_point"
+            && (sig.sender_rank.is_none() || sig.receiver_rank.is_none())
+        {
+            return Err(err(
+                "sender_rank",
+                "and receiver_rank are required for point_to_point",
+            ));
+        }
+        sig.message_sequence = match val(f.message_sequence) {
+            None => None,
+            Some(v) => Some(
+                lenient_int(v)
+                    .filter(|&s| s >= 0)
+                    .ok_or_else(|| err("message_sequence", "must be a non-negative integer"))?,
+            ),
+        };
+        if let Some(v) = val(f.metadata)
+            && !v.is_object()
+        {
+            return Err(err("metadata", "must be an object"));
+        }
+
+        // Times.
+        let time = |field: &str, id: Option<NodeId>| -> Result<f64> {
+            match val(id) {
+                None => Ok(f64::NAN),
+                Some(v) => lenient_num(v)
+                    .filter(|&x| (0.0..=MAX_TIME_US).contains(&x))
+                    .ok_or_else(|| err(field, "must be a number between 0 and 1e12 microseconds")),
+            }
+        };
+        let start_us = time("start_us", f.start_us)?;
+        let gap_us = time("gap_us", f.gap_us)?;
+        let scalar_skew = time("arrival_skew_us", f.arrival_skew_us)?;
+        let compute_before = time("compute_before_us", f.compute_before_us)?;
+        let compute_overlap = time("compute_overlap_us", f.compute_overlap_us)?;
+        let observed = time("observed_exposed_us", f.observed_exposed_us)?;
+        let pressure = match val(f.compute_pressure) {
+            None => f64::NAN,
+            Some(v) => lenient_num(v)
+                .filter(|&x| (0.0..=MAX_PRESSURE).contains(&x))
+                .ok_or_else(|| err("compute_pressure", "must be a non-negative number"))?,
+        };
+        if overlap_unknown && !compute_overlap.is_nan() {
+            return Err(err(
+                "compute_overlap_unknown",
+                "cannot be true when compute_overlap_us is given",
+            ));
+        }
+        if f.compute_overlap_unknown.is_some() && !overlap_unknown && compute_overlap.is_nan() {
+            return Err(err(
+                "compute_overlap_us",
+                "is required when compute_overlap_unknown is false",
+            ));
+        }
+
+        // Arrivals.
+        let mut flags = 0u8;
+        let arrival_at = self.trace.events.arrivals.len() as u32;
+        if let Some(map) = val(f.rank_arrival_us) {
+            self.values.clear();
+            self.values.resize(rank_count, f64::NAN);
+            let arrival = |v: Value<'_>| {
+                lenient_num(v)
+                    .filter(|&x| (0.0..=MAX_TIME_US).contains(&x))
+                    .ok_or_else(|| {
+                        err(
+                            "rank_arrival_us",
+                            "values must be numbers between 0 and 1e12 microseconds",
+                        )
+                    })
+            };
+            if map.is_array() {
+                if map.len() != Some(rank_count) {
+                    return Err(err(
+                        "rank_arrival_us",
+                        &format!("list must have one value per rank ({rank_count})"),
+                    ));
+                }
+                for (slot, v) in self.values.iter_mut().zip(map.elements()) {
+                    *slot = arrival(v)?;
+                }
+            } else if map.is_object() {
+                let keys_err = || err("rank_arrival_us", "keys must be exactly the event's ranks");
+                let members = map.len().unwrap_or(0);
+                if members > rank_count || (members < rank_count && !partial_arrival) {
+                    return Err(keys_err());
+                }
+                if rank_count > 16 {
+                    self.rank_pos.clear();
+                    for (pos, &r) in sig.ranks.iter().enumerate() {
+                        self.rank_pos.insert(r, pos as u32);
+                    }
+                }
+                for (key, v) in map.members() {
+                    let rank = std::str::from_utf8(key)
+                        .ok()
+                        .filter(|k| {
+                            !k.is_empty()
+                                && (k == &"0" || !k.starts_with('0'))
+                                && k.bytes().all(|b| b.is_ascii_digit())
+                        })
+                        .and_then(|k| k.parse::<i64>().ok())
+                        .ok_or_else(keys_err)?;
+                    let pos = if rank_count > 16 {
+                        self.rank_pos.get(&rank).map(|&p| p as usize)
+                    } else {
+                        sig.ranks.iter().position(|&r| r == rank)
+                    }
+                    .ok_or_else(keys_err)?;
+                    self.values[pos] = arrival(v)?;
+                }
+            } else {
+                return Err(err(
+                    "rank_arrival_us",
+                    "must be an object keyed by rank or a list aligned with ranks",
+                ));
+            }
+            let complete = self.values.iter().all(|v| !v.is_nan());
+            if complete {
+                let lo = self.values.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = self
+                    .values
+                    .iter()
+                    .copied()
+                    .fold(f64::NEG_INFINITY, f64::max);
+                if !scalar_skew.is_nan() && ((hi - lo) - scalar_skew).abs() > 0.001 {
+                    return Err(err(
+                        "arrival_skew_us",
+                        &format!(
+                            "must equal max-min of rank_arrival_us ({}) within 0.001",
+                            crate::pyfloat::repr(hi - lo)
+                        ),
+                    ));
+                }
+                self.trace.events.arrivals.extend_from_slice(&self.values);
+                flags |= flag::HAS_ARRIVAL_MAP;
+            } else {
+                flags |= flag::PARTIAL_ARRIVAL;
+            }
+        }
+        if rank_count == 1 && !scalar_skew.is_nan() && scalar_skew > 0.001 {
+            return Err(err("arrival_skew_us", "must be 0 for a single-rank event"));
+        }
+        if partial_arrival {
+            flags |= flag::PARTIAL_ARRIVAL;
+        }
+        if skew_unknown {
+            flags |= flag::SKEW_UNKNOWN;
+        }
+        if uncertain {
+            flags |= flag::FIELDS_UNCERTAIN;
+        }
+        if overlap_unknown {
+            flags |= flag::OVERLAP_UNKNOWN;
+        }
+
+        // Intern the signature.
+        let sig_id = match self.sig_index.get(&*sig) {
+            Some(&id) => id,
+            None => {
+                let id = self.trace.signatures.len() as u32;
+                self.trace.signatures.push(sig.clone());
+                self.sig_index.insert(sig.clone(), id);
+                id
+            }
+        };
+        let ev: &mut Events = &mut self.trace.events;
+        ev.signature.push(sig_id);
+        ev.start_us.push(start_us);
+        ev.gap_us.push(gap_us);
+        ev.arrival_skew_us.push(scalar_skew);
+        ev.compute_before_us.push(compute_before);
+        ev.compute_overlap_us.push(compute_overlap);
+        ev.compute_pressure.push(pressure);
+        ev.observed_exposed_us.push(observed);
+        ev.flags.push(flags);
+        ev.arrival_at.push(arrival_at);
+        Ok(())
+    }
+}
+
+/// Node ids of the recognised fields of one event.
+#[derive(Default)]
+struct EventFields {
+    op: Option<NodeId>,
+    custom_op: Option<NodeId>,
+    bytes: Option<NodeId>,
+    ranks: Option<NodeId>,
+    rank_count: Option<NodeId>,
+    phase: Option<NodeId>,
+    group: Option<NodeId>,
+    start_us: Option<NodeId>,
+    gap_us: Option<NodeId>,
+    rank_arrival_us: Option<NodeId>,
+    arrival_skew_us: Option<NodeId>,
+    arrival_skew_unknown: Option<NodeId>,
+    partial_rank_arrival: Option<NodeId>,
+    compute_before_us: Option<NodeId>,
+    compute_overlap_us: Option<NodeId>,
+    compute_overlap_unknown: Option<NodeId>,
+    compute_pressure: Option<NodeId>,
+    observed_exposed_us: Option<NodeId>,
+    concurrent_groups: Option<NodeId>,
+    compute_fields_uncertain: Option<NodeId>,
+    dtype: Option<NodeId>,
+    root_rank: Option<NodeId>,
+    reduction_op: Option<NodeId>,
+    sender_rank: Option<NodeId>,
+    receiver_rank: Option<NodeId>,
+    message_sequence: Option<NodeId>,
+    tag: Option<NodeId>,
+    channel: Option<NodeId>,
+    metadata: Option<NodeId>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_str(s: &str) -> Result<Trace> {
+        load_bytes(s.as_bytes(), &LoadOptions::default())
+    }
+
+    #[test]
+    fn reads_events_into_columns() {
+        let t = load_str(
+            r#"{"format":"commcanary.trace.v1","workload":{"name":"w"},"events":[
+            {"op":"all_reduce","bytes":"1024","ranks":4,"start_us":0,"rank_arrival_us":{"0":1,"1":2,"2":3,"3":4}},
+            {"op":"all_reduce","bytes":1024.0,"ranks":[0,1,2,3],"start_us":5.5}]}"#,
+        )
+        .unwrap();
+        assert_eq!(t.events.len(), 2);
+        assert_eq!(t.signatures.len(), 1);
+        assert_eq!(t.events.start_us[1], 5.5);
+        assert_eq!(&t.events.arrivals[..4], &[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(
+            t.events.canonical_json(1),
+            br#"{"bytes":1024.0,"op":"all_reduce","ranks":[0,1,2,3],"start_us":5.5}"#
+        );
+    }
+
+    #[test]
+    fn names_event_and_field() {
+        let cases = [
+            (
+                r#"{"op":"all_reduce","bytes":-1,"ranks":2}"#,
+                "trace event 1 field 'bytes' must be a positive integer",
+            ),
+            (
+                r#"{"op":"reduce","bytes":1,"ranks":2}"#,
+                "trace event 1 op 'reduce' is unsupported",
+            ),
+            (
+                r#"{"op":"all_reduce","bytes":1,"ranks":[0,0]}"#,
+                "field 'ranks' contains duplicate rank 0",
+            ),
+            (
+                r#"{"op":"all_reduce","bytes":1,"ranks":[0,1],"rank_arrival_us":{"0":1,"2":1}}"#,
+                "keys must be exactly",
+            ),
+            (
+                r#"{"op":"all_reduce","bytes":true,"ranks":2}"#,
+                "field 'bytes' must be a positive integer",
+            ),
+        ];
+        for (event, want) in cases {
+            let text = format!(
+                r#"{{"format":"commcanary.trace.v1","events":[{{"op":"all_reduce","bytes":1,"ranks":1}},{event}]}}"#
+            );
+            let e = load_str(&text).unwrap_err();
+            assert!(
+                e.message().contains(want),
+                "{} does not contain {want}",
+                e.message()
+            );
+        }
+    }
+
+    #[test]
+    fn refuses_wrong_format_and_shapes() {
+        assert!(
+            load_str(r#"{"format":"x","events":[]}"#)
+                .unwrap_err()
+                .message()
+                .contains("'format'")
+        );
+        assert!(
+            load_str(r#"[]"#)
+                .unwrap_err()
+                .message()
+                .contains("must contain a JSON object")
+        );
+        assert!(load_str(r#"{"format":"commcanary.trace.v1"}"#).is_err());
+        let big = format!(
+            r#"{{"format":"commcanary.trace.v1","events":[{{"op":"all_reduce","bytes":1,"ranks":[{}]}}]}}"#,
+            (0..70_000)
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        assert!(load_str(&big).unwrap_err().message().contains("'ranks'"));
+    }
+
+    #[test]
+    fn projection_sorts_top_level_keys_around_events() {
+        let t = load_str(r#"{"workload":{},"format":"commcanary.trace.v1","created_at":"x","events":[{"op":"send","bytes":1,"ranks":[0,1]}]}"#).unwrap();
+        let mut out = Vec::new();
+        t.write_projection(&[0], &mut |p| out.extend_from_slice(p));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"created_at":"x","events":[{"bytes":1,"op":"send","ranks":[0,1]}],"format":"commcanary.trace.v1","workload":{}}"#
+        );
+    }
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds commcanary from a fresh checkout and runs every check: Rust format,
+# lints and tests; the Python extension (release build); Python lints, types
+# and the test suite (which includes the walkthrough conformance transcript).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m venv .venv
+# shellcheck disable=SC1091
+. .venv/bin/activate
+python -m pip install --quiet --upgrade pip
+python -m pip install --quiet "maturin>=1.9.4,<2" "numpy>=1.26" "typer>=0.12" "orjson>=3.10" "blake3>=0.4" \
+    "pytest>=8" "hypothesis>=6.100" "jsonschema>=4.20" "ruff>=0.6" "mypy>=1.10"
+
+echo "== rust: fmt, clippy, tests"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test -p commcanary-core --locked
+
+echo "== build the extension"
+maturin develop --release --locked --quiet
+
+echo "== python: ruff, mypy"
+ruff check python tests benches
+ruff format --check python tests benches
+mypy
+
+echo "== python tests"
+HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" python -m pytest -q

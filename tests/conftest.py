@@ -1,0 +1,35 @@
+"""Shared test configuration: paths to data, and hypothesis profiles.
+
+Profiles (``HYPOTHESIS_PROFILE``): ``dev`` (default, quick), ``ci`` (more
+examples, derandomized so a run is reproducible).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "traces"
+DATA = Path(__file__).resolve().parent / "data"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+SHARED = ROOT.parent / "shared"
+
+settings.register_profile("dev", max_examples=60, deadline=None)
+settings.register_profile(
+    "ci", max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture
+def demo_trace() -> Path:
+    return EXAMPLES / "llama70b_tp8_trace.json"
+
+
+@pytest.fixture
+def long_trace() -> Path:
+    return EXAMPLES / "llama70b_tp8_trace_long.json"
