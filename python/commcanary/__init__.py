@@ -12,16 +12,10 @@ Public API::
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
+from commcanary._core import __version__
 from commcanary.compiler import BOUND_FIELDS, Canary, Trace, compile, load_trace
 from commcanary.errors import BudgetError, CommCanaryError, InputError, OutputError
 from commcanary.formats import CANARY_FORMAT, TRACE_FORMAT
-
-try:
-    __version__ = version("commcanary")
-except PackageNotFoundError:  # pragma: no cover - uninstalled checkout
-    __version__ = "0+unknown"
 
 __all__ = [
     "BOUND_FIELDS",

@@ -15,6 +15,9 @@ class CommCanaryError(Exception):
 class InputError(CommCanaryError):
     """An input is missing, unreadable, not JSON, over a resource limit, or invalid."""
 
+class OutputError(CommCanaryError):
+    """An artifact could not be written."""
+
 class BudgetError(CommCanaryError):
     """Compilation cannot meet a requested fidelity guarantee."""
 
@@ -49,7 +52,20 @@ class CompiledCanary:
     def to_bytes(self) -> bytes: ...
     def summary(self) -> dict[str, Any]: ...
     def occurrences(self) -> dict[str, npt.NDArray[Any]]: ...
+    def write(self, path: str) -> None: ...
 
+def compile_file(
+    path: str,
+    *,
+    timing_sample_limit: int = 128,
+    timing_sample_limits_by_group: list[tuple[int, int]] | None = None,
+    max_events: int | None = None,
+    budgets: list[tuple[str, float]] | None = None,
+    lossless_timing: bool = False,
+    sequence_motifs: bool = True,
+    allow_empty: bool = False,
+) -> CompiledCanary: ...
+def write_atomic(path: str, data: bytes) -> None: ...
 def load_trace(path: str) -> Trace: ...
 def load_trace_bytes(data: bytes, name: str = "<bytes>") -> Trace: ...
 def canonical_json(data: bytes) -> bytes: ...

@@ -22,10 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from commcanary import _core
-from commcanary.io import write_bytes_atomic
 
 if TYPE_CHECKING:
     import numpy as np
@@ -118,6 +115,8 @@ class Canary:
     @cached_property
     def document(self) -> dict[str, Any]:
         """The canary as parsed JSON."""
+        import orjson
+
         doc: dict[str, Any] = orjson.loads(self._compiled.to_bytes())
         return doc
 
@@ -132,8 +131,9 @@ class Canary:
         return dict(self._compiled.occurrences())
 
     def write(self, path: str | os.PathLike[str]) -> Path:
-        """Write the canary atomically to ``path``."""
-        return write_bytes_atomic(path, self.to_bytes())
+        """Write the canary atomically to ``path`` (its directory must exist)."""
+        self._compiled.write(os.fspath(path))
+        return Path(path)
 
 
 def compile(
@@ -153,14 +153,19 @@ def compile(
     that is exceeded raises :class:`commcanary.errors.BudgetError` carrying the
     achieved value, as does ``lossless_timing=True`` when approximation is needed.
     """
-    trace = source if isinstance(source, _core.Trace) else load_trace(source)
-    compiled = trace.compile(
-        timing_sample_limit=timing_sample_limit,
-        timing_sample_limits_by_group=sorted((timing_sample_limits_by_group or {}).items()),
-        max_events=max_events,
-        budgets=sorted((budgets or {}).items()),
-        lossless_timing=lossless_timing,
-        sequence_motifs=sequence_motifs,
-        allow_empty=allow_empty,
-    )
-    return Canary(compiled)
+    options: dict[str, Any] = {
+        "timing_sample_limit": timing_sample_limit,
+        "timing_sample_limits_by_group": sorted((timing_sample_limits_by_group or {}).items()),
+        "max_events": max_events,
+        "budgets": sorted((budgets or {}).items()),
+        "lossless_timing": lossless_timing,
+        "sequence_motifs": sequence_motifs,
+        "allow_empty": allow_empty,
+    }
+    if isinstance(source, _core.Trace):
+        return Canary(source.compile(**options))
+    if isinstance(source, bytes | bytearray | memoryview):
+        return Canary(load_trace(source).compile(**options))
+    # From a path: load and compile in one call so the input bytes are
+    # released before the canary is built.
+    return Canary(_core.compile_file(os.fspath(source), **options))

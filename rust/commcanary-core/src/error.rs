@@ -22,6 +22,8 @@ pub enum ErrorKind {
     Budget,
     /// Reading or decompressing the input failed.
     Io,
+    /// Writing an artifact failed (missing directory, symlink, I/O).
+    Output,
 }
 
 /// A core error: a kind plus a one-line, path-free message.
@@ -75,7 +77,7 @@ impl Error {
                 format!("{path} {}", self.message)
             }
             ErrorKind::Invalid => format!("{path}: {}", self.message),
-            ErrorKind::Budget => self.message.clone(),
+            ErrorKind::Budget | ErrorKind::Output => self.message.clone(),
         }
     }
 }

@@ -17,7 +17,9 @@
 pub mod canary;
 pub mod compile;
 pub mod error;
+pub mod fxhash;
 pub mod json;
+pub mod output;
 pub mod pyfloat;
 pub mod trace;
 

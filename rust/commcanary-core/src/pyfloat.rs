@@ -14,103 +14,195 @@
 //! * [`fsum`] is `math.fsum`: the correctly rounded sum.
 //!
 //! Invariant: none of these functions allocate on their common fast paths
-//! except [`repr`], which returns an owned `String` (use [`write_repr`] to append
-//! into an existing buffer).
+//! except [`repr`], which returns an owned `String` (use [`write_repr_bytes`]
+//! to append into an existing buffer).
 
 use std::fmt::Write as _;
 
-/// Appends CPython's `repr(x)` of a finite double to `out`.
-///
-/// # Panics
-/// Never for finite input; non-finite input is written as CPython would
-/// (`inf`, `-inf`, `nan`) although canonical JSON never contains it.
-pub fn write_repr(out: &mut String, x: f64) {
+/// Appends CPython's `repr(x)` of a double to `out` (`inf`, `-inf`, `nan`
+/// for non-finite input, although canonical JSON never contains them).
+pub fn write_repr_bytes(out: &mut Vec<u8>, x: f64) {
     if !x.is_finite() {
-        out.push_str(if x.is_nan() {
-            "nan"
+        out.extend_from_slice(if x.is_nan() {
+            b"nan"
         } else if x > 0.0 {
-            "inf"
+            b"inf"
         } else {
-            "-inf"
+            b"-inf"
         });
         return;
     }
     if x == 0.0 {
-        out.push_str(if x.is_sign_negative() { "-0.0" } else { "0.0" });
+        out.extend_from_slice(if x.is_sign_negative() {
+            b"-0.0"
+        } else {
+            b"0.0"
+        });
         return;
     }
-    // Fast path: integral values below 2^53 print as "<int>.0".
+    // Fast path: integral values below 10^16 print as "<int>.0".
     if x.fract() == 0.0 && x.abs() < 1e16 {
-        let _ = write!(out, "{}", x as i64);
-        out.push_str(".0");
+        let v = x as i64;
+        let mut buf = [0u8; 20];
+        let mut n = v.unsigned_abs();
+        let mut i = buf.len();
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        if v < 0 {
+            out.push(b'-');
+        }
+        out.extend_from_slice(&buf[i..]);
+        out.extend_from_slice(b".0");
         return;
     }
-    // Rust's `{:e}` prints the shortest round-tripping digits, like CPython's
-    // `repr` (David Gay's mode 0); only the layout differs.
-    let mut sci = String::with_capacity(32);
-    let _ = write!(sci, "{x:e}");
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let (negative, mantissa) = match mantissa.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, mantissa),
+    // Traces repeat values a lot (exact timing variants, pressures, offsets),
+    // so a small per-thread direct-mapped cache of recent spellings pays off.
+    let bits = x.to_bits();
+    let slot = (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - CACHE_BITS)) as usize;
+    let hit = REPR_CACHE.with(|cache| {
+        let cache = cache.borrow();
+        let entry = &cache[slot];
+        if entry.0 == bits && entry.2 > 0 {
+            out.extend_from_slice(&entry.1[..entry.2 as usize]);
+            true
+        } else {
+            false
+        }
+    });
+    if hit {
+        return;
+    }
+    let start = out.len();
+    write_repr_uncached(out, x);
+    let len = out.len() - start;
+    if len <= 31 {
+        REPR_CACHE.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            let entry = &mut cache[slot];
+            entry.0 = bits;
+            entry.1[..len].copy_from_slice(&out[start..]);
+            entry.2 = len as u8;
+        });
+    }
+}
+
+const CACHE_BITS: u32 = 14;
+
+thread_local! {
+    static REPR_CACHE: std::cell::RefCell<Vec<(u64, [u8; 31], u8)>> =
+        std::cell::RefCell::new(vec![(0, [0; 31], 0); 1 << CACHE_BITS]);
+}
+
+/// [`write_repr_bytes`] for finite, non-integral, non-zero `x`, uncached.
+fn write_repr_uncached(out: &mut Vec<u8>, x: f64) {
+    // Ryu prints the shortest round-tripping digits (the nearest such string),
+    // which is what CPython's `repr` (David Gay's mode 0) prints; only the
+    // layout differs, so take its digits and exponent and lay them out again.
+    let mut buffer = ryu::Buffer::new();
+    let text = buffer.format_finite(x).as_bytes();
+    let (negative, text) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
     };
-    let mut digits = [0u8; 24];
-    let mut count = 0;
-    for b in mantissa.bytes() {
-        if b.is_ascii_digit() && count < digits.len() {
-            digits[count] = b;
-            count += 1;
+    let (mantissa, exponent) = match text.iter().position(|&b| b == b'e' || b == b'E') {
+        Some(e) => {
+            let exp = std::str::from_utf8(&text[e + 1..])
+                .ok()
+                .and_then(|t| t.parse::<i32>().ok())
+                .unwrap_or(0);
+            (&text[..e], exp)
+        }
+        None => (text, 0),
+    };
+    // Significant digits and the position of the decimal point.
+    let mut digits = [0u8; 32];
+    let mut count = 0usize;
+    let mut point: i32 = 0;
+    let mut seen_point = false;
+    let mut leading = true;
+    for &b in mantissa {
+        match b {
+            b'.' => seen_point = true,
+            b'0'..=b'9' => {
+                if leading && b == b'0' {
+                    if seen_point {
+                        point -= 1;
+                    }
+                    continue;
+                }
+                leading = false;
+                if count < digits.len() {
+                    digits[count] = b;
+                    count += 1;
+                }
+                if !seen_point {
+                    point += 1;
+                }
+            }
+            _ => {}
         }
     }
-    let digits = std::str::from_utf8(&digits[..count]).unwrap_or("0");
-    layout(out, negative, digits, exponent + 1);
+    while count > 1 && digits[count - 1] == b'0' {
+        count -= 1;
+    }
+    layout(out, negative, &digits[..count], point + exponent);
 }
 
 /// Formats `digits` (no leading zeros) with decimal point position `decpt`
 /// (value = 0.d1d2... x 10^decpt) the way CPython's `float_repr_style='short'`
 /// does.
-fn layout(out: &mut String, negative: bool, digits: &str, decpt: i32) {
+fn layout(out: &mut Vec<u8>, negative: bool, digits: &[u8], decpt: i32) {
     if negative {
-        out.push('-');
+        out.push(b'-');
     }
     let n = digits.len() as i32;
     if decpt <= -4 || decpt > 16 {
-        out.push_str(&digits[..1]);
+        out.push(digits[0]);
         if n > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
+            out.push(b'.');
+            out.extend_from_slice(&digits[1..]);
         }
         let e = decpt - 1;
-        out.push('e');
-        out.push(if e < 0 { '-' } else { '+' });
-        let _ = write!(out, "{:02}", e.abs());
+        out.push(b'e');
+        out.push(if e < 0 { b'-' } else { b'+' });
+        let e = e.unsigned_abs();
+        if e >= 100 {
+            out.push(b'0' + (e / 100) as u8);
+        }
+        out.push(b'0' + ((e / 10) % 10) as u8);
+        out.push(b'0' + (e % 10) as u8);
     } else if decpt <= 0 {
-        out.push_str("0.");
+        out.extend_from_slice(b"0.");
         for _ in 0..(-decpt) {
-            out.push('0');
+            out.push(b'0');
         }
-        out.push_str(digits);
+        out.extend_from_slice(digits);
     } else if decpt >= n {
-        out.push_str(digits);
+        out.extend_from_slice(digits);
         for _ in 0..(decpt - n) {
-            out.push('0');
+            out.push(b'0');
         }
-        out.push_str(".0");
+        out.extend_from_slice(b".0");
     } else {
         let split = decpt as usize;
-        out.push_str(&digits[..split]);
-        out.push('.');
-        out.push_str(&digits[split..]);
+        out.extend_from_slice(&digits[..split]);
+        out.push(b'.');
+        out.extend_from_slice(&digits[split..]);
     }
 }
 
 /// CPython's `repr(x)` for a double.
 #[must_use]
 pub fn repr(x: f64) -> String {
-    let mut s = String::with_capacity(24);
-    write_repr(&mut s, x);
-    s
+    let mut v = Vec::with_capacity(24);
+    write_repr_bytes(&mut v, x);
+    String::from_utf8(v).unwrap_or_default()
 }
 
 /// CPython's `round(x, ndigits)` for a double and a non-negative digit count.

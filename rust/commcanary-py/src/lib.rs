@@ -7,8 +7,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use commcanary_core::compile::{Budgets, CompileOptions, Compiled, FIDELITY_FIELDS, compile};
+use commcanary_core::compile::{
+    Budgets, CompileOptions, Compiled, FIDELITY_FIELDS, compile, compile_owned,
+};
 use commcanary_core::json::{JsonLimits, canon, parse};
+use commcanary_core::output::write_atomic as core_write_atomic;
 use commcanary_core::trace::{LoadOptions, Trace, flag, load, load_bytes};
 use commcanary_core::{Error, ErrorKind, pyfloat};
 use numpy::{IntoPyArray, PyArray1};
@@ -31,6 +34,12 @@ create_exception!(
 );
 create_exception!(
     _core,
+    OutputError,
+    CommCanaryError,
+    "An artifact could not be written (missing directory, symlink, I/O failure)."
+);
+create_exception!(
+    _core,
     BudgetError,
     CommCanaryError,
     "Compilation cannot meet a requested fidelity guarantee (error budget, lossless timing)."
@@ -43,6 +52,7 @@ fn to_py_err(err: &Error, path: Option<&str>) -> PyErr {
     };
     match err.kind() {
         ErrorKind::Budget => BudgetError::new_err(message),
+        ErrorKind::Output => OutputError::new_err(message),
         _ => InputError::new_err(message),
     }
 }
@@ -236,6 +246,13 @@ impl PyCompiled {
         PyBytes::new(py, &self.inner.canary)
     }
 
+    /// Writes the canary atomically to `path` (its directory must exist).
+    fn write(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        let canary = Arc::clone(&self.inner);
+        py.detach(move || core_write_atomic(&path, &canary.canary))
+            .map_err(|e| to_py_err(&e, None))
+    }
+
     /// The compile summary as a dict of plain Python values.
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = &self.inner.summary;
@@ -335,6 +352,51 @@ fn default_load_options() -> LoadOptions {
     LoadOptions::default()
 }
 
+/// Reads a trace file and compiles it in one step, releasing the input bytes
+/// as soon as the source commitment is taken (lowest peak memory).
+#[pyfunction]
+#[pyo3(signature = (path, *, timing_sample_limit=128, timing_sample_limits_by_group=None, max_events=None, budgets=None, lossless_timing=false, sequence_motifs=true, allow_empty=false))]
+#[allow(clippy::too_many_arguments)]
+fn compile_file(
+    py: Python<'_>,
+    path: PathBuf,
+    timing_sample_limit: i64,
+    timing_sample_limits_by_group: Option<Vec<(i64, i64)>>,
+    max_events: Option<i64>,
+    budgets: Option<Vec<(String, f64)>>,
+    lossless_timing: bool,
+    sequence_motifs: bool,
+    allow_empty: bool,
+) -> PyResult<PyCompiled> {
+    let options = compile_options(
+        timing_sample_limit,
+        timing_sample_limits_by_group,
+        max_events,
+        budgets,
+        lossless_timing,
+        sequence_motifs,
+        allow_empty,
+    )?;
+    let display = path.display().to_string();
+    let load_options = default_load_options();
+    let compiled = py
+        .detach(move || {
+            let trace = load(&path, &load_options)?;
+            compile_owned(trace, &options)
+        })
+        .map_err(|e| to_py_err(&e, Some(&display)))?;
+    Ok(PyCompiled {
+        inner: Arc::new(compiled),
+    })
+}
+
+/// Writes `data` to `path` atomically (temporary file, fsync, rename).
+#[pyfunction]
+fn write_atomic(py: Python<'_>, path: PathBuf, data: Vec<u8>) -> PyResult<()> {
+    py.detach(move || core_write_atomic(&path, &data))
+        .map_err(|e| to_py_err(&e, None))
+}
+
 /// Reads and validates a trace file (plain or gzip JSON).
 #[pyfunction]
 fn load_trace(py: Python<'_>, path: PathBuf) -> PyResult<PyTrace> {
@@ -388,8 +450,8 @@ fn py_round(x: f64, ndigits: u32) -> f64 {
 mod _core {
     #[pymodule_export]
     use super::{
-        BudgetError, CommCanaryError, InputError, PyCompiled, PyTrace, canonical_json, float_repr,
-        load_trace, load_trace_bytes, py_round,
+        BudgetError, CommCanaryError, InputError, OutputError, PyCompiled, PyTrace, canonical_json,
+        compile_file, float_repr, load_trace, load_trace_bytes, py_round, write_atomic,
     };
 
     #[pymodule_init]

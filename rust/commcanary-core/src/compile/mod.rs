@@ -21,6 +21,8 @@ pub mod samples;
 
 use std::collections::HashMap;
 
+use crate::fxhash::FxMap;
+
 use sha2::{Digest, Sha256};
 
 use crate::canary::commit::program_digests;
@@ -228,8 +230,55 @@ fn budget_error(message: String) -> Error {
 /// Invalid options, traces the compiler refuses (unknown skew or overlap,
 /// mixed timestamps, empty selections), fidelity budget violations and a
 /// lossless request that needs approximation.
-#[allow(clippy::too_many_lines)]
 pub fn compile(trace: &Trace, options: &CompileOptions) -> Result<Compiled> {
+    let (ordering, count) = prepare(trace, options)?;
+    std::thread::scope(|scope| {
+        // The source commitment hashes the whole input; it runs beside the
+        // compiler on a second core.
+        let digest = scope.spawn(|| trace.projection_digest(&ordering.order[..count]));
+        compile_ordered(trace, options, &ordering, count, || join(digest))
+    })
+}
+
+/// Like [`compile`], but consumes the trace: the input bytes behind the
+/// source commitment move to the hashing thread and are freed as soon as it
+/// finishes, before the canary is assembled, lowering peak memory.
+///
+/// # Errors
+/// As [`compile`].
+pub fn compile_owned(mut trace: Trace, options: &CompileOptions) -> Result<Compiled> {
+    let (ordering, count) = prepare(&trace, options)?;
+    let source = trace.take_source();
+    let order = ordering.order[..count].to_vec();
+    let digest = std::thread::spawn(move || source.projection_digest(&order));
+    compile_ordered(&trace, options, &ordering, count, || join(digest))
+}
+
+fn join<T>(handle: impl JoinLike<T>) -> Result<T> {
+    handle
+        .join_result()
+        .map_err(|_| Error::invalid("internal error: a worker thread panicked"))
+}
+
+/// `join` for scoped and unscoped thread handles alike.
+trait JoinLike<T> {
+    fn join_result(self) -> std::thread::Result<T>;
+}
+
+impl<T> JoinLike<T> for std::thread::JoinHandle<T> {
+    fn join_result(self) -> std::thread::Result<T> {
+        self.join()
+    }
+}
+
+impl<T> JoinLike<T> for std::thread::ScopedJoinHandle<'_, T> {
+    fn join_result(self) -> std::thread::Result<T> {
+        self.join()
+    }
+}
+
+/// Validates options, orders events and applies `max_events`.
+fn prepare(trace: &Trace, options: &CompileOptions) -> Result<(samples::Ordering, usize)> {
     let limit = options.timing_sample_limit;
     if limit < 2 {
         return Err(Error::invalid("timing_sample_limit must be at least 2"));
@@ -250,7 +299,21 @@ pub fn compile(trace: &Trace, options: &CompileOptions) -> Result<Compiled> {
     if count == 0 && !options.allow_empty {
         return Err(Error::invalid("cannot compile an empty trace"));
     }
-    let samples = build_samples(trace, &ordering, count)?;
+    Ok((ordering, count))
+}
+
+/// The compiler proper, given the ordering and the source commitment.
+#[allow(clippy::too_many_lines)]
+fn compile_ordered(
+    trace: &Trace,
+    options: &CompileOptions,
+    ordering: &samples::Ordering,
+    count: usize,
+    source_digest: impl FnOnce() -> Result<(String, u64)>,
+) -> Result<Compiled> {
+    let limit = options.timing_sample_limit;
+    let total = trace.events.len();
+    let samples = build_samples(trace, ordering, count)?;
 
     // Groups of adjacent equal signatures.
     let mut groups: Vec<(u32, usize, usize)> = Vec::new(); // (trace signature, start, len)
@@ -419,21 +482,36 @@ pub fn compile(trace: &Trace, options: &CompileOptions) -> Result<Compiled> {
         }
     }
 
-    // Sequence motifs over identical leaves.
-    let writer = ProgramWriter::new(&program);
-    let mut leaf_ids: HashMap<Vec<u8>, u32> = HashMap::new();
-    let mut keys = Vec::with_capacity(program.leaves.len());
-    let mut buf = Vec::new();
-    for leaf in &program.leaves {
-        buf.clear();
-        writer.write_leaf(&mut buf, leaf);
-        let next = leaf_ids.len() as u32;
-        keys.push(*leaf_ids.entry(buf.clone()).or_insert(next));
-    }
-    drop(leaf_ids);
-    let blocks = motif::find_motifs(&keys, options.sequence_motifs);
-    program.blocks = blocks;
-    let writer = ProgramWriter::new(&program);
+    // Every leaf is serialized once; identical bytes mean identical leaves,
+    // which is what sequence motifs repeat. Meanwhile a second core computes
+    // the execution and calibration commitments: they are defined over
+    // logical events, which motif wrapping does not change, so they are taken
+    // over the flat leaf sequence.
+    program.blocks = (0..program.leaves.len() as u32).map(Block::Leaf).collect();
+    let (digests, leaf_json, leaf_span) = std::thread::scope(|scope| {
+        let digests = scope.spawn(|| program_digests(&program));
+        let mut leaf_json: Vec<u8> = Vec::new();
+        let mut leaf_span: Vec<(usize, usize)> = Vec::with_capacity(program.leaves.len());
+        let writer = ProgramWriter::new(&program);
+        for leaf in &program.leaves {
+            let start = leaf_json.len();
+            writer.write_leaf(&mut leaf_json, leaf);
+            leaf_span.push((start, leaf_json.len()));
+        }
+        (join(digests), leaf_json, leaf_span)
+    });
+    let (execution_semantic_sha256, calibration_evaluation_sha256) = digests?;
+    let keys: Vec<u32> = {
+        let mut ids: FxMap<&[u8], u32> = FxMap::default();
+        leaf_span
+            .iter()
+            .map(|&(a, b)| {
+                let next = ids.len() as u32;
+                *ids.entry(&leaf_json[a..b]).or_insert(next)
+            })
+            .collect()
+    };
+    program.blocks = motif::find_motifs(&keys, options.sequence_motifs);
 
     let mut stored_recursive = 0u64;
     let mut stored_approximate = 0u64;
@@ -454,9 +532,8 @@ pub fn compile(trace: &Trace, options: &CompileOptions) -> Result<Compiled> {
         .iter()
         .filter(|b| matches!(b, Block::Motif { .. }))
         .count() as u64;
-    let (source_trace_sha256, source_bytes) = trace.projection_digest(&ordering.order[..count]);
-    let (execution_semantic_sha256, calibration_evaluation_sha256) = program_digests(&program);
 
+    let (source_trace_sha256, source_bytes) = source_digest()?;
     let canary_events = program.blocks.len() as u64;
     let uncertain_events = samples.uncertain.iter().filter(|&&u| u).count() as u64;
     let (coverage, reason) = if count < total {
@@ -517,58 +594,111 @@ pub fn compile(trace: &Trace, options: &CompileOptions) -> Result<Compiled> {
         uncertain_events,
     };
 
-    // Body pieces shared by the provenance and final renderings.
-    let mut events_json = Vec::new();
-    writer.write_events(&mut events_json);
-    let mut signatures_json = Vec::new();
-    writer.write_signatures(&mut signatures_json);
-    let mut tail = Vec::new();
-    {
-        let mut o = ObjectWriter::new(&mut tail);
-        o.raw("events", &events_json);
-        o.str("format", CANARY_FORMAT);
-        o.raw("signatures", &signatures_json);
-        o.raw(
-            "source_format",
-            trace.member("format").unwrap_or(b"\"commcanary.trace.v1\""),
-        );
-        o.raw("system", trace.member("system").unwrap_or(b"{}"));
-        let cols = o.key("timing_columns");
-        cols.push(b'[');
-        for (i, c) in timing_columns(&program).iter().enumerate() {
-            if i > 0 {
-                cols.push(b',');
-            }
-            canon::write_str(cols, c);
+    // The canary is `{"compiler":{...},` followed by the body below; the body
+    // is assembled from pieces (leaf JSON is not copied) and hashed as a
+    // stream, so the only full copy is the final output buffer.
+    let writer = ProgramWriter::new(&program);
+    let mut head = Vec::new();
+    head.extend_from_slice(b"\"events\":[");
+    let mut pieces: Vec<Piece> = vec![Piece::Owned(head)];
+    for (i, block) in program.blocks.iter().enumerate() {
+        let mut sep = Vec::new();
+        if i > 0 {
+            sep.push(b',');
         }
-        cols.push(b']');
-        o.raw("workload", trace.member("workload").unwrap_or(b"{}"));
-        o.end();
+        match *block {
+            Block::Leaf(l) => {
+                pieces.push(Piece::Owned(sep));
+                pieces.push(Piece::Leaf(l));
+            }
+            Block::Motif {
+                first_leaf,
+                leaf_count,
+                repeats,
+            } => {
+                sep.extend_from_slice(b"{\"motif\":[");
+                pieces.push(Piece::Owned(sep));
+                for l in first_leaf..first_leaf + leaf_count {
+                    if l > first_leaf {
+                        pieces.push(Piece::Owned(b",".to_vec()));
+                    }
+                    pieces.push(Piece::Leaf(l));
+                }
+                let mut close = b"],\"repeats\":".to_vec();
+                canon::write_i64(&mut close, repeats as i64);
+                close.push(b'}');
+                pieces.push(Piece::Owned(close));
+            }
+        }
     }
-    // `tail` is `{"events":...}`; the canary is `{"compiler":{...},` + tail[1..].
-    let body = &tail[1..];
-    let render = |compiler: &[u8]| -> Vec<u8> {
-        let mut out = Vec::with_capacity(compiler.len() + body.len() + 16);
-        out.extend_from_slice(b"{\"compiler\":");
-        out.extend_from_slice(compiler);
-        out.push(b',');
-        out.extend_from_slice(body);
-        out
-    };
-    let unsized_compiler = compiler_block(&summary, None);
-    let provenance = hex(&Sha256::digest(render(&unsized_compiler)));
-    summary.artifact_provenance_sha256 = provenance;
-    let fixed_len = 12 + 1 + body.len();
+    let mut rest = Vec::new();
+    rest.extend_from_slice(b"],\"format\":");
+    canon::write_str(&mut rest, CANARY_FORMAT);
+    rest.extend_from_slice(b",\"signatures\":");
+    writer.write_signatures(&mut rest);
+    rest.extend_from_slice(b",\"source_format\":");
+    rest.extend_from_slice(trace.member("format").unwrap_or(b"\"commcanary.trace.v1\""));
+    rest.extend_from_slice(b",\"system\":");
+    rest.extend_from_slice(trace.member("system").unwrap_or(b"{}"));
+    rest.extend_from_slice(b",\"timing_columns\":[");
+    for (i, c) in timing_columns(&program).iter().enumerate() {
+        if i > 0 {
+            rest.push(b',');
+        }
+        canon::write_str(&mut rest, c);
+    }
+    rest.extend_from_slice(b"],\"workload\":");
+    rest.extend_from_slice(trace.member("workload").unwrap_or(b"{}"));
+    rest.push(b'}');
+    pieces.push(Piece::Owned(rest));
+    let piece = |p: &Piece| piece_bytes(p, &leaf_json, &leaf_span).len();
+    let body_len: usize = pieces.iter().map(piece).sum();
+
+    let mut hasher = Sha256::new();
+    hasher.update(b"{\"compiler\":");
+    hasher.update(compiler_block(&summary, None));
+    hasher.update(b",");
+    for p in &pieces {
+        hasher.update(piece_bytes(p, &leaf_json, &leaf_span));
+    }
+    summary.artifact_provenance_sha256 = hex(&hasher.finalize());
+    let fixed_len = 12 + 1 + body_len;
     let (canary_bytes, ratio) = settle_size(&summary, fixed_len)?;
     summary.canary_bytes = canary_bytes;
     summary.byte_compression_ratio = ratio;
-    let canary = render(&compiler_block(&summary, Some((canary_bytes, ratio))));
+    let mut canary = Vec::with_capacity(canary_bytes as usize);
+    canary.extend_from_slice(b"{\"compiler\":");
+    canary.extend_from_slice(&compiler_block(&summary, Some((canary_bytes, ratio))));
+    canary.push(b',');
+    for p in &pieces {
+        canary.extend_from_slice(piece_bytes(p, &leaf_json, &leaf_span));
+    }
     debug_assert_eq!(canary.len() as u64, canary_bytes);
+    drop(pieces);
+    drop(leaf_json);
     Ok(Compiled {
         program,
         summary,
         canary,
     })
+}
+
+/// A piece of the canary body.
+enum Piece {
+    /// Bytes owned by the piece list.
+    Owned(Vec<u8>),
+    /// The JSON of a stored leaf.
+    Leaf(u32),
+}
+
+fn piece_bytes<'a>(p: &'a Piece, leaf_json: &'a [u8], leaf_span: &[(usize, usize)]) -> &'a [u8] {
+    match p {
+        Piece::Owned(v) => v,
+        Piece::Leaf(l) => {
+            let (a, b) = leaf_span[*l as usize];
+            &leaf_json[a..b]
+        }
+    }
 }
 
 fn push_point(program: &mut Program, samples: &Samples, i: usize, ranks: usize) -> u32 {

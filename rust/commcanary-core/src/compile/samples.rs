@@ -6,9 +6,8 @@
 //! (else `compute_before_us`, else 0). Mixed traces need `gap_us` everywhere.
 //! Every `_us` value of a sample is `round(·, 9)`, pressure `round(·, 6)`.
 
-use std::collections::HashMap;
-
 use crate::error::{Error, Result};
+use crate::fxhash::{FxMap, hash_words};
 use crate::pyfloat::round;
 use crate::trace::{Events, Trace, flag};
 
@@ -181,8 +180,11 @@ impl Samples {
 pub fn build_samples(trace: &Trace, ordering: &Ordering, count: usize) -> Result<Samples> {
     let ev = &trace.events;
     let mut s = Samples::default();
-    let mut class_ids: HashMap<Vec<u64>, u32> = HashMap::new();
-    let mut key: Vec<u64> = Vec::with_capacity(16);
+    // Sample classes: hash → first class with that hash; classes with equal
+    // hashes are chained and compared value by value.
+    let mut class_by_hash: FxMap<u64, u32> = FxMap::default();
+    let mut class_rep: Vec<u32> = Vec::new();
+    let mut class_next: Vec<u32> = Vec::new();
     let mut with_observed = 0usize;
     for (k, &idx) in ordering.order[..count].iter().enumerate() {
         let i = idx as usize;
@@ -242,30 +244,64 @@ pub fn build_samples(trace: &Trace, ordering: &Ordering, count: usize) -> Result
         let uncertain = flags & flag::FIELDS_UNCERTAIN != 0;
         let gap = ordering.gaps[k];
 
-        key.clear();
         // `+ 0.0` folds -0.0 into 0.0: equality is numeric, as in Python.
-        for v in [gap, skew, before, overlap, pressure, observed] {
-            key.push(if v.is_nan() {
+        let word = |v: f64| {
+            if v.is_nan() {
                 u64::MAX
             } else {
                 (v + 0.0).to_bits()
-            });
-        }
-        key.push(u64::from(uncertain));
-        key.extend(
-            s.offsets[at as usize..]
-                .iter()
-                .map(|&v| (v + 0.0).to_bits()),
-        );
-        let next = class_ids.len() as u32;
-        let class = match class_ids.get(key.as_slice()) {
-            Some(&c) => c,
-            None => {
-                class_ids.insert(key.clone(), next);
-                next
             }
         };
-
+        let scalars = [gap, skew, before, overlap, pressure, observed];
+        let hash = hash_words(
+            scalars
+                .iter()
+                .map(|&v| word(v))
+                .chain([u64::from(uncertain)])
+                .chain(s.offsets[at as usize..].iter().map(|&v| word(v))),
+        );
+        let same = |rep: usize, s: &Samples| -> bool {
+            [
+                s.gap[rep],
+                s.skew[rep],
+                s.before[rep],
+                s.overlap[rep],
+                s.pressure[rep],
+                s.observed[rep],
+            ]
+            .iter()
+            .zip(scalars)
+            .all(|(&a, b)| word(a) == word(b))
+                && s.uncertain[rep] == uncertain
+                && s.offsets_of(rep, ranks)
+                    .iter()
+                    .zip(&s.offsets[at as usize..])
+                    .all(|(&a, &b)| word(a) == word(b))
+        };
+        let mut class = u32::MAX;
+        let mut last_in_chain = u32::MAX;
+        if let Some(&head) = class_by_hash.get(&hash) {
+            let mut c = head;
+            while c != u32::MAX {
+                let rep = class_rep[c as usize] as usize;
+                if s.signature[rep] == sig && same(rep, &s) {
+                    class = c;
+                    break;
+                }
+                last_in_chain = c;
+                c = class_next[c as usize];
+            }
+        }
+        if class == u32::MAX {
+            class = class_rep.len() as u32;
+            class_rep.push(k as u32);
+            class_next.push(u32::MAX);
+            if last_in_chain == u32::MAX {
+                class_by_hash.insert(hash, class);
+            } else {
+                class_next[last_in_chain as usize] = class;
+            }
+        }
         s.signature.push(sig);
         s.gap.push(gap);
         s.skew.push(skew);

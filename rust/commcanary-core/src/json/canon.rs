@@ -93,9 +93,7 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
 /// Appends CPython's `repr` of a finite float.
 pub fn write_f64(out: &mut Vec<u8>, x: f64) {
     debug_assert!(x.is_finite(), "canonical JSON forbids NaN and infinities");
-    let mut s = String::with_capacity(24);
-    pyfloat::write_repr(&mut s, x);
-    out.extend_from_slice(s.as_bytes());
+    pyfloat::write_repr_bytes(out, x);
 }
 
 /// Appends an integer in plain decimal.
@@ -141,7 +139,13 @@ fn write_node(out: &mut Vec<u8>, doc: &Doc, id: u32) {
         Node::Bool(false) => out.extend_from_slice(b"false"),
         Node::Int(i) => write_i64(out, i),
         Node::BigInt { start, len } => out.extend_from_slice(doc.bytes(start, len)),
-        Node::Float(f) => write_f64(out, f),
+        Node::Float { value, text, len } => {
+            if len > 0 {
+                out.extend_from_slice(doc.bytes(text, u32::from(len)));
+            } else {
+                write_f64(out, value);
+            }
+        }
         Node::Str { start, len } => write_wtf8(out, doc.bytes(start, len)),
         Node::Array { first, len } => {
             out.push(b'[');

@@ -26,8 +26,17 @@ pub enum Node {
         /// Length of the digits.
         len: u32,
     },
-    /// A token with a fraction or exponent (always finite).
-    Float(f64),
+    /// A token with a fraction or exponent (always finite). When the token
+    /// was already spelled as CPython's `repr` of its value, `len > 0` and its
+    /// text is kept in the arena at `text`, so canonical output copies it.
+    Float {
+        /// The value.
+        value: f64,
+        /// Arena offset of the canonical spelling.
+        text: u32,
+        /// Length of the canonical spelling (0 = not kept).
+        len: u16,
+    },
     /// A string; WTF-8 bytes in the arena.
     Str {
         /// Arena offset.
@@ -132,7 +141,7 @@ impl<'a> Value<'a> {
             Node::Null => "null",
             Node::Bool(_) => "boolean",
             Node::Int(_) | Node::BigInt { .. } => "integer",
-            Node::Float(_) => "float",
+            Node::Float { .. } => "float",
             Node::Str { .. } => "string",
             Node::Array { .. } => "array",
             Node::Object { .. } => "object",
@@ -167,7 +176,7 @@ impl<'a> Value<'a> {
     #[must_use]
     pub fn as_float(&self) -> Option<f64> {
         match self.node() {
-            Node::Float(f) => Some(f),
+            Node::Float { value, .. } => Some(value),
             _ => None,
         }
     }
@@ -178,7 +187,7 @@ impl<'a> Value<'a> {
     pub fn as_number(&self) -> Option<f64> {
         match self.node() {
             Node::Int(i) => Some(i as f64),
-            Node::Float(f) => Some(f),
+            Node::Float { value, .. } => Some(value),
             Node::BigInt { start, len } => std::str::from_utf8(self.doc.bytes(start, len))
                 .ok()
                 .and_then(|s| s.parse::<f64>().ok())

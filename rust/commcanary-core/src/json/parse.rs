@@ -17,6 +17,7 @@ pub struct Parser<'a> {
     limits: JsonLimits,
     items: u64,
     item_ceiling: u64,
+    canonical: bool,
     stack: Vec<Node>,
     key_scratch: Vec<(u32, u32, u32)>,
 }
@@ -67,9 +68,16 @@ impl<'a> Parser<'a> {
             limits,
             items: 0,
             item_ceiling: u64::MAX,
+            canonical: true,
             stack: Vec::with_capacity(64),
             key_scratch: Vec::new(),
         })
+    }
+
+    /// The input bytes `start..end`.
+    #[must_use]
+    pub fn slice(&self, start: usize, end: usize) -> &'a [u8] {
+        &self.bytes[start..end]
     }
 
     /// Current byte offset.
@@ -112,9 +120,26 @@ impl<'a> Parser<'a> {
 
     /// Skips JSON whitespace.
     pub fn skip_ws(&mut self) {
-        while self.pos < self.bytes.len() && is_ws(self.bytes[self.pos]) {
-            self.pos += 1;
+        if self.pos < self.bytes.len() && is_ws(self.bytes[self.pos]) {
+            self.canonical = false;
+            while self.pos < self.bytes.len() && is_ws(self.bytes[self.pos]) {
+                self.pos += 1;
+            }
         }
+    }
+
+    /// Starts tracking whether the text read from now on is canonical JSON.
+    pub fn reset_canonical(&mut self) {
+        self.canonical = true;
+    }
+
+    /// Whether everything read since [`Parser::reset_canonical`] was spelled
+    /// exactly as canonical JSON v1 spells it: no whitespace, sorted keys,
+    /// plain printable-ASCII strings, integers and floats in canonical form.
+    /// (Conservative: strings with escapes count as not canonical.)
+    #[must_use]
+    pub fn was_canonical(&self) -> bool {
+        self.canonical
     }
 
     /// The next byte without consuming it.
@@ -209,13 +234,16 @@ impl<'a> Parser<'a> {
         loop {
             // Fast scan of plain bytes.
             let run_start = self.pos;
+            let mut plain = true;
             while self.pos < bytes.len() {
                 let b = bytes[self.pos];
                 if b == b'"' || b == b'\\' || b < 0x20 {
                     break;
                 }
+                plain &= b < 0x7F;
                 self.pos += 1;
             }
+            self.canonical &= plain;
             out.extend_from_slice(&bytes[run_start..self.pos]);
             if out.len() - out_start > self.limits.max_string_bytes {
                 return Err(self.limit(format!(
@@ -230,6 +258,7 @@ impl<'a> Parser<'a> {
                     return Ok(());
                 }
                 Some(b'\\') => {
+                    self.canonical = false;
                     self.pos += 1;
                     let esc = bytes.get(self.pos).copied();
                     self.pos += 1;
@@ -400,8 +429,32 @@ impl<'a> Parser<'a> {
             if !value.is_finite() {
                 return Err(self.error_at("number out of range (floats must be finite)", start));
             }
-            self.stack.push(Node::Float(value));
+            let spelled_as_repr = is_repr_spelling(text.as_bytes()) || {
+                let mut repr = Vec::with_capacity(32);
+                crate::pyfloat::write_repr_bytes(&mut repr, value);
+                repr == text.as_bytes()
+            };
+            let node = if spelled_as_repr {
+                let start = doc.arena.len() as u32;
+                doc.arena.extend_from_slice(text.as_bytes());
+                Node::Float {
+                    value,
+                    text: start,
+                    len: text.len() as u16,
+                }
+            } else {
+                self.canonical = false;
+                Node::Float {
+                    value,
+                    text: 0,
+                    len: 0,
+                }
+            };
+            self.stack.push(node);
         } else if let Ok(i) = text.parse::<i64>() {
+            if text == "-0" {
+                self.canonical = false;
+            }
             self.stack.push(Node::Int(i));
         } else {
             let digits = if text == "-0" { "0" } else { text };
@@ -481,6 +534,13 @@ impl<'a> Parser<'a> {
             }
         }
         let members = (self.stack.len() - base) / 2;
+        if self.canonical {
+            let key = |i: usize| match self.stack[base + 2 * i] {
+                Node::Str { start, len } => doc.bytes(start, len),
+                _ => &[],
+            };
+            self.canonical = (1..members).all(|i| key(i - 1) < key(i));
+        }
         self.check_duplicates(doc, base, members, open)?;
         let first = doc.nodes.len() as u32;
         doc.nodes.extend_from_slice(&self.stack[base..]);
@@ -543,6 +603,38 @@ impl<'a> Parser<'a> {
             ));
         }
         Ok(())
+    }
+}
+
+/// Whether a float token is already CPython's `repr` of the double it
+/// parses to, without formatting that double.
+///
+/// True for positional tokens `-?(0|[1-9]d*).d+` with at most 15 significant
+/// digits, no trailing fractional zero (except `.0` itself), an integer part
+/// of at most 16 digits, and fewer than four zeros between `0.` and the first
+/// significant digit. Any two decimals with at most 15 significant digits are
+/// more than one ulp apart, so such a token is the shortest round-tripping
+/// spelling of its value, and the layout rules are CPython's.
+fn is_repr_spelling(token: &[u8]) -> bool {
+    let t = token.strip_prefix(b"-").unwrap_or(token);
+    let Some(dot) = t.iter().position(|&b| b == b'.') else {
+        return false;
+    };
+    let (int, frac) = (&t[..dot], &t[dot + 1..]);
+    if int.is_empty() || frac.is_empty() || int.len() > 16 || !frac.iter().all(u8::is_ascii_digit) {
+        return false;
+    }
+    if frac.len() > 1 && frac[frac.len() - 1] == b'0' {
+        return false;
+    }
+    if int == b"0" {
+        if frac == b"0" {
+            return true;
+        }
+        let zeros = frac.iter().take_while(|&&b| b == b'0').count();
+        zeros < 4 && frac.len() - zeros <= 15 && zeros < frac.len()
+    } else {
+        int[0] != b'0' && int.len() + if frac == b"0" { 0 } else { frac.len() } <= 15
     }
 }
 
@@ -619,6 +711,42 @@ mod tests {
         assert_eq!(items[0].as_wtf8().unwrap(), &[0xED, 0xA0, 0x80]);
         assert_eq!(items[1].as_str(), Some("\u{1F600}"));
         assert_eq!(items[2].as_str(), Some("é"));
+    }
+
+    #[test]
+    fn repr_spelling_detection_agrees_with_repr() {
+        for token in [
+            "0.0",
+            "-0.0",
+            "1.5",
+            "100.0",
+            "0.001",
+            "0.0001",
+            "0.00001",
+            "1.50",
+            "12345678901234.5",
+            "1234567890123456.0",
+            "0.1234567890123456",
+            "77.72500000000001",
+            "00.5",
+            "-12.25",
+            "10000000000000000.0",
+        ] {
+            let value: f64 = token.parse().unwrap();
+            let canonical = crate::pyfloat::repr(value) == token;
+            if is_repr_spelling(token.as_bytes()) {
+                assert!(
+                    canonical,
+                    "{token} claimed canonical but repr is {}",
+                    crate::pyfloat::repr(value)
+                );
+            }
+        }
+        assert!(is_repr_spelling(b"75.629"));
+        assert!(is_repr_spelling(b"0.0"));
+        assert!(!is_repr_spelling(b"1.50"));
+        assert!(!is_repr_spelling(b"0.00001"));
+        assert_eq!(std::mem::size_of::<Node>(), 16);
     }
 
     #[test]

@@ -1,12 +1,11 @@
 //! One-pass trace reader: bytes in, [`Trace`] out.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Read;
 use std::path::Path;
 
-use super::{Events, KNOWN_OPS, Signature, TRACE_FORMAT, Trace, flag};
+use super::{Events, KNOWN_OPS, Signature, Span, TRACE_FORMAT, Trace, flag};
 use crate::error::{Error, ErrorKind, Result};
+use crate::fxhash::FxMap;
 use crate::json::{Doc, JsonLimits, Node, NodeId, Parser, Value, canon};
 
 /// Largest magnitude accepted for any `_us` time field.
@@ -49,7 +48,7 @@ impl Default for LoadOptions {
 /// [`ErrorKind::Io`] when the file cannot be read, otherwise as [`load_bytes`].
 pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace> {
     let bytes = read_input(path, options.max_input_bytes)?;
-    load_bytes(&bytes, options)
+    load_owned(bytes, options)
 }
 
 /// Reads a whole input file, decompressing gzip, refusing more than `max` bytes.
@@ -90,43 +89,21 @@ pub fn read_input(path: &Path, max: u64) -> Result<Vec<u8>> {
     Ok(raw)
 }
 
-/// A small, fast, deterministic hasher for the signature table.
-#[derive(Default)]
-struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_u8(&mut self, v: u8) {
-        self.write_u64(u64::from(v));
-    }
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-    fn write_i64(&mut self, v: i64) {
-        self.write_u64(v as u64);
-    }
+/// Parses trace `bytes` (copied; see [`load_owned`]).
+///
+/// # Errors
+/// As [`load_owned`].
+pub fn load_bytes(bytes: &[u8], options: &LoadOptions) -> Result<Trace> {
+    load_owned(bytes.to_vec(), options)
 }
 
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
-
-/// Parses trace `bytes`.
+/// Parses trace `bytes`, keeping them as [`Trace::raw`] when events are
+/// already spelled canonically there (no second copy is made).
 ///
 /// # Errors
 /// JSON syntax and limit errors first (as CPython would report them before
 /// validating), then the first validation error in input order.
-pub fn load_bytes(bytes: &[u8], options: &LoadOptions) -> Result<Trace> {
+pub fn load_owned(bytes: Vec<u8>, options: &LoadOptions) -> Result<Trace> {
     let mut reader = Reader {
         options: *options,
         trace: Trace::default(),
@@ -140,7 +117,7 @@ pub fn load_bytes(bytes: &[u8], options: &LoadOptions) -> Result<Trace> {
         rank_pos: FxMap::default(),
         values: Vec::new(),
     };
-    let mut parser = Parser::new(bytes, options.json)?;
+    let mut parser = Parser::new(&bytes, options.json)?;
     reader.top_level(&mut parser)?;
     parser.finish()?;
     if let Some(err) = reader.first_invalid {
@@ -151,6 +128,9 @@ pub fn load_bytes(bytes: &[u8], options: &LoadOptions) -> Result<Trace> {
     }
     let mut trace = reader.trace;
     trace.members.sort_by(|a, b| a.0.cmp(&b.0));
+    if trace.events.spans.iter().any(|s| s.in_raw) {
+        trace.raw = bytes;
+    }
     match trace.member("format") {
         None => return Err(Error::invalid("trace field 'format' is required")),
         Some(f) if f != format!("\"{TRACE_FORMAT}\"").as_bytes() => {
@@ -204,7 +184,7 @@ struct Reader {
 fn lenient_int(v: Value<'_>) -> Option<i64> {
     match v.node() {
         Node::Int(i) => Some(i),
-        Node::Float(f) if f.fract() == 0.0 && f.abs() < 9.2e18 => Some(f as i64),
+        Node::Float { value: f, .. } if f.fract() == 0.0 && f.abs() < 9.2e18 => Some(f as i64),
         Node::Str { .. } => v.as_str().and_then(|s| s.trim().parse::<i64>().ok()),
         _ => None,
     }
@@ -213,7 +193,7 @@ fn lenient_int(v: Value<'_>) -> Option<i64> {
 /// Finite number with the reference reader's leniency (numeric strings count).
 fn lenient_num(v: Value<'_>) -> Option<f64> {
     match v.node() {
-        Node::Int(_) | Node::Float(_) | Node::BigInt { .. } => v.as_number(),
+        Node::Int(_) | Node::Float { .. } | Node::BigInt { .. } => v.as_number(),
         Node::Str { .. } => v
             .as_str()
             .and_then(|s| s.trim().parse::<f64>().ok())
@@ -365,6 +345,7 @@ impl Reader {
         p.check_depth(3)?;
         let open = p.pos();
         p.expect(b'{', "")?;
+        p.reset_canonical();
         self.event_doc.clear();
         self.event_keys.clear();
         self.members.clear();
@@ -406,11 +387,11 @@ impl Reader {
         // Sort members by key (canonical order) and reject duplicates.
         let keys = &self.event_keys;
         let key_of = |m: &(u32, u32, NodeId)| &keys[m.0 as usize..(m.0 + m.1) as usize];
-        if !self
+        let sorted = self
             .members
             .windows(2)
-            .all(|w| key_of(&w[0]) < key_of(&w[1]))
-        {
+            .all(|w| key_of(&w[0]) < key_of(&w[1]));
+        if !sorted {
             self.members.sort_by(|a, b| key_of(a).cmp(key_of(b)));
             if let Some(w) = self
                 .members
@@ -418,7 +399,6 @@ impl Reader {
                 .find(|w| key_of(&w[0]) == key_of(&w[1]))
             {
                 let name = lossy(key_of(&w[0]));
-                let _ = open;
                 return Err(Error::new(
                     ErrorKind::Json,
                     format!(
@@ -430,20 +410,35 @@ impl Reader {
         if self.first_invalid.is_some() {
             return Ok(());
         }
-        // Canonical bytes of the event.
-        let out = &mut self.trace.events.canonical;
-        out.push(b'{');
-        for (n, m) in self.members.iter().enumerate() {
-            if n > 0 {
-                out.push(b',');
+        // Canonical bytes of the event: refer to the input when it already
+        // spells the event canonically, else keep a canonical copy.
+        let events = &mut self.trace.events;
+        let span = if p.was_canonical() && sorted {
+            Span {
+                start: open as u64,
+                len: (p.pos() - open) as u32,
+                in_raw: true,
             }
-            canon::write_wtf8(out, key_of(m));
-            out.push(b':');
-            canon::write_value(out, self.event_doc.value(m.2));
-        }
-        out.push(b'}');
-        let end = out.len() as u64;
-        self.trace.events.canonical_end.push(end);
+        } else {
+            let out = &mut events.canonical;
+            let start = out.len() as u64;
+            out.push(b'{');
+            for (n, m) in self.members.iter().enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                canon::write_wtf8(out, key_of(m));
+                out.push(b':');
+                canon::write_value(out, self.event_doc.value(m.2));
+            }
+            out.push(b'}');
+            Span {
+                start,
+                len: (out.len() as u64 - start) as u32,
+                in_raw: false,
+            }
+        };
+        events.spans.push(span);
         if let Err(e) = self.extract(index) {
             self.invalid(e);
         }
@@ -901,7 +896,7 @@ mod tests {
         assert_eq!(t.events.start_us[1], 5.5);
         assert_eq!(&t.events.arrivals[..4], &[1.0, 2.0, 3.0, 4.0]);
         assert_eq!(
-            t.events.canonical_json(1),
+            t.canonical_json(1),
             br#"{"bytes":1024.0,"op":"all_reduce","ranks":[0,1,2,3],"start_us":5.5}"#
         );
     }

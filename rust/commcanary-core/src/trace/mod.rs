@@ -14,7 +14,7 @@
 
 mod load;
 
-pub use load::{LoadOptions, load, load_bytes};
+pub use load::{LoadOptions, load, load_bytes, load_owned, read_input};
 
 use sha2::{Digest, Sha256};
 
@@ -122,9 +122,11 @@ pub struct Events {
     pub arrival_at: Vec<u32>,
     /// Raw per-rank arrival values.
     pub arrivals: Vec<f64>,
-    /// End offset of each event's canonical JSON in [`Events::canonical`].
-    pub canonical_end: Vec<u64>,
-    /// Canonical JSON of every event, concatenated.
+    /// Where each event's canonical JSON lives: bytes of the input when the
+    /// input already spelled the event canonically (the common case for
+    /// machine-written traces), else [`Events::canonical`].
+    pub spans: Vec<Span>,
+    /// Canonical JSON of the events whose input spelling was not canonical.
     pub canonical: Vec<u8>,
 }
 
@@ -140,17 +142,17 @@ impl Events {
     pub fn is_empty(&self) -> bool {
         self.signature.is_empty()
     }
+}
 
-    /// Canonical JSON of event `i`.
-    #[must_use]
-    pub fn canonical_json(&self, i: usize) -> &[u8] {
-        let start = if i == 0 {
-            0
-        } else {
-            self.canonical_end[i - 1] as usize
-        };
-        &self.canonical[start..self.canonical_end[i] as usize]
-    }
+/// Location of one event's canonical JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// Byte offset.
+    pub start: u64,
+    /// Byte length.
+    pub len: u32,
+    /// `true`: in [`Trace::raw`]; `false`: in [`Events::canonical`].
+    pub in_raw: bool,
 }
 
 /// A parsed trace.
@@ -168,9 +170,23 @@ pub struct Trace {
     /// `workload.baseline_method`): it is then a subset or stand-in of a
     /// larger workload.
     pub derived_from: Option<String>,
+    /// The input bytes, kept while events refer to them (see [`Span`]).
+    pub raw: Vec<u8>,
 }
 
 impl Trace {
+    /// Canonical JSON of event `i`.
+    #[must_use]
+    pub fn canonical_json(&self, i: usize) -> &[u8] {
+        let span = self.events.spans[i];
+        let buffer = if span.in_raw {
+            &self.raw
+        } else {
+            &self.events.canonical
+        };
+        &buffer[span.start as usize..span.start as usize + span.len as usize]
+    }
+
     /// Canonical JSON of top-level member `key`, if present.
     #[must_use]
     pub fn member(&self, key: &str) -> Option<&[u8]> {
@@ -184,6 +200,80 @@ impl Trace {
     /// `order` (in that order), fed to `sink` piece by piece. This is the
     /// projection `source_trace_sha256` and `source_bytes` are defined over.
     pub fn write_projection(&self, order: &[u32], sink: &mut dyn FnMut(&[u8])) {
+        self.source_view().write_projection(order, sink);
+    }
+
+    /// `(sha256 hex, canonical byte length)` of [`Trace::write_projection`].
+    #[must_use]
+    pub fn projection_digest(&self, order: &[u32]) -> (String, u64) {
+        self.source_view().projection_digest(order)
+    }
+
+    fn source_view(&self) -> SourceView<'_> {
+        SourceView {
+            members: &self.members,
+            raw: &self.raw,
+            canonical: &self.events.canonical,
+            spans: &self.events.spans,
+        }
+    }
+
+    /// Moves the bytes behind the source commitment out of the trace (the
+    /// trace keeps its columns); used to hash them on another thread and free
+    /// them as soon as the commitment is taken.
+    #[must_use]
+    pub fn take_source(&mut self) -> SourceBytes {
+        SourceBytes {
+            members: self.members.clone(),
+            raw: std::mem::take(&mut self.raw),
+            canonical: std::mem::take(&mut self.events.canonical),
+            spans: std::mem::take(&mut self.events.spans),
+        }
+    }
+}
+
+/// The bytes the source commitment covers, detached from a [`Trace`].
+#[derive(Debug, Default, Clone)]
+pub struct SourceBytes {
+    members: Vec<(Vec<u8>, Vec<u8>)>,
+    raw: Vec<u8>,
+    canonical: Vec<u8>,
+    spans: Vec<Span>,
+}
+
+impl SourceBytes {
+    /// `(sha256 hex, canonical byte length)` of the source projection.
+    #[must_use]
+    pub fn projection_digest(&self, order: &[u32]) -> (String, u64) {
+        SourceView {
+            members: &self.members,
+            raw: &self.raw,
+            canonical: &self.canonical,
+            spans: &self.spans,
+        }
+        .projection_digest(order)
+    }
+}
+
+struct SourceView<'a> {
+    members: &'a [(Vec<u8>, Vec<u8>)],
+    raw: &'a [u8],
+    canonical: &'a [u8],
+    spans: &'a [Span],
+}
+
+impl SourceView<'_> {
+    fn event(&self, i: usize) -> &[u8] {
+        let span = self.spans[i];
+        let buffer = if span.in_raw {
+            self.raw
+        } else {
+            self.canonical
+        };
+        &buffer[span.start as usize..span.start as usize + span.len as usize]
+    }
+
+    fn write_projection(&self, order: &[u32], sink: &mut dyn FnMut(&[u8])) {
         sink(b"{");
         let mut first = true;
         let mut events_written = false;
@@ -197,11 +287,11 @@ impl Trace {
                 if n > 0 {
                     sink(b",");
                 }
-                sink(self.events.canonical_json(i as usize));
+                sink(self.event(i as usize));
             }
             sink(b"]");
         };
-        for (key, value) in &self.members {
+        for (key, value) in self.members {
             if !events_written && key.as_slice() > b"events".as_slice() {
                 write_events(sink, &mut first);
                 events_written = true;
@@ -222,15 +312,24 @@ impl Trace {
         sink(b"}");
     }
 
-    /// `(sha256 hex, canonical byte length)` of [`Trace::write_projection`].
-    #[must_use]
-    pub fn projection_digest(&self, order: &[u32]) -> (String, u64) {
+    fn projection_digest(&self, order: &[u32]) -> (String, u64) {
+        // Coalesce small pieces before hashing: fewer, larger updates.
         let mut hasher = Sha256::new();
         let mut bytes = 0u64;
+        let mut pending: Vec<u8> = Vec::with_capacity(1 << 16);
         self.write_projection(order, &mut |piece| {
             bytes += piece.len() as u64;
-            hasher.update(piece);
+            if pending.len() + piece.len() > pending.capacity() {
+                hasher.update(&pending);
+                pending.clear();
+            }
+            if piece.len() >= pending.capacity() {
+                hasher.update(piece);
+            } else {
+                pending.extend_from_slice(piece);
+            }
         });
+        hasher.update(&pending);
         (hex(&hasher.finalize()), bytes)
     }
 }
