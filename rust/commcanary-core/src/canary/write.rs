@@ -11,13 +11,54 @@
 //!   `[weight, gap_us, arrival_offsets_us, compute_before_us,
 //!   compute_overlap_us, compute_pressure(, observed_exposed_us)(, compute_fields_uncertain)]`
 //! * pattern record: `{"gap_sum_us", "pattern": [plain record, ...], "repeats"}`
-//! * bounded record: an object with `"approximation": "bounded_interval"`, the
-//!   representative's values, `weight`, `gap_us`, `gap_sum_us`, the error
-//!   bounds, `representative_index` and `source_segment_sha256`.
+//! * bounded record: `{"errors": [...], "interval": [...],
+//!   "source_segment_sha256": hex}` with arrays in the order of the canary's
+//!   `interval_error_columns` and `interval_columns`.
 
 use super::{Block, Bounded, Leaf, Point, Program, Record};
 use crate::json::canon::{self, ObjectWriter};
 use crate::trace::{Signature, hex};
+
+/// Column names of a bounded record's `interval` array, in order.
+#[must_use]
+pub fn interval_columns(program: &Program) -> Vec<&'static str> {
+    let mut columns = vec![
+        "weight",
+        "gap_sum_us",
+        "gap_us",
+        "representative_index",
+        "arrival_offsets_us",
+        "compute_before_us",
+        "compute_overlap_us",
+        "compute_pressure",
+    ];
+    if program.has_observed {
+        columns.push("observed_exposed_us");
+    }
+    if program.has_uncertain() {
+        columns.push("uncertain_weight");
+    }
+    columns
+}
+
+/// Column names of a bounded record's `errors` array, in order.
+#[must_use]
+pub fn error_columns(program: &Program) -> Vec<&'static str> {
+    let mut columns = vec![
+        "max_gap_error_us",
+        "max_skew_error_us",
+        "max_arrival_offset_error_us",
+        "max_compute_before_error_us",
+        "max_overlap_error_us",
+        "max_pressure_error",
+        "max_prefix_gap_error_us",
+        "representative_gap_error_us",
+    ];
+    if program.has_observed {
+        columns.push("max_observed_exposed_error_us");
+    }
+    columns
+}
 
 /// Column names of plain records, in order.
 #[must_use]
@@ -33,7 +74,7 @@ pub fn timing_columns(program: &Program) -> Vec<&'static str> {
     if program.has_observed {
         columns.push("observed_exposed_us");
     }
-    if program.points.iter().any(|p| p.uncertain) {
+    if program.has_uncertain() {
         columns.push("compute_fields_uncertain");
     }
     columns
@@ -138,7 +179,7 @@ impl<'p> ProgramWriter<'p> {
             program,
             points: PointWriter {
                 observed: program.has_observed,
-                uncertain: program.points.iter().any(|p| p.uncertain),
+                uncertain: program.has_uncertain(),
             },
         }
     }
@@ -190,35 +231,53 @@ impl<'p> ProgramWriter<'p> {
         let program = self.program;
         let p = &program.points[b.point as usize];
         let e = &b.errors;
-        let mut o = ObjectWriter::new(out);
-        o.str("approximation", "bounded_interval");
-        canon::write_f64_array(o.key("arrival_offsets_us"), program.point_offsets(p, ranks));
-        o.f64("compute_before_us", p.compute_before_us);
-        o.f64("compute_overlap_us", p.compute_overlap_us);
-        o.f64("compute_pressure", p.compute_pressure);
-        o.f64("gap_sum_us", b.gap_sum_us);
-        o.f64("gap_us", p.gap_us);
-        o.f64("max_arrival_offset_error_us", e.arrival_offset);
-        o.f64("max_compute_before_error_us", e.compute_before);
-        o.f64("max_gap_error_us", e.gap);
-        if !e.observed.is_nan() {
-            o.f64("max_observed_exposed_error_us", e.observed);
+        out.extend_from_slice(b"{\"errors\":[");
+        let mut errors = vec![
+            e.gap,
+            e.skew,
+            e.arrival_offset,
+            e.compute_before,
+            e.overlap,
+            e.pressure,
+            e.prefix_gap,
+            e.representative_gap,
+        ];
+        if program.has_observed {
+            errors.push(e.observed);
         }
-        o.f64("max_overlap_error_us", e.overlap);
-        o.f64("max_prefix_gap_error_us", e.prefix_gap);
-        o.f64("max_pressure_error", e.pressure);
-        o.f64("max_skew_error_us", e.skew);
-        if !p.observed_exposed_us.is_nan() {
-            o.f64("observed_exposed_us", p.observed_exposed_us);
+        for (i, v) in errors.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            canon::write_f64(out, *v);
         }
-        o.f64("representative_gap_error_us", e.representative_gap);
-        o.i64("representative_index", b.representative_index as i64);
-        o.str("source_segment_sha256", &hex(&b.segment_sha256));
-        if b.uncertain_weight > 0 {
-            o.i64("uncertain_weight", b.uncertain_weight as i64);
+        out.extend_from_slice(b"],\"interval\":[");
+        canon::write_i64(out, b.weight as i64);
+        out.push(b',');
+        canon::write_f64(out, b.gap_sum_us);
+        out.push(b',');
+        canon::write_f64(out, p.gap_us);
+        out.push(b',');
+        canon::write_i64(out, b.representative_index as i64);
+        out.push(b',');
+        canon::write_f64_array(out, program.point_offsets(p, ranks));
+        out.push(b',');
+        canon::write_f64(out, p.compute_before_us);
+        out.push(b',');
+        canon::write_f64(out, p.compute_overlap_us);
+        out.push(b',');
+        canon::write_f64(out, p.compute_pressure);
+        if program.has_observed {
+            out.push(b',');
+            canon::write_f64(out, p.observed_exposed_us);
         }
-        o.i64("weight", b.weight as i64);
-        o.end();
+        if self.points.uncertain {
+            out.push(b',');
+            canon::write_i64(out, b.uncertain_weight as i64);
+        }
+        out.extend_from_slice(b"],\"source_segment_sha256\":\"");
+        out.extend_from_slice(hex(&b.segment_sha256).as_bytes());
+        out.extend_from_slice(b"\"}");
     }
 
     /// Appends a block (a leaf, or a motif object).

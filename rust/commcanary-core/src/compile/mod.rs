@@ -26,7 +26,7 @@ use crate::fxhash::FxMap;
 use sha2::{Digest, Sha256};
 
 use crate::canary::commit::program_digests;
-use crate::canary::write::{ProgramWriter, timing_columns};
+use crate::canary::write::{ProgramWriter, error_columns, interval_columns, timing_columns};
 use crate::canary::{Block, Bounded, CANARY_FORMAT, Leaf, Point, Program, Record};
 use crate::error::{Error, ErrorKind, Result};
 use crate::json::canon::{self, ObjectWriter};
@@ -632,22 +632,31 @@ fn compile_ordered(
         }
     }
     let mut rest = Vec::new();
+    let column_list = |out: &mut Vec<u8>, columns: Vec<&str>| {
+        out.push(b'[');
+        for (i, c) in columns.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            canon::write_str(out, c);
+        }
+        out.push(b']');
+    };
     rest.extend_from_slice(b"],\"format\":");
     canon::write_str(&mut rest, CANARY_FORMAT);
+    rest.extend_from_slice(b",\"interval_columns\":");
+    column_list(&mut rest, interval_columns(&program));
+    rest.extend_from_slice(b",\"interval_error_columns\":");
+    column_list(&mut rest, error_columns(&program));
     rest.extend_from_slice(b",\"signatures\":");
     writer.write_signatures(&mut rest);
     rest.extend_from_slice(b",\"source_format\":");
     rest.extend_from_slice(trace.member("format").unwrap_or(b"\"commcanary.trace.v1\""));
     rest.extend_from_slice(b",\"system\":");
     rest.extend_from_slice(trace.member("system").unwrap_or(b"{}"));
-    rest.extend_from_slice(b",\"timing_columns\":[");
-    for (i, c) in timing_columns(&program).iter().enumerate() {
-        if i > 0 {
-            rest.push(b',');
-        }
-        canon::write_str(&mut rest, c);
-    }
-    rest.extend_from_slice(b"],\"workload\":");
+    rest.extend_from_slice(b",\"timing_columns\":");
+    column_list(&mut rest, timing_columns(&program));
+    rest.extend_from_slice(b",\"workload\":");
     rest.extend_from_slice(trace.member("workload").unwrap_or(b"{}"));
     rest.push(b'}');
     pieces.push(Piece::Owned(rest));

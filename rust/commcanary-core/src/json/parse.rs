@@ -45,21 +45,13 @@ impl<'a> Parser<'a> {
     /// A reader positioned at the start of `bytes`.
     ///
     /// # Errors
-    /// Refuses input that is not UTF-8 or starts with a byte-order mark.
+    /// Refuses input that starts with a byte-order mark; UTF-8 is checked
+    /// inside strings as they are read.
     pub fn new(bytes: &'a [u8], limits: JsonLimits) -> Result<Self> {
         if bytes.starts_with(&[0xEF, 0xBB, 0xBF]) {
             return Err(Error::new(
                 ErrorKind::Json,
                 "is not valid JSON: unexpected UTF-8 byte-order mark",
-            ));
-        }
-        if let Err(e) = std::str::from_utf8(bytes) {
-            return Err(Error::new(
-                ErrorKind::Json,
-                format!(
-                    "is not UTF-8 JSON: invalid byte at offset {}",
-                    e.valid_up_to()
-                ),
             ));
         }
         Ok(Self {
@@ -72,6 +64,38 @@ impl<'a> Parser<'a> {
             stack: Vec::with_capacity(64),
             key_scratch: Vec::new(),
         })
+    }
+
+    /// The whole input.
+    #[must_use]
+    pub fn input(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The limits in force.
+    #[must_use]
+    pub fn limits(&self) -> JsonLimits {
+        self.limits
+    }
+
+    /// Moves to byte offset `pos` (which must be a value boundary).
+    pub fn seek(&mut self, pos: usize) {
+        self.pos = pos.min(self.bytes.len());
+    }
+
+    /// Counts `n` items read elsewhere (by a parallel pass) against the limit.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Limit`] past `max_items`.
+    pub fn add_items(&mut self, n: u64) -> Result<()> {
+        self.items = self.items.saturating_add(n);
+        if self.items > self.limits.max_items {
+            return Err(self.limit(format!(
+                "json items exceed max_json_items={}",
+                self.limits.max_items
+            )));
+        }
+        Ok(())
     }
 
     /// The input bytes `start..end`.
@@ -235,6 +259,25 @@ impl<'a> Parser<'a> {
             // Fast scan of plain bytes.
             let run_start = self.pos;
             let mut plain = true;
+            // Eight bytes at a time while none is '"', '\\', a control
+            // character or outside printable ASCII.
+            while let Some(chunk) = bytes.get(self.pos..self.pos + 8) {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(chunk);
+                let w = u64::from_le_bytes(word);
+                const ONES: u64 = 0x0101_0101_0101_0101;
+                const HIGHS: u64 = 0x8080_8080_8080_8080;
+                let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+                let special = has_zero(w ^ (ONES * u64::from(b'"')))
+                    | has_zero(w ^ (ONES * u64::from(b'\\')))
+                    | has_zero(w ^ (ONES * 0x7F))
+                    | (w.wrapping_sub(ONES * 0x20) & !w & HIGHS)
+                    | (w & HIGHS);
+                if special != 0 {
+                    break;
+                }
+                self.pos += 8;
+            }
             while self.pos < bytes.len() {
                 let b = bytes[self.pos];
                 if b == b'"' || b == b'\\' || b < 0x20 {
@@ -244,7 +287,21 @@ impl<'a> Parser<'a> {
                 self.pos += 1;
             }
             self.canonical &= plain;
-            out.extend_from_slice(&bytes[run_start..self.pos]);
+            let run = &bytes[run_start..self.pos];
+            // Only strings can hold non-ASCII bytes in valid JSON; outside
+            // them any such byte is a syntax error anyway.
+            if !plain && !run.is_ascii() {
+                if let Err(e) = std::str::from_utf8(run) {
+                    return Err(Error::new(
+                        ErrorKind::Json,
+                        format!(
+                            "is not UTF-8 JSON: invalid byte at offset {}",
+                            run_start + e.valid_up_to()
+                        ),
+                    ));
+                }
+            }
+            out.extend_from_slice(run);
             if out.len() - out_start > self.limits.max_string_bytes {
                 return Err(self.limit(format!(
                     "string exceeds max_json_string_bytes={}",
@@ -377,70 +434,119 @@ impl<'a> Parser<'a> {
         let bytes = self.bytes;
         let start = self.pos;
         let mut p = start;
-        if bytes.get(p) == Some(&b'-') {
+        let negative = bytes.get(p) == Some(&b'-');
+        if negative {
             p += 1;
+        }
+        // Accumulate up to 19 significant digits while scanning, for the exact
+        // fast paths below.
+        let mut mantissa: u64 = 0;
+        let mut digits = 0u32;
+        fn push(mantissa: &mut u64, digits: &mut u32, d: u8) {
+            if *digits < 19 {
+                *mantissa = *mantissa * 10 + u64::from(d - b'0');
+            }
+            *digits += 1;
         }
         match bytes.get(p) {
             Some(b'0') => p += 1,
             Some(b'1'..=b'9') => {
-                while matches!(bytes.get(p), Some(b'0'..=b'9')) {
+                while let Some(&d @ b'0'..=b'9') = bytes.get(p) {
+                    push(&mut mantissa, &mut digits, d);
                     p += 1;
                 }
             }
             Some(b'I') => return Err(self.error("NaN and Infinity are not allowed")),
             _ => return Err(self.error("Expecting value")),
         }
-        let int_end = p;
         let mut is_float = false;
+        let mut fraction_digits = 0i32;
         if bytes.get(p) == Some(&b'.') && matches!(bytes.get(p + 1), Some(b'0'..=b'9')) {
             is_float = true;
             p += 1;
-            while matches!(bytes.get(p), Some(b'0'..=b'9')) {
+            while let Some(&d @ b'0'..=b'9') = bytes.get(p) {
+                if digits > 0 || d != b'0' {
+                    push(&mut mantissa, &mut digits, d);
+                }
+                fraction_digits += 1;
                 p += 1;
             }
         }
+        let mut exponent = 0i32;
         if matches!(bytes.get(p), Some(b'e' | b'E')) {
             let mut q = p + 1;
+            let exp_negative = bytes.get(q) == Some(&b'-');
             if matches!(bytes.get(q), Some(b'+' | b'-')) {
                 q += 1;
             }
             if matches!(bytes.get(q), Some(b'0'..=b'9')) {
                 is_float = true;
-                while matches!(bytes.get(q), Some(b'0'..=b'9')) {
+                while let Some(&d @ b'0'..=b'9') = bytes.get(q) {
+                    exponent = exponent
+                        .saturating_mul(10)
+                        .saturating_add(i32::from(d - b'0'));
                     q += 1;
+                }
+                if exp_negative {
+                    exponent = -exponent;
                 }
                 p = q;
             }
         }
-        let _ = int_end;
         if p - start > self.limits.max_number_chars {
             return Err(self.limit(format!(
                 "numeric token exceeds max_json_number_chars={}",
                 self.limits.max_number_chars
             )));
         }
-        // The token is ASCII by construction.
-        let text = std::str::from_utf8(&bytes[start..p]).unwrap_or("0");
         self.pos = p;
+        let token = &bytes[start..p];
+        if !is_float && digits <= 18 {
+            let v = mantissa as i64;
+            if negative && v == 0 {
+                self.canonical = false; // "-0" is spelled "0"
+            }
+            self.stack.push(Node::Int(if negative { -v } else { v }));
+            return Ok(());
+        }
+        let fast = if is_float && digits <= 19 && mantissa <= (1u64 << 53) {
+            // Clinger's fast path: an exact integer times or over an exact
+            // power of ten rounds once, so the result is correctly rounded.
+            let e10 = exponent.saturating_sub(fraction_digits);
+            let m = mantissa as f64;
+            match e10 {
+                0..=22 => Some(m * POW10[e10 as usize]),
+                -22..=-1 => Some(m / POW10[(-e10) as usize]),
+                _ => None,
+            }
+            .map(|v| if negative { -v } else { v })
+        } else {
+            None
+        };
+        // The token is ASCII by construction.
+        let text = || std::str::from_utf8(token).unwrap_or("0");
         if is_float {
-            let value: f64 = text
-                .parse()
-                .map_err(|_| self.error_at("Invalid number", start))?;
+            let value: f64 = match fast {
+                Some(v) => v,
+                None => text()
+                    .parse()
+                    .map_err(|_| self.error_at("Invalid number", start))?,
+            };
             if !value.is_finite() {
                 return Err(self.error_at("number out of range (floats must be finite)", start));
             }
-            let spelled_as_repr = is_repr_spelling(text.as_bytes()) || {
+            let spelled_as_repr = is_repr_spelling(token) || {
                 let mut repr = Vec::with_capacity(32);
                 crate::pyfloat::write_repr_bytes(&mut repr, value);
-                repr == text.as_bytes()
+                repr == token
             };
             let node = if spelled_as_repr {
                 let start = doc.arena.len() as u32;
-                doc.arena.extend_from_slice(text.as_bytes());
+                doc.arena.extend_from_slice(token);
                 Node::Float {
                     value,
                     text: start,
-                    len: text.len() as u16,
+                    len: token.len() as u16,
                 }
             } else {
                 self.canonical = false;
@@ -451,13 +557,10 @@ impl<'a> Parser<'a> {
                 }
             };
             self.stack.push(node);
-        } else if let Ok(i) = text.parse::<i64>() {
-            if text == "-0" {
-                self.canonical = false;
-            }
+        } else if let Ok(i) = text().parse::<i64>() {
             self.stack.push(Node::Int(i));
         } else {
-            let digits = if text == "-0" { "0" } else { text };
+            let digits = text();
             let Node::Str { start: s, len } = doc.push_str_bytes(digits.as_bytes()) else {
                 unreachable!("push_str_bytes returns a string node")
             };
@@ -605,6 +708,11 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 }
+
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
 
 /// Whether a float token is already CPython's `repr` of the double it
 /// parses to, without formatting that double.

@@ -28,6 +28,8 @@ pub struct LoadOptions {
     pub max_ranks: usize,
     /// Largest number of JSON items inside one event field.
     pub max_field_items: u64,
+    /// Event arrays with at least this many bytes are read by two threads.
+    pub parallel_min_bytes: usize,
 }
 
 impl Default for LoadOptions {
@@ -38,6 +40,7 @@ impl Default for LoadOptions {
             max_events: 20_000_000,
             max_ranks: 65_536,
             max_field_items: 1_000_000,
+            parallel_min_bytes: 1 << 20,
         }
     }
 }
@@ -104,19 +107,7 @@ pub fn load_bytes(bytes: &[u8], options: &LoadOptions) -> Result<Trace> {
 /// JSON syntax and limit errors first (as CPython would report them before
 /// validating), then the first validation error in input order.
 pub fn load_owned(bytes: Vec<u8>, options: &LoadOptions) -> Result<Trace> {
-    let mut reader = Reader {
-        options: *options,
-        trace: Trace::default(),
-        sig_index: FxMap::default(),
-        scratch_sig: empty_signature(),
-        event_doc: Doc::new(),
-        event_keys: Vec::new(),
-        members: Vec::new(),
-        first_invalid: None,
-        saw_events: false,
-        rank_pos: FxMap::default(),
-        values: Vec::new(),
-    };
+    let mut reader = Reader::new(*options);
     let mut parser = Parser::new(&bytes, options.json)?;
     reader.top_level(&mut parser)?;
     parser.finish()?;
@@ -202,6 +193,17 @@ fn lenient_num(v: Value<'_>) -> Option<f64> {
     }
 }
 
+/// A rank written as an object key: canonical decimal digits (no sign, no
+/// leading zeros), at most 18 of them.
+fn decimal_key(key: &[u8]) -> Option<i64> {
+    if key.is_empty() || key.len() > 18 || (key.len() > 1 && key[0] == b'0') {
+        return None;
+    }
+    key.iter().try_fold(0i64, |acc, &b| {
+        b.is_ascii_digit().then(|| acc * 10 + i64::from(b - b'0'))
+    })
+}
+
 /// Adds "where" context to a JSON or limit error raised inside a known field.
 fn with_context(err: &Error, context: &str) -> Error {
     for prefix in [
@@ -219,7 +221,106 @@ fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// How an event-array pass ended.
+enum Pass {
+    /// The closing `]` was consumed.
+    Closed,
+    /// The pass stopped at the requested element boundary, having read this
+    /// many events.
+    Split(u64),
+}
+
+/// A likely element boundary of the events array near `from`: the `{` of
+/// `}` ws* `,` ws* `{`. Only a guess (the pattern may sit inside a string or
+/// a nested array); the reader verifies it before trusting the second pass.
+fn guess_boundary(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i < bytes.len() {
+        let close = i + bytes[i..].iter().position(|&b| b == b'}')?;
+        let mut j = close + 1;
+        while j < bytes.len() && matches!(bytes[j], b' ' | b'\t' | b'\n' | b'\r') {
+            j += 1;
+        }
+        if bytes.get(j) == Some(&b',') {
+            j += 1;
+            while j < bytes.len() && matches!(bytes[j], b' ' | b'\t' | b'\n' | b'\r') {
+                j += 1;
+            }
+            if bytes.get(j) == Some(&b'{') {
+                return Some(j);
+            }
+        }
+        i = close + 1;
+    }
+    None
+}
+
 impl Reader {
+    fn new(options: LoadOptions) -> Self {
+        Self {
+            options,
+            trace: Trace::default(),
+            sig_index: FxMap::default(),
+            scratch_sig: empty_signature(),
+            event_doc: Doc::new(),
+            event_keys: Vec::new(),
+            members: Vec::new(),
+            first_invalid: None,
+            saw_events: false,
+            rank_pos: FxMap::default(),
+            values: Vec::new(),
+        }
+    }
+
+    /// Appends the events another reader read after this one's.
+    fn absorb(&mut self, other: Reader) {
+        let remap: Vec<u32> = other
+            .trace
+            .signatures
+            .into_iter()
+            .map(|sig| match self.sig_index.get(&sig) {
+                Some(&id) => id,
+                None => {
+                    let id = self.trace.signatures.len() as u32;
+                    self.trace.signatures.push(sig.clone());
+                    self.sig_index.insert(sig, id);
+                    id
+                }
+            })
+            .collect();
+        let mine = &mut self.trace.events;
+        let theirs = other.trace.events;
+        let arrival_shift = mine.arrivals.len() as u32;
+        let canonical_shift = mine.canonical.len() as u64;
+        mine.signature
+            .extend(theirs.signature.iter().map(|&s| remap[s as usize]));
+        mine.start_us.extend_from_slice(&theirs.start_us);
+        mine.gap_us.extend_from_slice(&theirs.gap_us);
+        mine.arrival_skew_us
+            .extend_from_slice(&theirs.arrival_skew_us);
+        mine.compute_before_us
+            .extend_from_slice(&theirs.compute_before_us);
+        mine.compute_overlap_us
+            .extend_from_slice(&theirs.compute_overlap_us);
+        mine.compute_pressure
+            .extend_from_slice(&theirs.compute_pressure);
+        mine.observed_exposed_us
+            .extend_from_slice(&theirs.observed_exposed_us);
+        mine.flags.extend_from_slice(&theirs.flags);
+        mine.arrival_at
+            .extend(theirs.arrival_at.iter().map(|&a| a + arrival_shift));
+        mine.arrivals.extend_from_slice(&theirs.arrivals);
+        mine.spans.extend(theirs.spans.iter().map(|s| Span {
+            start: if s.in_raw {
+                s.start
+            } else {
+                s.start + canonical_shift
+            },
+            ..*s
+        }));
+        mine.canonical.extend_from_slice(&theirs.canonical);
+    }
+
     fn top_level(&mut self, p: &mut Parser<'_>) -> Result<()> {
         p.skip_ws();
         if p.peek() != Some(b'{') {
@@ -312,9 +413,74 @@ impl Reader {
         if p.peek() == Some(b']') {
             return p.expect(b']', "");
         }
-        let mut index: u64 = 0;
+        let bytes = p.input();
+        let remaining = bytes.len() - p.pos();
+        let split = if remaining >= self.options.parallel_min_bytes && self.first_invalid.is_none()
+        {
+            guess_boundary(bytes, p.pos() + remaining / 2)
+        } else {
+            None
+        };
+        let Some(split) = split else {
+            return self.event_pass(p, 0, None).map(|_| ());
+        };
+        // Two passes: this thread reads up to the guessed boundary while a
+        // second reads from it to the end of the array. The second pass is
+        // used only if this one lands exactly on the boundary between two
+        // events and the second pass saw no error; otherwise this thread
+        // simply carries on (errors are then reported with exact indices).
+        let options = self.options;
+        let limits = p.limits();
+        std::thread::scope(|scope| {
+            let second = scope.spawn(move || -> Result<(Reader, usize, u64)> {
+                let mut reader = Reader::new(options);
+                let mut q = Parser::new(bytes, limits)?;
+                q.seek(split);
+                match reader.event_pass(&mut q, 0, None)? {
+                    Pass::Closed if reader.first_invalid.is_none() => {
+                        Ok((reader, q.pos(), q.items()))
+                    }
+                    _ => Err(Error::invalid("second pass did not finish cleanly")),
+                }
+            });
+            let first = self.event_pass(p, 0, Some(split));
+            let second = second.join();
+            match first? {
+                Pass::Closed => Ok(()),
+                Pass::Split(count) => match second {
+                    Ok(Ok((reader, end, items)))
+                        if count + reader.trace.events.len() as u64 <= self.options.max_events =>
+                    {
+                        self.absorb(reader);
+                        p.seek(end);
+                        p.add_items(items)
+                    }
+                    _ => self.event_pass(p, count, None).map(|_| ()),
+                },
+            }
+        })
+    }
+
+    /// Reads events from the current position; `start` is the index of the
+    /// first one. Stops after the closing `]`, or, when `stop_at` is given,
+    /// when an event would start exactly at that offset.
+    fn event_pass(
+        &mut self,
+        p: &mut Parser<'_>,
+        start: u64,
+        mut stop_at: Option<usize>,
+    ) -> Result<Pass> {
+        let mut index = start;
         loop {
             p.skip_ws();
+            if let Some(stop) = stop_at {
+                if p.pos() == stop {
+                    return Ok(Pass::Split(index));
+                }
+                if p.pos() > stop {
+                    stop_at = None;
+                }
+            }
             p.count_item()?;
             if index >= self.options.max_events {
                 return Err(Error::limit(format!(
@@ -335,7 +501,10 @@ impl Reader {
             p.skip_ws();
             match p.peek() {
                 Some(b',') => p.expect(b',', "")?,
-                Some(b']') => return p.expect(b']', ""),
+                Some(b']') => {
+                    p.expect(b']', "")?;
+                    return Ok(Pass::Closed);
+                }
                 _ => return Err(p.error("Expecting ',' delimiter")),
             }
         }
@@ -754,15 +923,7 @@ impl Reader {
                     }
                 }
                 for (key, v) in map.members() {
-                    let rank = std::str::from_utf8(key)
-                        .ok()
-                        .filter(|k| {
-                            !k.is_empty()
-                                && (k == &"0" || !k.starts_with('0'))
-                                && k.bytes().all(|b| b.is_ascii_digit())
-                        })
-                        .and_then(|k| k.parse::<i64>().ok())
-                        .ok_or_else(keys_err)?;
+                    let rank = decimal_key(key).ok_or_else(keys_err)?;
                     let pos = if rank_count > 16 {
                         self.rank_pos.get(&rank).map(|&p| p as usize)
                     } else {
@@ -961,6 +1122,66 @@ mod tests {
                 .join(",")
         );
         assert!(load_str(&big).unwrap_err().message().contains("'ranks'"));
+    }
+
+    #[test]
+    fn parallel_and_sequential_reads_agree() {
+        // Events whose metadata contains the boundary pattern inside strings
+        // and nested arrays of objects, so some split guesses are wrong.
+        let mut events = Vec::new();
+        for i in 0..4000 {
+            let meta = match i % 3 {
+                0 => r#"{"note":"x},{y"}"#.to_owned(),
+                1 => r#"{"list":[{"a":1},{"b":2}]}"#.to_owned(),
+                _ => "{}".to_owned(),
+            };
+            events.push(format!(
+                r#"{{"op":"all_reduce","bytes":{},"ranks":[0,1],"start_us":{}.5,"metadata":{meta}}}"#,
+                1024 * (1 + i % 4),
+                i
+            ));
+        }
+        let text = format!(
+            r#"{{"format":"commcanary.trace.v1","events":[{}]}}"#,
+            events.join(", ")
+        );
+        let sequential = LoadOptions {
+            parallel_min_bytes: usize::MAX,
+            ..LoadOptions::default()
+        };
+        let want = load_bytes(text.as_bytes(), &sequential).unwrap();
+        let order: Vec<u32> = (0..4000).collect();
+        for cut in [0, 1000, 50_000, 200_000] {
+            let parallel = LoadOptions {
+                parallel_min_bytes: cut,
+                ..LoadOptions::default()
+            };
+            let got = load_bytes(text.as_bytes(), &parallel).unwrap();
+            assert_eq!(got.events.len(), 4000);
+            assert_eq!(got.events.signature, want.events.signature);
+            assert_eq!(got.signatures, want.signatures);
+            assert_eq!(got.events.start_us, want.events.start_us);
+            assert_eq!(
+                got.projection_digest(&order),
+                want.projection_digest(&order)
+            );
+        }
+        // An error in the second half is still reported with its exact index.
+        let bad = text.replacen(
+            r#""bytes":4096,"ranks":[0,1],"start_us":3999.5"#,
+            r#""bytes":-1,"ranks":[0,1],"start_us":3999.5"#,
+            1,
+        );
+        let parallel = LoadOptions {
+            parallel_min_bytes: 0,
+            ..LoadOptions::default()
+        };
+        let err = load_bytes(bad.as_bytes(), &parallel).unwrap_err();
+        assert!(
+            err.message().starts_with("trace event 3999 field 'bytes'"),
+            "{}",
+            err.message()
+        );
     }
 
     #[test]
