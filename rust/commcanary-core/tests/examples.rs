@@ -99,3 +99,16 @@ fn limit_four_skew_budget_is_refused_with_the_achieved_value() {
         "gap<=2.095 us, skew<=2.779 us, compute-before<=2.75 us, pressure<=0.0, prefix-gap<=1.713 us"
     );
 }
+
+#[test]
+fn size_fixed_point_falls_back_when_the_ratio_cycles() {
+    // At limit 4 the demo canary's size oscillates between two lengths with
+    // a three-decimal ratio; the two-decimal ratio settles it.
+    let options = CompileOptions {
+        timing_sample_limit: 4,
+        ..CompileOptions::default()
+    };
+    let c = compile(&example("llama70b_tp8_trace.json"), &options).unwrap();
+    assert_eq!(c.canary.len() as u64, c.summary.canary_bytes);
+    assert_eq!(repr(c.summary.byte_compression_ratio), "1.16");
+}

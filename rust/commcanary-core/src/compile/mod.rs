@@ -644,10 +644,12 @@ fn compile_ordered(
     };
     rest.extend_from_slice(b"],\"format\":");
     canon::write_str(&mut rest, CANARY_FORMAT);
-    rest.extend_from_slice(b",\"interval_columns\":");
-    column_list(&mut rest, interval_columns(&program));
-    rest.extend_from_slice(b",\"interval_error_columns\":");
-    column_list(&mut rest, error_columns(&program));
+    if !program.bounded.is_empty() {
+        rest.extend_from_slice(b",\"interval_columns\":");
+        column_list(&mut rest, interval_columns(&program));
+        rest.extend_from_slice(b",\"interval_error_columns\":");
+        column_list(&mut rest, error_columns(&program));
+    }
     rest.extend_from_slice(b",\"signatures\":");
     writer.write_signatures(&mut rest);
     rest.extend_from_slice(b",\"source_format\":");
@@ -750,10 +752,10 @@ fn settle_size(summary: &Summary, fixed_len: usize) -> Result<(u64, f64)> {
         if size == candidate {
             return Ok((candidate, ratio(source, candidate, 3)));
         }
+        seen.push(candidate);
         if seen.contains(&size) {
             break;
         }
-        seen.push(candidate);
         candidate = size;
     }
     for decimals in [2, 1, 0] {
