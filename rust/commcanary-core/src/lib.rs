@@ -21,6 +21,8 @@ pub mod fxhash;
 pub mod json;
 pub mod output;
 pub mod pyfloat;
+pub mod report;
+pub mod sim;
 pub mod trace;
 
 pub use error::{Error, ErrorKind, Result};

@@ -112,3 +112,60 @@ fn size_fixed_point_falls_back_when_the_ratio_cycles() {
     assert_eq!(c.canary.len() as u64, c.summary.canary_bytes);
     assert_eq!(repr(c.summary.byte_compression_ratio), "1.16");
 }
+
+#[test]
+fn compiled_canaries_read_back_and_tampering_is_caught() {
+    use commcanary_core::canary::read::read_canary;
+    for limit in [2, 4, 128] {
+        for name in ["llama70b_tp8_trace.json", "llama70b_tp8_trace_long.json"] {
+            let options = CompileOptions {
+                timing_sample_limit: limit,
+                ..CompileOptions::default()
+            };
+            let c = compile(&example(name), &options).unwrap();
+            let canary =
+                read_canary(&c.canary).unwrap_or_else(|e| panic!("{name} at {limit}: {e}"));
+            assert_eq!(canary.source_events, c.summary.source_events);
+            assert_eq!(
+                canary.execution_semantic_sha256,
+                c.summary.execution_semantic_sha256
+            );
+        }
+    }
+    let c = compile(
+        &example("llama70b_tp8_trace.json"),
+        &CompileOptions::default(),
+    )
+    .unwrap();
+    let text = String::from_utf8(c.canary).unwrap();
+    let cases = [
+        (
+            text.replacen("[1,75.629,", "[2,75.629,", 1),
+            "source_events",
+        ),
+        (
+            text.replacen("75.629", "75.628", 1),
+            "artifact_provenance_sha256",
+        ),
+        (
+            text.replacen("\"canary_events\":5", "\"canary_events\":6", 1),
+            "canary_events",
+        ),
+        (
+            text.replacen("commcanary.canary.v3", "commcanary.canary.v2", 1),
+            "format",
+        ),
+        (
+            text.replacen("\"signature\":2", "\"signature\":9", 1),
+            "signature 9 does not exist",
+        ),
+    ];
+    for (tampered, fragment) in cases {
+        let err = read_canary(tampered.as_bytes()).unwrap_err();
+        assert!(
+            err.message().contains(fragment),
+            "{} lacks {fragment}",
+            err.message()
+        );
+    }
+}

@@ -24,6 +24,7 @@
 
 pub mod commit;
 pub mod expand;
+pub mod read;
 pub mod write;
 
 use crate::trace::Signature;

@@ -430,7 +430,8 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn number(&mut self, doc: &mut Doc) -> Result<()> {
+    /// Scans one numeric token at the current position.
+    fn scan_number(&mut self) -> Result<Scanned> {
         let bytes = self.bytes;
         let start = self.pos;
         let mut p = start;
@@ -501,15 +502,22 @@ impl<'a> Parser<'a> {
         }
         self.pos = p;
         let token = &bytes[start..p];
-        if !is_float && digits <= 18 {
-            let v = mantissa as i64;
-            if negative && v == 0 {
-                self.canonical = false; // "-0" is spelled "0"
+        if !is_float {
+            if digits <= 18 {
+                let v = mantissa as i64;
+                if negative && v == 0 {
+                    self.canonical = false; // "-0" is spelled "0"
+                }
+                return Ok(Scanned::Int(if negative { -v } else { v }));
             }
-            self.stack.push(Node::Int(if negative { -v } else { v }));
-            return Ok(());
+            // The token is ASCII by construction.
+            let text = std::str::from_utf8(token).unwrap_or("0");
+            return Ok(match text.parse::<i64>() {
+                Ok(i) => Scanned::Int(i),
+                Err(_) => Scanned::BigInt(start),
+            });
         }
-        let fast = if is_float && digits <= 19 && mantissa <= (1u64 << 53) {
+        let fast = if digits <= 19 && mantissa <= (1u64 << 53) {
             // Clinger's fast path: an exact integer times or over an exact
             // power of ten rounds once, so the result is correctly rounded.
             let e10 = exponent.saturating_sub(fraction_digits);
@@ -523,50 +531,177 @@ impl<'a> Parser<'a> {
         } else {
             None
         };
-        // The token is ASCII by construction.
-        let text = || std::str::from_utf8(token).unwrap_or("0");
-        if is_float {
-            let value: f64 = match fast {
-                Some(v) => v,
-                None => text()
-                    .parse()
-                    .map_err(|_| self.error_at("Invalid number", start))?,
-            };
-            if !value.is_finite() {
-                return Err(self.error_at("number out of range (floats must be finite)", start));
+        let value: f64 = match fast {
+            Some(v) => v,
+            None => std::str::from_utf8(token)
+                .unwrap_or("0")
+                .parse()
+                .map_err(|_| self.error_at("Invalid number", start))?,
+        };
+        if !value.is_finite() {
+            return Err(self.error_at("number out of range (floats must be finite)", start));
+        }
+        Ok(Scanned::Float(value, start))
+    }
+
+    fn number(&mut self, doc: &mut Doc) -> Result<()> {
+        match self.scan_number()? {
+            Scanned::Int(i) => self.stack.push(Node::Int(i)),
+            Scanned::BigInt(start) => {
+                let digits = &self.bytes[start..self.pos];
+                let Node::Str { start: s, len } = doc.push_str_bytes(digits) else {
+                    unreachable!("push_str_bytes returns a string node")
+                };
+                self.stack.push(Node::BigInt { start: s, len });
             }
-            let spelled_as_repr = is_repr_spelling(token) || {
-                let mut repr = Vec::with_capacity(32);
-                crate::pyfloat::write_repr_bytes(&mut repr, value);
-                repr == token
-            };
-            let node = if spelled_as_repr {
-                let start = doc.arena.len() as u32;
-                doc.arena.extend_from_slice(token);
-                Node::Float {
-                    value,
-                    text: start,
-                    len: token.len() as u16,
-                }
-            } else {
-                self.canonical = false;
-                Node::Float {
-                    value,
-                    text: 0,
-                    len: 0,
-                }
-            };
-            self.stack.push(node);
-        } else if let Ok(i) = text().parse::<i64>() {
-            self.stack.push(Node::Int(i));
-        } else {
-            let digits = text();
-            let Node::Str { start: s, len } = doc.push_str_bytes(digits.as_bytes()) else {
-                unreachable!("push_str_bytes returns a string node")
-            };
-            self.stack.push(Node::BigInt { start: s, len });
+            Scanned::Float(value, start) => {
+                let token = &self.bytes[start..self.pos];
+                let spelled_as_repr = is_repr_spelling(token) || {
+                    let mut repr = Vec::with_capacity(32);
+                    crate::pyfloat::write_repr_bytes(&mut repr, value);
+                    repr == token
+                };
+                let node = if spelled_as_repr {
+                    let at = doc.arena.len() as u32;
+                    doc.arena.extend_from_slice(token);
+                    Node::Float {
+                        value,
+                        text: at,
+                        len: token.len() as u16,
+                    }
+                } else {
+                    self.canonical = false;
+                    Node::Float {
+                        value,
+                        text: 0,
+                        len: 0,
+                    }
+                };
+                self.stack.push(node);
+            }
         }
         Ok(())
+    }
+
+    /// Reads an array of numbers (integers or floats) at `depth` into `out`
+    /// without building nodes; `as_int` rejects non-integer tokens.
+    ///
+    /// # Errors
+    /// Syntax errors, limits, and elements that are not numbers (named `what`).
+    pub fn read_number_array(&mut self, depth: u32, out: &mut Vec<f64>, what: &str) -> Result<()> {
+        self.check_depth(depth)?;
+        self.expect(b'[', "Expecting value")?;
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            self.skip_ws();
+            self.count_item()?;
+            match self.peek() {
+                Some(b'-' | b'0'..=b'9') => match self.scan_number()? {
+                    Scanned::Int(i) => out.push(i as f64),
+                    Scanned::Float(v, _) => out.push(v),
+                    Scanned::BigInt(_) => {
+                        return Err(Error::invalid(format!(
+                            "{what} must contain only numbers in range"
+                        )));
+                    }
+                },
+                _ => {
+                    // Report a syntax error as such, else a type error.
+                    let mut scratch = Doc::new();
+                    self.parse_value(&mut scratch, depth + 1)?;
+                    return Err(Error::invalid(format!("{what} must contain only numbers")));
+                }
+            }
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(self.error("Expecting ',' delimiter")),
+            }
+        }
+    }
+
+    /// Validates and skips one value at `depth` without building nodes
+    /// (duplicate keys inside it are not detected).
+    ///
+    /// # Errors
+    /// Syntax errors and limits.
+    pub fn skip_value(&mut self, depth: u32) -> Result<()> {
+        let mut scratch = Vec::new();
+        self.skip_inner(depth, &mut scratch)
+    }
+
+    fn skip_inner(&mut self, depth: u32, scratch: &mut Vec<u8>) -> Result<()> {
+        match self.peek() {
+            Some(b'{') => {
+                self.check_depth(depth)?;
+                self.pos += 1;
+                self.skip_ws();
+                if self.peek() == Some(b'}') {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.skip_ws();
+                    self.count_item()?;
+                    scratch.clear();
+                    self.read_string_into(scratch)?;
+                    self.expect(b':', "Expecting ':' delimiter")?;
+                    self.skip_ws();
+                    self.skip_inner(depth + 1, scratch)?;
+                    self.skip_ws();
+                    match self.peek() {
+                        Some(b',') => self.pos += 1,
+                        Some(b'}') => {
+                            self.pos += 1;
+                            return Ok(());
+                        }
+                        _ => return Err(self.error("Expecting ',' delimiter")),
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.check_depth(depth)?;
+                self.pos += 1;
+                self.skip_ws();
+                if self.peek() == Some(b']') {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.skip_ws();
+                    self.count_item()?;
+                    self.skip_inner(depth + 1, scratch)?;
+                    self.skip_ws();
+                    match self.peek() {
+                        Some(b',') => self.pos += 1,
+                        Some(b']') => {
+                            self.pos += 1;
+                            return Ok(());
+                        }
+                        _ => return Err(self.error("Expecting ',' delimiter")),
+                    }
+                }
+            }
+            Some(b'"') => {
+                scratch.clear();
+                self.read_string_into(scratch)
+            }
+            Some(b'-' | b'0'..=b'9') => self.scan_number().map(|_| ()),
+            _ => {
+                let mut doc = Doc::new();
+                self.value_onto_stack(&mut doc, depth)?;
+                self.stack.clear();
+                Ok(())
+            }
+        }
     }
 
     fn array(&mut self, doc: &mut Doc, depth: u32) -> Result<()> {
@@ -713,6 +848,13 @@ const POW10: [f64; 23] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
+
+/// A scanned numeric token (with its start offset).
+enum Scanned {
+    Int(i64),
+    BigInt(usize),
+    Float(f64, usize),
+}
 
 /// Whether a float token is already CPython's `repr` of the double it
 /// parses to, without formatting that double.

@@ -1,0 +1,823 @@
+//! Reading and validating a `commcanary.canary.v3` file.
+//!
+//! [`read_canary`] parses the bytes, checks every shape rule of
+//! `docs/formats/canary.md`, bounds the expansion before anything is expanded,
+//! rebuilds the [`Program`], and recomputes what the canary claims about
+//! itself: counts, fidelity maxima, `canary_bytes`, the artifact provenance
+//! and the execution and calibration commitments. A canary that passes is
+//! *internally consistent*; errors name the field (`canary events[3].timing[0]
+//! weight must be a positive integer`).
+
+use sha2::{Digest, Sha256};
+
+use super::commit::program_digests;
+use super::expand::expanded_counts;
+use super::{Block, Bounded, CANARY_FORMAT, IntervalErrors, Leaf, Point, Program, Record};
+use crate::compile::FIDELITY_FIELDS;
+use crate::error::{Error, Result};
+use crate::json::{Doc, JsonLimits, Node, Value, canon, parse};
+use crate::trace::{KNOWN_OPS, Signature, hex};
+
+/// Largest number of logical occurrences a canary may expand to.
+pub const MAX_EXPANDED_OCCURRENCES: u64 = 100_000_000;
+
+/// A validated canary.
+#[derive(Debug, Clone)]
+pub struct Canary {
+    /// The executable program.
+    pub program: Program,
+    /// The parsed document (for sections copied into reports).
+    pub doc: Doc,
+    /// SHA-256 of the canary's canonical JSON.
+    pub sha256: String,
+    /// `compiler.source_events`.
+    pub source_events: u64,
+    /// `compiler.execution_semantic_sha256` (verified).
+    pub execution_semantic_sha256: String,
+    /// `compiler.calibration_evaluation_sha256` (verified).
+    pub calibration_evaluation_sha256: String,
+}
+
+impl Canary {
+    /// Canonical JSON of top-level member `key` (`{}` when absent).
+    #[must_use]
+    pub fn member_json(&self, key: &str) -> Vec<u8> {
+        self.doc
+            .root()
+            .and_then(|r| r.get(key))
+            .map_or_else(|| b"{}".to_vec(), canon::to_vec)
+    }
+}
+
+fn bad(what: impl std::fmt::Display) -> Error {
+    Error::invalid(format!("canary {what}"))
+}
+
+fn number(v: Option<Value<'_>>, path: &dyn Fn() -> String) -> Result<f64> {
+    match v.map(|v| v.node()) {
+        Some(Node::Int(i)) => Ok(i as f64),
+        Some(Node::Float { value, .. }) => Ok(value),
+        _ => Err(bad(format_args!("{} must be a number", path()))),
+    }
+}
+
+fn non_negative(v: Option<Value<'_>>, path: &dyn Fn() -> String) -> Result<f64> {
+    let x = number(v, path)?;
+    if !(0.0..=1e12).contains(&x) {
+        return Err(bad(format_args!("{} must be between 0 and 1e12", path())));
+    }
+    Ok(x)
+}
+
+fn integer(v: Option<Value<'_>>, min: i64, path: &dyn Fn() -> String) -> Result<i64> {
+    match v.and_then(|v| v.as_i64()) {
+        Some(i) if i >= min => Ok(i),
+        _ => Err(bad(format_args!("{} must be an integer >= {min}", path()))),
+    }
+}
+
+fn string<'a>(v: Option<Value<'a>>, path: &dyn Fn() -> String) -> Result<&'a [u8]> {
+    v.and_then(|v| v.as_wtf8())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| bad(format_args!("{} must be a non-empty string", path())))
+}
+
+fn only_keys(v: Value<'_>, allowed: &[&str], path: &dyn Fn() -> String) -> Result<()> {
+    for (k, _) in v.members() {
+        if !allowed.iter().any(|a| a.as_bytes() == k) {
+            return Err(bad(format_args!(
+                "{} has unknown field '{}'",
+                path(),
+                String::from_utf8_lossy(k)
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn string_list(v: Option<Value<'_>>, path: &str) -> Result<Vec<String>> {
+    let v = v
+        .filter(Value::is_array)
+        .ok_or_else(|| bad(format_args!("{path} must be a list of names")))?;
+    v.elements()
+        .map(|e| {
+            e.as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| bad(format_args!("{path} must be a list of names")))
+        })
+        .collect()
+}
+
+/// Parses and validates canary `bytes`.
+///
+/// # Errors
+/// JSON errors, shape violations and any self-description that does not
+/// recompute, each naming the field.
+#[allow(clippy::too_many_lines)]
+pub fn read_canary(bytes: &[u8]) -> Result<Canary> {
+    let limits = JsonLimits {
+        max_items: 400_000_000,
+        ..JsonLimits::default()
+    };
+    let doc = parse(bytes, limits)?;
+    let root = doc
+        .root()
+        .filter(Value::is_object)
+        .ok_or_else(|| Error::new(crate::error::ErrorKind::Json, "must contain a JSON object"))?;
+    only_keys(
+        root,
+        &[
+            "compiler",
+            "events",
+            "format",
+            "interval_columns",
+            "interval_error_columns",
+            "signatures",
+            "source_format",
+            "system",
+            "timing_columns",
+            "workload",
+        ],
+        &|| "document".to_owned(),
+    )?;
+    match root.get("format").and_then(|f| f.as_str()) {
+        Some(CANARY_FORMAT) => {}
+        Some(other) => {
+            return Err(bad(format_args!(
+                "field 'format' must be '{CANARY_FORMAT}', got '{other}'"
+            )));
+        }
+        None => {
+            return Err(bad(format_args!(
+                "field 'format' must be '{CANARY_FORMAT}'"
+            )));
+        }
+    }
+    string(root.get("source_format"), &|| {
+        "field 'source_format'".to_owned()
+    })?;
+    for key in ["workload", "system", "compiler"] {
+        if !root.get(key).is_some_and(|v| v.is_object()) {
+            return Err(bad(format_args!("field '{key}' must be an object")));
+        }
+    }
+    let compiler = root.get("compiler").expect("checked above");
+
+    // Column layouts.
+    let columns = string_list(root.get("timing_columns"), "field 'timing_columns'")?;
+    let base = [
+        "weight",
+        "gap_us",
+        "arrival_offsets_us",
+        "compute_before_us",
+        "compute_overlap_us",
+        "compute_pressure",
+    ];
+    if columns.len() < 6 || columns[..6] != base {
+        return Err(bad(
+            "field 'timing_columns' must start with the six plain-record columns",
+        ));
+    }
+    let has_observed = columns.get(6).map(String::as_str) == Some("observed_exposed_us");
+    let uncertain_at = 6 + usize::from(has_observed);
+    let has_uncertain =
+        columns.get(uncertain_at).map(String::as_str) == Some("compute_fields_uncertain");
+    if columns.len() != uncertain_at + usize::from(has_uncertain) {
+        return Err(bad("field 'timing_columns' has unknown columns"));
+    }
+    let mut program = Program {
+        has_observed,
+        ..Program::default()
+    };
+    let expected_interval = {
+        let mut c = vec![
+            "weight",
+            "gap_sum_us",
+            "gap_us",
+            "representative_index",
+            "arrival_offsets_us",
+            "compute_before_us",
+            "compute_overlap_us",
+            "compute_pressure",
+        ];
+        if has_observed {
+            c.push("observed_exposed_us");
+        }
+        if has_uncertain {
+            c.push("uncertain_weight");
+        }
+        c
+    };
+    let expected_errors = {
+        let mut c = vec![
+            "max_gap_error_us",
+            "max_skew_error_us",
+            "max_arrival_offset_error_us",
+            "max_compute_before_error_us",
+            "max_overlap_error_us",
+            "max_pressure_error",
+            "max_prefix_gap_error_us",
+            "representative_gap_error_us",
+        ];
+        if has_observed {
+            c.push("max_observed_exposed_error_us");
+        }
+        c
+    };
+    if let Some(v) = root.get("interval_columns") {
+        if string_list(Some(v), "field 'interval_columns'")? != expected_interval {
+            return Err(bad(
+                "field 'interval_columns' does not match the timing columns",
+            ));
+        }
+    }
+    if let Some(v) = root.get("interval_error_columns") {
+        if string_list(Some(v), "field 'interval_error_columns'")? != expected_errors {
+            return Err(bad(
+                "field 'interval_error_columns' does not match the timing columns",
+            ));
+        }
+    }
+
+    // Signatures.
+    let sigs = root
+        .get("signatures")
+        .filter(Value::is_array)
+        .ok_or_else(|| bad("field 'signatures' must be a list"))?;
+    for (i, s) in sigs.elements().enumerate() {
+        program.signatures.push(read_signature(s, i)?);
+    }
+
+    // Events.
+    let events = root
+        .get("events")
+        .filter(Value::is_array)
+        .ok_or_else(|| bad("field 'events' must be a list"))?;
+    let mut reader = RecordReader {
+        program: &mut program,
+        has_observed,
+        has_uncertain,
+        interval_len: expected_interval.len(),
+        errors_len: expected_errors.len(),
+    };
+    for (e, block) in events.elements().enumerate() {
+        let path = || format!("events[{e}]");
+        if !block.is_object() {
+            return Err(bad(format_args!("{} must be an object", path())));
+        }
+        if let Some(children) = block.get("motif") {
+            only_keys(block, &["motif", "repeats"], &path)?;
+            let repeats = integer(block.get("repeats"), 2, &|| format!("{} repeats", path()))?;
+            if !children.is_array() || children.len().unwrap_or(0) < 2 {
+                return Err(bad(format_args!(
+                    "{} motif must list at least two leaves",
+                    path()
+                )));
+            }
+            let first_leaf = reader.program.leaves.len() as u32;
+            for (c, child) in children.elements().enumerate() {
+                reader.leaf(child, &|| format!("events[{e}].motif[{c}]"))?;
+            }
+            reader.program.blocks.push(Block::Motif {
+                first_leaf,
+                leaf_count: reader.program.leaves.len() as u32 - first_leaf,
+                repeats: repeats as u64,
+            });
+        } else {
+            reader.leaf(block, &path)?;
+            let l = reader.program.leaves.len() as u32 - 1;
+            reader.program.blocks.push(Block::Leaf(l));
+        }
+    }
+
+    // Expansion bounds before anything is expanded.
+    let (logical_events, occurrences) = expanded_counts(&program);
+    if occurrences > MAX_EXPANDED_OCCURRENCES {
+        return Err(Error::limit(format!(
+            "violates resource constraints: canary expands to {occurrences} occurrences, above {MAX_EXPANDED_OCCURRENCES}"
+        )));
+    }
+
+    // What the canary says about itself.
+    let c = |key: &str| compiler.get(key);
+    let count = |key: &str| integer(c(key), 0, &|| format!("compiler.{key}"));
+    let source_events = count("source_events")? as u64;
+    if source_events != occurrences {
+        return Err(bad(format_args!(
+            "compiler.source_events={source_events} does not match the {occurrences} events its records cover"
+        )));
+    }
+    let checks: [(&str, u64); 3] = [
+        ("canary_events", program.blocks.len() as u64),
+        ("expanded_canary_events", logical_events),
+        (
+            "sequence_motif_count",
+            program
+                .blocks
+                .iter()
+                .filter(|b| matches!(b, Block::Motif { .. }))
+                .count() as u64,
+        ),
+    ];
+    for (key, want) in checks {
+        let got = count(key)? as u64;
+        if got != want {
+            return Err(bad(format_args!(
+                "compiler.{key}={got} does not match the program ({want})"
+            )));
+        }
+    }
+    let fidelity = c("fidelity")
+        .filter(Value::is_object)
+        .ok_or_else(|| bad("compiler.fidelity must be an object"))?;
+    let mut maxima = [0.0f64; 8];
+    for b in &program.bounded {
+        let e = &b.errors;
+        let values = [
+            e.gap,
+            e.skew,
+            e.arrival_offset,
+            e.compute_before,
+            e.overlap,
+            e.pressure,
+            if e.observed.is_nan() { 0.0 } else { e.observed },
+            e.prefix_gap,
+        ];
+        for (m, v) in maxima.iter_mut().zip(values) {
+            *m = m.max(v);
+        }
+    }
+    for (name, want) in FIDELITY_FIELDS.iter().zip(maxima) {
+        let got = number(fidelity.get(name), &|| format!("compiler.fidelity.{name}"))?;
+        if (got - want).abs() > 1e-9 {
+            return Err(bad(format_args!(
+                "compiler.fidelity.{name}={} does not match its bounded intervals ({})",
+                crate::pyfloat::repr(got),
+                crate::pyfloat::repr(want)
+            )));
+        }
+    }
+    let mode = fidelity.get("mode").and_then(|m| m.as_str());
+    let want_mode = if program.bounded.is_empty() {
+        "lossless_timing"
+    } else {
+        "bounded_approximate"
+    };
+    if mode != Some(want_mode) {
+        return Err(bad(format_args!(
+            "compiler.fidelity.mode must be '{want_mode}'"
+        )));
+    }
+
+    // Sizes and commitments.
+    let canonical = canon::to_vec(root);
+    let canary_bytes = count("canary_bytes")? as u64;
+    if canary_bytes != canonical.len() as u64 {
+        return Err(bad(format_args!(
+            "compiler.canary_bytes={canary_bytes} does not match its canonical size ({})",
+            canonical.len()
+        )));
+    }
+    let provenance = provenance_digest(root);
+    let claimed = c("artifact_provenance_sha256")
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
+    if claimed != provenance {
+        return Err(bad(
+            "compiler.artifact_provenance_sha256 does not match the canary's content",
+        ));
+    }
+    let (execution, calibration) = program_digests(&program);
+    for (key, want) in [
+        ("execution_semantic_sha256", &execution),
+        ("calibration_evaluation_sha256", &calibration),
+    ] {
+        if c(key).and_then(|v| v.as_str()) != Some(want.as_str()) {
+            return Err(bad(format_args!(
+                "compiler.{key} does not match the program"
+            )));
+        }
+    }
+    let sha256 = hex(&Sha256::digest(&canonical));
+    Ok(Canary {
+        program,
+        sha256,
+        source_events,
+        execution_semantic_sha256: execution,
+        calibration_evaluation_sha256: calibration,
+        doc,
+    })
+}
+
+/// SHA-256 of the canary minus `compiler.{artifact_provenance_sha256,
+/// canary_bytes, byte_compression_ratio}`.
+fn provenance_digest(root: Value<'_>) -> String {
+    let mut out = Vec::new();
+    out.push(b'{');
+    let mut members: Vec<(&[u8], Value<'_>)> = root.members().collect();
+    members.sort_by(|a, b| a.0.cmp(b.0));
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        canon::write_wtf8(&mut out, key);
+        out.push(b':');
+        if *key == b"compiler" {
+            let mut inner: Vec<(&[u8], Value<'_>)> = value
+                .members()
+                .filter(|(k, _)| {
+                    !matches!(
+                        *k,
+                        b"artifact_provenance_sha256" | b"canary_bytes" | b"byte_compression_ratio"
+                    )
+                })
+                .collect();
+            inner.sort_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (j, (k, v)) in inner.iter().enumerate() {
+                if j > 0 {
+                    out.push(b',');
+                }
+                canon::write_wtf8(&mut out, k);
+                out.push(b':');
+                canon::write_value(&mut out, *v);
+            }
+            out.push(b'}');
+        } else {
+            canon::write_value(&mut out, *value);
+        }
+    }
+    out.push(b'}');
+    hex(&Sha256::digest(&out))
+}
+
+fn read_signature(s: Value<'_>, i: usize) -> Result<Signature> {
+    let path = || format!("signatures[{i}]");
+    if !s.is_object() {
+        return Err(bad(format_args!("{} must be an object", path())));
+    }
+    only_keys(
+        s,
+        &[
+            "bytes",
+            "channel",
+            "concurrent_groups",
+            "custom_op",
+            "dtype",
+            "group",
+            "message_sequence",
+            "op",
+            "phase",
+            "ranks",
+            "receiver_rank",
+            "reduction_op",
+            "root_rank",
+            "sender_rank",
+            "tag",
+        ],
+        &path,
+    )?;
+    let field = |k: &str| format!("{} {k}", path());
+    let ranks_v = s
+        .get("ranks")
+        .filter(Value::is_array)
+        .ok_or_else(|| bad(format_args!("{} must be a list", field("ranks"))))?;
+    let mut ranks = Vec::with_capacity(ranks_v.len().unwrap_or(0));
+    for r in ranks_v.elements() {
+        ranks.push(integer(Some(r), 0, &|| field("ranks"))?);
+    }
+    if ranks.is_empty() || ranks.len() > 65_536 {
+        return Err(bad(format_args!(
+            "{} must list between 1 and 65536 ranks",
+            field("ranks")
+        )));
+    }
+    let mut sorted = ranks.clone();
+    sorted.sort_unstable();
+    if sorted.windows(2).any(|w| w[0] == w[1]) {
+        return Err(bad(format_args!(
+            "{} must not repeat a rank",
+            field("ranks")
+        )));
+    }
+    let custom_op = match s.get("custom_op") {
+        None => false,
+        Some(v) if v.as_bool() == Some(true) => true,
+        Some(_) => {
+            return Err(bad(format_args!(
+                "{} must be true when present",
+                field("custom_op")
+            )));
+        }
+    };
+    let op = string(s.get("op"), &|| field("op"))?.to_vec();
+    if !custom_op && !KNOWN_OPS.iter().any(|k| k.as_bytes() == op.as_slice()) {
+        return Err(bad(format_args!(
+            "{} is not a known operation and custom_op is not set",
+            field("op")
+        )));
+    }
+    let optional_rank = |k: &str| -> Result<Option<i64>> {
+        match s.get(k) {
+            None => Ok(None),
+            Some(v) => {
+                let r = integer(Some(v), 0, &|| field(k))?;
+                if !ranks.contains(&r) {
+                    return Err(bad(format_args!("{} must be one of the ranks", field(k))));
+                }
+                Ok(Some(r))
+            }
+        }
+    };
+    let optional_string = |k: &str| -> Result<Option<Vec<u8>>> {
+        s.get(k)
+            .map(|v| string(Some(v), &|| field(k)).map(<[u8]>::to_vec))
+            .transpose()
+    };
+    Ok(Signature {
+        phase: string(s.get("phase"), &|| field("phase"))?.to_vec(),
+        op,
+        bytes: integer(s.get("bytes"), 1, &|| field("bytes"))?,
+        group: string(s.get("group"), &|| field("group"))?.to_vec(),
+        concurrent_groups: integer(s.get("concurrent_groups"), 1, &|| {
+            field("concurrent_groups")
+        })?,
+        custom_op,
+        dtype: s.get("dtype").map(canon::to_vec),
+        reduction_op: s.get("reduction_op").map(canon::to_vec),
+        root_rank: s.get("root_rank").map(canon::to_vec),
+        sender_rank: optional_rank("sender_rank")?,
+        receiver_rank: optional_rank("receiver_rank")?,
+        message_sequence: s
+            .get("message_sequence")
+            .map(|v| integer(Some(v), 0, &|| field("message_sequence")))
+            .transpose()?,
+        tag: optional_string("tag")?,
+        channel: optional_string("channel")?,
+        ranks,
+    })
+}
+
+struct RecordReader<'p> {
+    program: &'p mut Program,
+    has_observed: bool,
+    has_uncertain: bool,
+    interval_len: usize,
+    errors_len: usize,
+}
+
+impl RecordReader<'_> {
+    fn leaf(&mut self, leaf: Value<'_>, path: &dyn Fn() -> String) -> Result<()> {
+        if !leaf.is_object() || leaf.get("motif").is_some() {
+            return Err(bad(format_args!(
+                "{} must be a leaf object (motifs do not nest)",
+                path()
+            )));
+        }
+        only_keys(leaf, &["signature", "timing"], path)?;
+        let sig = integer(leaf.get("signature"), 0, &|| {
+            format!("{} signature", path())
+        })? as usize;
+        if sig >= self.program.signatures.len() {
+            return Err(bad(format_args!(
+                "{} signature {sig} does not exist",
+                path()
+            )));
+        }
+        let ranks = self.program.signatures[sig].rank_count();
+        let timing = leaf
+            .get("timing")
+            .filter(|t| t.is_array() && !t.is_empty())
+            .ok_or_else(|| bad(format_args!("{} timing must be a non-empty list", path())))?;
+        let first_record = self.program.records.len() as u32;
+        for (r, record) in timing.elements().enumerate() {
+            let rpath = || format!("{}.timing[{r}]", path());
+            let rec = if record.is_array() {
+                let (point, weight) = self.plain(record, ranks, &rpath)?;
+                Record::Plain { point, weight }
+            } else if record.is_object() && record.get("pattern").is_some() {
+                only_keys(record, &["gap_sum_us", "pattern", "repeats"], &rpath)?;
+                let gap_sum_us = non_negative(record.get("gap_sum_us"), &|| {
+                    format!("{} gap_sum_us", rpath())
+                })?;
+                let repeats =
+                    integer(record.get("repeats"), 2, &|| format!("{} repeats", rpath()))? as u64;
+                let children = record
+                    .get("pattern")
+                    .filter(|p| p.is_array() && !p.is_empty())
+                    .ok_or_else(|| {
+                        bad(format_args!("{} pattern must be a non-empty list", rpath()))
+                    })?;
+                let first_point = self.program.points.len() as u32;
+                for (k, child) in children.elements().enumerate() {
+                    let cpath = || format!("{}.pattern[{k}]", rpath());
+                    if !child.is_array() {
+                        return Err(bad(format_args!("{} must be a plain record", cpath())));
+                    }
+                    let (_, w) = self.plain(child, ranks, &cpath)?;
+                    if w != 1 {
+                        return Err(bad(format_args!("{} weight must be 1", cpath())));
+                    }
+                }
+                Record::Pattern {
+                    first_point,
+                    period: self.program.points.len() as u32 - first_point,
+                    repeats,
+                    gap_sum_us,
+                }
+            } else if record.is_object() && record.get("interval").is_some() {
+                self.bounded(record, ranks, &rpath)?
+            } else {
+                return Err(bad(format_args!("{} is not a timing record", rpath())));
+            };
+            self.program.records.push(rec);
+        }
+        self.program.leaves.push(Leaf {
+            signature: sig as u32,
+            first_record,
+            record_count: self.program.records.len() as u32 - first_record,
+        });
+        Ok(())
+    }
+
+    fn offsets(
+        &mut self,
+        v: Option<Value<'_>>,
+        ranks: usize,
+        path: &dyn Fn() -> String,
+    ) -> Result<u32> {
+        let v = v
+            .filter(|o| o.is_array() && o.len() == Some(ranks))
+            .ok_or_else(|| {
+                bad(format_args!(
+                    "{} arrival_offsets_us must list {ranks} offsets",
+                    path()
+                ))
+            })?;
+        let at = self.program.offsets.len() as u32;
+        for o in v.elements() {
+            let x = non_negative(Some(o), &|| format!("{} arrival_offsets_us", path()))?;
+            self.program.offsets.push(x);
+        }
+        Ok(at)
+    }
+
+    fn plain(
+        &mut self,
+        record: Value<'_>,
+        ranks: usize,
+        path: &dyn Fn() -> String,
+    ) -> Result<(u32, u64)> {
+        let want = 6 + usize::from(self.has_observed) + usize::from(self.has_uncertain);
+        if record.len() != Some(want) {
+            return Err(bad(format_args!("{} must have {want} columns", path())));
+        }
+        let cols: Vec<Value<'_>> = record.elements().collect();
+        let weight = integer(Some(cols[0]), 1, &|| format!("{} weight", path()))? as u64;
+        let field = |name: &'static str| move || format!("{} {name}", path());
+        let gap_us = non_negative(Some(cols[1]), &field("gap_us"))?;
+        let offsets_at = self.offsets(Some(cols[2]), ranks, path)?;
+        let compute_before_us = non_negative(Some(cols[3]), &field("compute_before_us"))?;
+        let compute_overlap_us = non_negative(Some(cols[4]), &field("compute_overlap_us"))?;
+        let compute_pressure = non_negative(Some(cols[5]), &field("compute_pressure"))?;
+        let observed_exposed_us = if self.has_observed {
+            non_negative(Some(cols[6]), &field("observed_exposed_us"))?
+        } else {
+            f64::NAN
+        };
+        let uncertain = if self.has_uncertain {
+            cols[want - 1].as_bool().ok_or_else(|| {
+                bad(format_args!(
+                    "{} compute_fields_uncertain must be a boolean",
+                    path()
+                ))
+            })?
+        } else {
+            false
+        };
+        self.program.points.push(Point {
+            gap_us,
+            compute_before_us,
+            compute_overlap_us,
+            compute_pressure,
+            observed_exposed_us,
+            offsets_at,
+            uncertain,
+        });
+        Ok((self.program.points.len() as u32 - 1, weight))
+    }
+
+    fn bounded(
+        &mut self,
+        record: Value<'_>,
+        ranks: usize,
+        path: &dyn Fn() -> String,
+    ) -> Result<Record> {
+        only_keys(
+            record,
+            &["errors", "interval", "source_segment_sha256"],
+            path,
+        )?;
+        let interval = record
+            .get("interval")
+            .filter(|v| v.len() == Some(self.interval_len) && v.is_array())
+            .ok_or_else(|| {
+                bad(format_args!(
+                    "{} interval must have {} columns",
+                    path(),
+                    self.interval_len
+                ))
+            })?;
+        let cols: Vec<Value<'_>> = interval.elements().collect();
+        let field = |name: &'static str| move || format!("{} interval {name}", path());
+        let weight = integer(Some(cols[0]), 1, &field("weight"))? as u64;
+        let gap_sum_us = non_negative(Some(cols[1]), &field("gap_sum_us"))?;
+        let gap_us = non_negative(Some(cols[2]), &field("gap_us"))?;
+        let representative_index =
+            integer(Some(cols[3]), 0, &field("representative_index"))? as u64;
+        let offsets_at = self.offsets(Some(cols[4]), ranks, path)?;
+        let compute_before_us = non_negative(Some(cols[5]), &field("compute_before_us"))?;
+        let compute_overlap_us = non_negative(Some(cols[6]), &field("compute_overlap_us"))?;
+        let compute_pressure = non_negative(Some(cols[7]), &field("compute_pressure"))?;
+        let mut next = 8;
+        let observed_exposed_us = if self.has_observed {
+            next += 1;
+            non_negative(Some(cols[8]), &field("observed_exposed_us"))?
+        } else {
+            f64::NAN
+        };
+        let uncertain_weight = if self.has_uncertain {
+            let u = integer(Some(cols[next]), 0, &field("uncertain_weight"))? as u64;
+            if u > weight {
+                return Err(bad(format_args!(
+                    "{} interval uncertain_weight exceeds its weight",
+                    path()
+                )));
+            }
+            u
+        } else {
+            0
+        };
+        let errors = record
+            .get("errors")
+            .filter(|v| v.len() == Some(self.errors_len) && v.is_array())
+            .ok_or_else(|| {
+                bad(format_args!(
+                    "{} errors must have {} columns",
+                    path(),
+                    self.errors_len
+                ))
+            })?;
+        let e: Vec<f64> = errors
+            .elements()
+            .map(|v| non_negative(Some(v), &|| format!("{} errors", path())))
+            .collect::<Result<_>>()?;
+        let sha = record
+            .get("source_segment_sha256")
+            .and_then(|v| v.as_str())
+            .filter(|s| {
+                s.len() == 64
+                    && s.bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            })
+            .ok_or_else(|| {
+                bad(format_args!(
+                    "{} source_segment_sha256 must be 64 lowercase hex digits",
+                    path()
+                ))
+            })?;
+        let mut segment_sha256 = [0u8; 32];
+        for (i, byte) in segment_sha256.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&sha[2 * i..2 * i + 2], 16).unwrap_or(0);
+        }
+        self.program.points.push(Point {
+            gap_us,
+            compute_before_us,
+            compute_overlap_us,
+            compute_pressure,
+            observed_exposed_us,
+            offsets_at,
+            uncertain: false,
+        });
+        self.program.bounded.push(Bounded {
+            point: self.program.points.len() as u32 - 1,
+            weight,
+            gap_sum_us,
+            representative_index,
+            errors: IntervalErrors {
+                gap: e[0],
+                skew: e[1],
+                arrival_offset: e[2],
+                compute_before: e[3],
+                overlap: e[4],
+                pressure: e[5],
+                prefix_gap: e[6],
+                representative_gap: e[7],
+                observed: if self.has_observed { e[8] } else { f64::NAN },
+            },
+            segment_sha256,
+            uncertain_weight,
+        });
+        Ok(Record::Bounded(self.program.bounded.len() as u32 - 1))
+    }
+}

@@ -1,0 +1,559 @@
+//! Replay reports: `commcanary.report.v3`.
+//!
+//! A report is canonical JSON with these sections (see
+//! `docs/formats/report.md`): `backend`, `by_op`, `by_phase`, optional
+//! `calibration`, `canary`, `canary_summary`, `format`, `metrics`,
+//! `replay_protocol`, optional `samples`, `simulation_model`, `workload`.
+//! [`sections`] renders each section on its own so that verification can
+//! compare a fresh recomputation with a report section by section, byte for
+//! byte. Samples are stored column-wise.
+
+pub mod read;
+
+use sha2::{Digest, Sha256};
+
+use crate::canary::read::Canary;
+use crate::json::canon::{self, ObjectWriter};
+use crate::pyfloat::round;
+use crate::sim::metrics::{Calibration, Metrics, Row, Summary, breakdown, calibration, metrics};
+use crate::sim::{MODEL_NAME, MODEL_VERSION, Replay, Settings, signature_json};
+use crate::trace::hex;
+
+/// The report format string.
+pub const REPORT_FORMAT: &str = "commcanary.report.v3";
+/// Quantile method name.
+pub const QUANTILE_METHOD: &str = "linear-interpolated-sorted";
+
+/// Metrics, breakdowns and calibration of a replay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Aggregates {
+    /// Report metrics.
+    pub metrics: Metrics,
+    /// By phase.
+    pub by_phase: Vec<Row>,
+    /// By operation.
+    pub by_op: Vec<Row>,
+    /// Calibration, when observed latencies exist.
+    pub calibration: Option<Calibration>,
+}
+
+/// Aggregates full-precision replay values.
+#[must_use]
+pub fn aggregate(r: &Replay) -> Aggregates {
+    let phase = |i: usize| r.signatures[r.signature[i] as usize].phase.as_slice();
+    let op = |i: usize| r.signatures[r.signature[i] as usize].op.as_slice();
+    Aggregates {
+        metrics: metrics(
+            &r.exposed_us,
+            &r.arrival_skew_us,
+            &r.avg_rank_wait_us,
+            &r.hidden_us,
+            &r.total_us,
+        ),
+        by_phase: breakdown(&r.exposed_us, phase),
+        by_op: breakdown(&r.exposed_us, op),
+        calibration: r
+            .has_observed()
+            .then(|| calibration(&r.exposed_us, &r.observed_exposed_us)),
+    }
+}
+
+fn write_summary_fields(o: &mut ObjectWriter<'_>, s: &Summary) {
+    o.i64("count", s.count as i64);
+    o.f64("max_us", s.max_us);
+    o.f64("mean_us", s.mean_us);
+    o.f64("median_us", s.median_us);
+}
+
+/// Canonical `metrics` section.
+#[must_use]
+pub fn metrics_json(m: &Metrics) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut o = ObjectWriter::new(&mut out);
+    o.f64("arrival_skew_max_us", m.arrival_skew_max_us);
+    o.f64("arrival_skew_median_us", m.arrival_skew_median_us);
+    o.f64("arrival_skew_p95_us", m.arrival_skew_p95_us);
+    o.f64("avg_rank_wait_median_us", m.avg_rank_wait_median_us);
+    o.f64("communication_hidden_pct", m.communication_hidden_pct);
+    write_summary_fields(&mut o, &m.exposed);
+    o.f64("p95_us", m.exposed.p95_us);
+    o.f64("p99_us", m.exposed.p99_us);
+    o.end();
+    out
+}
+
+/// Canonical breakdown section (`by_phase` / `by_op`).
+#[must_use]
+pub fn rows_json(rows: &[Row]) -> Vec<u8> {
+    let mut out = vec![b'['];
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let mut o = ObjectWriter::new(&mut out);
+        write_summary_fields(&mut o, &row.summary);
+        canon::write_wtf8(o.key("name"), &row.name);
+        o.f64("p95_us", row.summary.p95_us);
+        o.f64("p99_us", row.summary.p99_us);
+        o.end();
+    }
+    out.push(b']');
+    out
+}
+
+/// Canonical `calibration` section.
+#[must_use]
+pub fn calibration_json(c: &Calibration) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut o = ObjectWriter::new(&mut out);
+    o.i64("count", c.count as i64);
+    o.f64("max_absolute_error_us", c.max_absolute_error_us);
+    o.f64("mean_absolute_error_us", c.mean_absolute_error_us);
+    o.f64(
+        "mean_absolute_percentage_error_pct",
+        c.mean_absolute_percentage_error_pct,
+    );
+    o.f64("mean_bias_us", c.mean_bias_us);
+    o.f64("median_absolute_error_us", c.median_absolute_error_us);
+    o.f64("p95_absolute_error_us", c.p95_absolute_error_us);
+    o.i64("percentage_count", c.percentage_count as i64);
+    o.str("signal", "observed_exposed_us");
+    o.end();
+    out
+}
+
+/// The replay protocol object without `sha256` and `max_replay_events` (the
+/// projection its hash covers).
+fn protocol_core(s: &Settings, out: &mut ObjectWriter<'_>) {
+    let list = out.key("ablations");
+    list.push(b'[');
+    for (i, name) in s.ablations.names().iter().enumerate() {
+        if i > 0 {
+            list.push(b',');
+        }
+        canon::write_str(list, name);
+    }
+    list.push(b']');
+    out.str("bandwidth_unit", "Gbit/s");
+    out.i64("iterations", i64::from(s.iterations));
+}
+
+/// SHA-256 of the protocol projection.
+#[must_use]
+pub fn protocol_sha256(s: &Settings) -> String {
+    let mut out = Vec::new();
+    let mut o = ObjectWriter::new(&mut out);
+    protocol_core(s, &mut o);
+    o.str("model_name", MODEL_NAME);
+    o.str("model_version", MODEL_VERSION);
+    o.str("quantile_method", QUANTILE_METHOD);
+    o.i64("seed", s.seed);
+    o.end();
+    hex(&Sha256::digest(&out))
+}
+
+/// Canonical `replay_protocol` section.
+#[must_use]
+pub fn protocol_json(s: &Settings) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut o = ObjectWriter::new(&mut out);
+    protocol_core(s, &mut o);
+    o.i64("max_replay_events", s.max_replay_events as i64);
+    o.str("model_name", MODEL_NAME);
+    o.str("model_version", MODEL_VERSION);
+    o.str("quantile_method", QUANTILE_METHOD);
+    o.i64("seed", s.seed);
+    o.str("sha256", &protocol_sha256(s));
+    o.end();
+    out
+}
+
+/// Canonical `backend` section.
+#[must_use]
+pub fn backend_json(s: &Settings) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut o = ObjectWriter::new(&mut out);
+    o.f64("bandwidth_gbps", s.bandwidth_gbps);
+    o.str("bandwidth_unit", "Gbit/s");
+    o.f64("compute_pressure", s.compute_pressure);
+    o.str("label", &s.label);
+    o.f64("latency_floor_us", s.latency_floor_us);
+    o.str("mode", "deterministic-simulation");
+    o.f64("overlap_efficiency", s.overlap_efficiency);
+    o.end();
+    out
+}
+
+/// Canonical `simulation_model` section.
+#[must_use]
+pub fn model_json() -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut o = ObjectWriter::new(&mut out);
+    o.str("name", MODEL_NAME);
+    o.str("version", MODEL_VERSION);
+    o.end();
+    out
+}
+
+/// Canonical `canary` section.
+#[must_use]
+pub fn canary_ref_json(c: &Canary) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut o = ObjectWriter::new(&mut out);
+    o.str(
+        "calibration_evaluation_sha256",
+        &c.calibration_evaluation_sha256,
+    );
+    o.str("execution_semantic_sha256", &c.execution_semantic_sha256);
+    o.str("format", crate::canary::CANARY_FORMAT);
+    o.str("sha256", &c.sha256);
+    o.i64("source_events", c.source_events as i64);
+    o.end();
+    out
+}
+
+/// Rounded sample columns, as stored in a report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampleColumns {
+    /// Signature per sample.
+    pub signature: Vec<u32>,
+    /// Named float columns, in storage order.
+    pub floats: Vec<(&'static str, Vec<f64>)>,
+    /// Uncertainty flags (present only when any sample is uncertain).
+    pub uncertain: Option<Vec<bool>>,
+}
+
+/// Float sample columns in storage (sorted) order.
+pub const SAMPLE_FLOAT_COLUMNS: [&str; 14] = [
+    "arrival_skew_us",
+    "avg_rank_wait_us",
+    "collective_start_us",
+    "collective_us",
+    "completion_us",
+    "compute_before_us",
+    "compute_overlap_us",
+    "exposed_us",
+    "first_arrival_us",
+    "gap_us",
+    "hidden_us",
+    "last_arrival_us",
+    "queue_wait_us",
+    "total_us",
+];
+
+/// Rounds replay values the way reports store them: 3 decimals (gaps 9),
+/// `hidden = min(total, round(hidden))`, `exposed = round(total − hidden)`.
+#[must_use]
+pub fn sample_columns(r: &Replay) -> SampleColumns {
+    let r3 = |v: &Vec<f64>| v.iter().map(|x| round(*x, 3)).collect::<Vec<f64>>();
+    let total = r3(&r.total_us);
+    let hidden: Vec<f64> = r
+        .hidden_us
+        .iter()
+        .zip(&total)
+        .map(|(h, t)| t.min(round(*h, 3)))
+        .collect();
+    let exposed: Vec<f64> = total
+        .iter()
+        .zip(&hidden)
+        .map(|(t, h)| round(t - h, 3))
+        .collect();
+    let mut floats: Vec<(&'static str, Vec<f64>)> = vec![
+        ("arrival_skew_us", r3(&r.arrival_skew_us)),
+        ("avg_rank_wait_us", r3(&r.avg_rank_wait_us)),
+        ("collective_start_us", r3(&r.collective_start_us)),
+        ("collective_us", r3(&r.collective_us)),
+        ("completion_us", r3(&r.completion_us)),
+        ("compute_before_us", r3(&r.compute_before_us)),
+        ("compute_overlap_us", r3(&r.compute_overlap_us)),
+        ("exposed_us", exposed),
+        ("first_arrival_us", r3(&r.first_arrival_us)),
+        ("gap_us", r.gap_us.iter().map(|x| round(*x, 9)).collect()),
+        ("hidden_us", hidden),
+        ("last_arrival_us", r3(&r.last_arrival_us)),
+        ("queue_wait_us", r3(&r.queue_wait_us)),
+        ("total_us", total),
+    ];
+    if r.has_observed() {
+        floats.push(("observed_exposed_us", r3(&r.observed_exposed_us)));
+    }
+    SampleColumns {
+        signature: r.signature.clone(),
+        floats,
+        uncertain: r.uncertain.iter().any(|&u| u).then(|| r.uncertain.clone()),
+    }
+}
+
+/// Canonical `samples` section.
+#[must_use]
+pub fn samples_json(r: &Replay, columns: &SampleColumns) -> Vec<u8> {
+    let mut out = Vec::with_capacity(r.len() * 128 + 1024);
+    out.extend_from_slice(b"{\"columns\":{");
+    let mut first = true;
+    let write_floats = |out: &mut Vec<u8>, name: &str, values: &[f64], first: &mut bool| {
+        if !*first {
+            out.push(b',');
+        }
+        *first = false;
+        canon::write_str(out, name);
+        out.extend_from_slice(b":");
+        canon::write_f64_array(out, values);
+    };
+    // Keys in order: the float columns interleaved with
+    // "compute_fields_uncertain" (after "compute_before_us"... sorted) and
+    // "signature" (after "queue_wait_us").
+    let mut keyed: Vec<(&str, Option<&[f64]>)> = columns
+        .floats
+        .iter()
+        .map(|(n, v)| (*n, Some(v.as_slice())))
+        .collect();
+    keyed.push(("signature", None));
+    if columns.uncertain.is_some() {
+        keyed.push(("compute_fields_uncertain", None));
+    }
+    keyed.sort_by(|a, b| a.0.cmp(b.0));
+    for (name, values) in keyed {
+        match (name, values) {
+            (_, Some(v)) => write_floats(&mut out, name, v, &mut first),
+            ("signature", None) => {
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                out.extend_from_slice(b"\"signature\":[");
+                for (i, s) in columns.signature.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    canon::write_i64(&mut out, i64::from(*s));
+                }
+                out.push(b']');
+            }
+            (_, None) => {
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                out.extend_from_slice(b"\"compute_fields_uncertain\":[");
+                if let Some(flags) = &columns.uncertain {
+                    for (i, f) in flags.iter().enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        out.extend_from_slice(if *f { b"true" } else { b"false" });
+                    }
+                }
+                out.push(b']');
+            }
+        }
+    }
+    out.extend_from_slice(b"},\"count\":");
+    canon::write_i64(&mut out, r.len() as i64);
+    out.extend_from_slice(b",\"events_per_iteration\":");
+    canon::write_i64(&mut out, r.per_iteration as i64);
+    out.extend_from_slice(b",\"scheduler_resources\":[");
+    for (i, res) in r.resources.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        canon::write_str(&mut out, res);
+    }
+    out.extend_from_slice(b"],\"signatures\":[");
+    for (i, sig) in r.signatures.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&signature_json(sig));
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+/// Every section of a report, in key order, as canonical JSON.
+#[must_use]
+pub fn sections(
+    canary: &Canary,
+    replay: &Replay,
+    settings: &Settings,
+    include_samples: bool,
+) -> Vec<(&'static str, Vec<u8>)> {
+    let agg = aggregate(replay);
+    let mut out: Vec<(&'static str, Vec<u8>)> = vec![
+        ("backend", backend_json(settings)),
+        ("by_op", rows_json(&agg.by_op)),
+        ("by_phase", rows_json(&agg.by_phase)),
+    ];
+    if let Some(c) = &agg.calibration {
+        out.push(("calibration", calibration_json(c)));
+    }
+    out.push(("canary", canary_ref_json(canary)));
+    out.push(("canary_summary", canary.member_json("compiler")));
+    let mut format = Vec::new();
+    canon::write_str(&mut format, REPORT_FORMAT);
+    out.push(("format", format));
+    out.push(("metrics", metrics_json(&agg.metrics)));
+    out.push(("replay_protocol", protocol_json(settings)));
+    if include_samples {
+        let columns = sample_columns(replay);
+        out.push(("samples", samples_json(replay, &columns)));
+    }
+    out.push(("simulation_model", model_json()));
+    out.push(("workload", canary.member_json("workload")));
+    out
+}
+
+/// Joins sections into the report's canonical bytes.
+#[must_use]
+pub fn join_sections(sections: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    let size: usize = sections.iter().map(|(k, v)| k.len() + v.len() + 4).sum();
+    let mut out = Vec::with_capacity(size + 2);
+    out.push(b'{');
+    for (i, (key, value)) in sections.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        canon::write_str(&mut out, key);
+        out.push(b':');
+        out.extend_from_slice(value);
+    }
+    out.push(b'}');
+    out
+}
+
+/// One line of a report verification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// Section name.
+    pub name: &'static str,
+    /// Whether the fresh recomputation equals the report.
+    pub pass: bool,
+    /// Canonical JSON of the recomputed value (failing checks only).
+    pub expected: Option<Vec<u8>>,
+    /// Canonical JSON of the report's value (failing checks only).
+    pub actual: Option<Vec<u8>>,
+}
+
+/// Re-runs the report's declared model over `canary` and compares every
+/// section with the report, in the fixed order `canary, simulation_model,
+/// replay_protocol, backend, workload, canary_summary, metrics, by_phase,
+/// by_op, calibration` (+ `samples` when the report embeds them).
+///
+/// # Errors
+/// A canary that is not the one the report was produced from, or a replay
+/// error.
+pub fn verify(report: &read::Report, canary: &Canary) -> crate::Result<Vec<Check>> {
+    let claimed = report
+        .section("canary")
+        .and_then(|c| c.get("sha256"))
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
+    if claimed != canary.sha256 {
+        return Err(crate::Error::invalid(format!(
+            "report canary.sha256 {claimed} does not match the canary given ({}); they do not belong together",
+            canary.sha256
+        )));
+    }
+    let replay = crate::sim::replay(&canary.program, &report.settings)?;
+    let fresh = sections(canary, &replay, &report.settings, false);
+    let fresh_of = |name: &str| {
+        fresh
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let mut checks = Vec::new();
+    for name in [
+        "canary",
+        "simulation_model",
+        "replay_protocol",
+        "backend",
+        "workload",
+        "canary_summary",
+        "metrics",
+        "by_phase",
+        "by_op",
+        "calibration",
+    ] {
+        let expected = fresh_of(name);
+        let actual = report.section_json(name);
+        let pass = expected == actual;
+        checks.push(Check {
+            name,
+            pass,
+            expected: (!pass).then(|| expected.unwrap_or_else(|| b"null".to_vec())),
+            actual: (!pass).then(|| actual.unwrap_or_else(|| b"null".to_vec())),
+        });
+    }
+    if report.has_samples {
+        let mut check = Check {
+            name: "samples",
+            pass: true,
+            expected: None,
+            actual: None,
+        };
+        match &report.samples {
+            None => check.pass = false,
+            Some(s) => {
+                let columns = sample_columns(&replay);
+                let mut mismatch: Option<String> = None;
+                if s.count != replay.len()
+                    || s.per_iteration != replay.per_iteration
+                    || s.signature != columns.signature
+                {
+                    mismatch = Some("sample count, iteration size or signatures".to_owned());
+                }
+                let signatures: Vec<Vec<u8>> =
+                    replay.signatures.iter().map(signature_json).collect();
+                if mismatch.is_none() && s.signatures != signatures {
+                    mismatch = Some("samples.signatures".to_owned());
+                }
+                if mismatch.is_none() && s.resources != replay.resources {
+                    mismatch = Some("samples.scheduler_resources".to_owned());
+                }
+                if mismatch.is_none() && s.uncertain != columns.uncertain {
+                    mismatch = Some("samples.compute_fields_uncertain".to_owned());
+                }
+                if mismatch.is_none() && s.columns.len() != columns.floats.len() {
+                    mismatch = Some("the set of sample columns".to_owned());
+                }
+                if mismatch.is_none() {
+                    for (name, want) in &columns.floats {
+                        match s.column(name) {
+                            Some(got)
+                                if got
+                                    .iter()
+                                    .zip(want)
+                                    .all(|(a, b)| a.to_bits() == b.to_bits()) => {}
+                            Some(got) => {
+                                let i = got
+                                    .iter()
+                                    .zip(want)
+                                    .position(|(a, b)| a.to_bits() != b.to_bits())
+                                    .unwrap_or(0);
+                                mismatch = Some(format!(
+                                    "samples.{name}[{i}]: recomputed {} vs report {}",
+                                    crate::pyfloat::repr(want[i]),
+                                    crate::pyfloat::repr(got[i])
+                                ));
+                                break;
+                            }
+                            None => {
+                                mismatch = Some(format!("samples.{name} is missing"));
+                                break;
+                            }
+                        }
+                    }
+                }
+                if let Some(m) = mismatch {
+                    check.pass = false;
+                    let mut note = Vec::new();
+                    canon::write_str(&mut note, &m);
+                    check.expected = Some(note.clone());
+                    check.actual = Some(note);
+                }
+            }
+        }
+        checks.push(check);
+    }
+    Ok(checks)
+}
