@@ -22,6 +22,16 @@ REQUIRED = [
     "compile-demo-no-larger-than-seed",
     "compile-long",
     "compile-long-no-larger-than-seed",
+    "compile-budget-refused",
+    "replay-baseline",
+    "replay-candidate",
+    "compare-fail",
+    "compare-json-written",
+    "compare-abs-warn",
+    "compare-abs-warn-names-hidden-drop (FIX)",
+    "compare-pct-warn",
+    "verify-report-clean",
+    "verify-report-tamper",
 ]
 
 
@@ -62,7 +72,7 @@ def transcript() -> dict[str, str]:
     for line in proc.stdout.splitlines():
         if line.startswith(("PASS ", "FAIL ")):
             _status, _, rest = line.partition(" ")
-            name = rest.split(":", 1)[0]
+            name = rest.split(": ", 1)[0]
             results[name] = line
     assert results, f"transcript printed no results: {proc.stdout!r} {proc.stderr!r}"
     return results

@@ -178,6 +178,174 @@ def compile_command(
             )
 
 
+def _write_json(path: Path, document: object) -> None:
+    import json
+
+    from commcanary.io import write_bytes_atomic
+
+    data = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    write_bytes_atomic(path, data.encode())
+
+
+def _write_text(path: Path, text: str) -> None:
+    from commcanary.io import write_bytes_atomic
+
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+@app.command("replay")
+def replay_command(
+    canary: Annotated[Path, typer.Argument(help="Canary file.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the report.")],
+    html: Annotated[Path | None, typer.Option("--html", help="Also write an HTML report.")] = None,
+    backend_label: Annotated[str, typer.Option("--backend-label")] = "simulated-nccl",
+    bandwidth_gbps: Annotated[float, typer.Option("--bandwidth-gbps")] = 55.0,
+    latency_floor_us: Annotated[float, typer.Option("--latency-floor-us")] = 7.5,
+    compute_pressure: Annotated[float, typer.Option("--compute-pressure")] = 0.55,
+    overlap_efficiency: Annotated[float, typer.Option("--overlap-efficiency")] = 0.72,
+    iterations: Annotated[int, typer.Option("--iterations")] = 1,
+    seed: Annotated[int, typer.Option("--seed")] = 7,
+    include_samples: Annotated[
+        bool, typer.Option("--include-samples", help="Embed one sample per replayed occurrence.")
+    ] = False,
+    max_replay_events: Annotated[int, typer.Option("--max-replay-events")] = 1_000_000,
+    ablate: Annotated[
+        list[str] | None, typer.Option("--ablate", help="Ablation (repeatable or comma-separated).")
+    ] = None,
+) -> None:
+    """Replay a canary in the deterministic scheduler model."""
+    with errors_exit():
+        from commcanary.io import check_output_path
+        from commcanary.replay import Backend, replay
+
+        check_output_path(output)
+        if html is not None:
+            check_output_path(html)
+        ablations = [a.strip() for item in ablate or [] for a in item.split(",") if a.strip()]
+        report = replay(
+            canary,
+            backend=Backend(
+                backend_label, bandwidth_gbps, latency_floor_us, compute_pressure, overlap_efficiency
+            ),
+            iterations=iterations,
+            seed=seed,
+            ablations=ablations,
+            include_samples=include_samples,
+            max_replay_events=max_replay_events,
+        )
+        page = None
+        if html is not None:
+            from commcanary.html import render_report
+
+            page = render_report(report)
+        report.write(output)
+        if html is not None and page is not None:
+            _write_text(html, page)
+        typer.echo(report.summary_line())
+
+
+@app.command("compare")
+def compare_command(
+    baseline: Annotated[Path, typer.Argument(help="Baseline report.")],
+    candidate: Annotated[Path, typer.Argument(help="Candidate report.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the comparison.")],
+    html: Annotated[Path | None, typer.Option("--html", help="Also write an HTML comparison.")] = None,
+    p99_threshold_pct: Annotated[float, typer.Option("--p99-threshold-pct")] = 15.0,
+    p95_threshold_pct: Annotated[float, typer.Option("--p95-threshold-pct")] = 10.0,
+    median_threshold_pct: Annotated[float, typer.Option("--median-threshold-pct")] = 8.0,
+    p99_absolute_threshold_us: Annotated[float, typer.Option("--p99-absolute-threshold-us")] = 1.0,
+    p95_absolute_threshold_us: Annotated[float, typer.Option("--p95-absolute-threshold-us")] = 1.0,
+    median_absolute_threshold_us: Annotated[float, typer.Option("--median-absolute-threshold-us")] = 1.0,
+    hidden_drop_threshold_points: Annotated[float, typer.Option("--hidden-drop-threshold-points")] = 5.0,
+    breakdown_threshold_pct: Annotated[
+        float | None, typer.Option("--breakdown-threshold-pct", help="Default: the p99 percentage threshold.")
+    ] = None,
+    breakdown_absolute_threshold_us: Annotated[
+        float | None,
+        typer.Option("--breakdown-absolute-threshold-us", help="Default: the p99 absolute threshold."),
+    ] = None,
+    allow_mismatch: Annotated[
+        bool, typer.Option("--allow-mismatch", help="Compare incompatible reports (verdict at least warn).")
+    ] = False,
+) -> None:
+    """Compare two reports; exit 1 when the verdict is fail."""
+    with errors_exit():
+        from commcanary.compare import Thresholds, compare
+        from commcanary.io import check_output_path
+        from commcanary.replay import Report
+
+        thresholds = Thresholds(
+            p99_threshold_pct,
+            p95_threshold_pct,
+            median_threshold_pct,
+            p99_absolute_threshold_us,
+            p95_absolute_threshold_us,
+            median_absolute_threshold_us,
+            hidden_drop_threshold_points,
+            breakdown_threshold_pct,
+            breakdown_absolute_threshold_us,
+        )
+        thresholds.resolved()
+        check_output_path(output)
+        if html is not None:
+            check_output_path(html)
+        want_samples = html is not None
+        base = Report.from_file(baseline, samples=want_samples)
+        cand = Report.from_file(candidate, samples=want_samples)
+        result = compare(base, cand, thresholds, allow_mismatch=allow_mismatch)
+        page = None
+        if html is not None:
+            from commcanary.html import render_comparison
+
+            page = render_comparison(result, base, cand)
+        _write_json(output, result)
+        if html is not None and page is not None:
+            _write_text(html, page)
+        typer.echo(f"comparison verdict: {result['verdict']}")
+        for reason in result["reasons"]:
+            typer.echo(f"- {reason['message']}")
+    if result["verdict"] == "fail":
+        raise typer.Exit(EXIT_NEGATIVE)
+
+
+@app.command("verify-report")
+def verify_report_command(
+    report: Annotated[Path, typer.Argument(help="Report to verify.")],
+    canary: Annotated[Path, typer.Argument(help="The canary the report claims to describe.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the verification.")],
+) -> None:
+    """Recompute a report from its canary; exit 1 when anything differs."""
+    with errors_exit():
+        from commcanary.io import check_output_path
+        from commcanary.verify import verify_report
+
+        check_output_path(output)
+        result = verify_report(report, canary)
+        _write_json(output, result)
+        typer.echo(f"report verification: {result['status']}")
+        for check in result["checks"]:
+            typer.echo(f"- {check['name']}: {check['status']}")
+    if result["status"] != "model_recomputed":
+        raise typer.Exit(EXIT_NEGATIVE)
+
+
+@app.command("render-html")
+def render_html_command(
+    report: Annotated[Path, typer.Argument(help="Report to render.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the HTML file.")],
+) -> None:
+    """Render a report as a self-contained HTML page."""
+    with errors_exit():
+        from commcanary.html import render_report
+        from commcanary.io import check_output_path
+        from commcanary.replay import Report
+
+        check_output_path(output)
+        page = render_report(Report.from_file(report))
+        _write_text(output, page)
+        typer.echo(f"wrote HTML report: {output}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the process exit status."""
     try:

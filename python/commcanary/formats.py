@@ -6,9 +6,15 @@ CANONICAL_JSON = "commcanary.canonical-json.v1"
 REPLAY_MODEL = "deterministic-scheduler-v4"
 TRACE_FORMAT = "commcanary.trace.v1"
 CANARY_FORMAT = "commcanary.canary.v3"
+REPORT_FORMAT = "commcanary.report.v3"
+COMPARISON_FORMAT = "commcanary.compare.v3"
+REPORT_VERIFICATION_FORMAT = "commcanary.report_verification.v1"
 
 #: Every format this version reads or writes, by role.
 FORMATS: dict[str, str] = {
     "trace": TRACE_FORMAT,
     "canary": CANARY_FORMAT,
+    "report": REPORT_FORMAT,
+    "comparison": COMPARISON_FORMAT,
+    "report_verification": REPORT_VERIFICATION_FORMAT,
 }

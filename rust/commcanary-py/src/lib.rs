@@ -4,6 +4,8 @@
 //! interpreter while the core works (`Python::detach`), and converts the
 //! result or maps the core error onto the exception hierarchy defined here.
 
+mod replay;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -45,7 +47,7 @@ create_exception!(
     "Compilation cannot meet a requested fidelity guarantee (error budget, lossless timing)."
 );
 
-fn to_py_err(err: &Error, path: Option<&str>) -> PyErr {
+pub(crate) fn to_py_err(err: &Error, path: Option<&str>) -> PyErr {
     let message = match path {
         Some(p) => err.with_path(p),
         None => err.message().to_owned(),
@@ -448,6 +450,10 @@ fn py_round(x: f64, ndigits: u32) -> f64 {
 
 #[pymodule]
 mod _core {
+    #[pymodule_export]
+    use super::replay::{
+        PyReplayReport, PyReportDocument, read_report_file, replay_canary, verify_report_files,
+    };
     #[pymodule_export]
     use super::{
         BudgetError, CommCanaryError, InputError, OutputError, PyCompiled, PyTrace, canonical_json,

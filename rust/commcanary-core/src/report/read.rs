@@ -883,7 +883,9 @@ fn reconcile_samples(s: &Samples, settings: &Settings, count: u64) -> Result<()>
             return fail("hidden_us and exposed_us do not split total_us");
         }
         if (hidden[i] - total[i].min(overlap[i].max(0.0) * eta)).abs() > TOL {
-            return fail("hidden_us does not equal min(total, overlap x overlap_efficiency)");
+            return fail(
+                "hidden_us does not equal min(total_us, compute_overlap_us x backend.overlap_efficiency)",
+            );
         }
     }
     Ok(())

@@ -1,0 +1,203 @@
+"""Replaying canaries and reading replay reports.
+
+``replay(canary, backend=Backend(...))`` runs the deterministic scheduler
+model (``deterministic-scheduler-v4``) in Rust and returns a :class:`Report`:
+metrics, per-phase and per-operation breakdowns, optional calibration, and,
+with ``include_samples=True``, one sample per replayed occurrence as numpy
+arrays. ``Report.from_file`` reads a report back (structurally validated; the
+first inconsistency raises :class:`commcanary.errors.InputError` naming the
+section, row and field).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from commcanary import _core
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from commcanary.compiler import Canary
+
+__all__ = ["ABLATIONS", "Backend", "Report", "replay"]
+
+#: Ablation names accepted by :func:`replay`.
+ABLATIONS: tuple[str, ...] = (
+    "arrival_skew",
+    "compute_overlap",
+    "observed_exposed_us",
+    "operation_ordering",
+    "pressure",
+    "queue_reset_gaps",
+    "rare_tail_windows",
+)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The simulated backend: the knobs an A/B comparison varies."""
+
+    label: str = "simulated-nccl"
+    bandwidth_gbps: float = 55.0
+    latency_floor_us: float = 7.5
+    compute_pressure: float = 0.55
+    overlap_efficiency: float = 0.72
+
+
+class Report:
+    """A replay report: sections as parsed JSON, samples as numpy arrays."""
+
+    def __init__(
+        self,
+        sections: dict[str, bytes],
+        samples: dict[str, npt.NDArray[Any]] | None,
+        signatures: list[bytes],
+        *,
+        has_samples: bool,
+        raw: _core.ReplayReport | None = None,
+        source: str | None = None,
+    ) -> None:
+        self._sections = {name: orjson.loads(data) for name, data in sections.items()}
+        self._samples = samples
+        self._signatures = [orjson.loads(s) for s in signatures]
+        self._raw = raw
+        self.has_samples = has_samples
+        self.source = source
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], *, samples: bool = True) -> Report:
+        """Read and structurally validate a report file.
+
+        ``samples=False`` checks the embedded samples' syntax without
+        materialising them (enough for comparisons, much faster).
+        """
+        doc = _core.read_report_file(os.fspath(path), samples=samples)
+        return cls(
+            doc.sections(),
+            doc.samples(),
+            doc.sample_signatures(),
+            has_samples=doc.has_samples,
+            source=os.fspath(path),
+        )
+
+    def section(self, name: str) -> Any:
+        """A section as parsed JSON (``None`` when absent)."""
+        return self._sections.get(name)
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """Report-level metrics."""
+        metrics: dict[str, Any] = self._sections["metrics"]
+        return metrics
+
+    @property
+    def by_phase(self) -> list[dict[str, Any]]:
+        """Per-phase latency rows, sorted by name."""
+        rows: list[dict[str, Any]] = self._sections["by_phase"]
+        return rows
+
+    @property
+    def by_op(self) -> list[dict[str, Any]]:
+        """Per-operation latency rows, sorted by name."""
+        rows: list[dict[str, Any]] = self._sections["by_op"]
+        return rows
+
+    @property
+    def calibration(self) -> dict[str, Any] | None:
+        """Modelled versus observed exposed latency, when observations exist."""
+        return self._sections.get("calibration")
+
+    @property
+    def backend(self) -> dict[str, Any]:
+        """The backend the report was produced under."""
+        backend: dict[str, Any] = self._sections["backend"]
+        return backend
+
+    @property
+    def workload(self) -> dict[str, Any]:
+        """The canary's workload description."""
+        workload: dict[str, Any] = self._sections["workload"]
+        return workload
+
+    @cached_property
+    def samples(self) -> dict[str, npt.NDArray[Any]] | None:
+        """One entry per replayed occurrence: numpy arrays by column, plus
+        ``phase`` and ``op`` (object arrays) derived from the signatures."""
+        if self._samples is None:
+            return None
+        import numpy as np
+
+        out = dict(self._samples)
+        signature = out["signature"]
+        for key in ("phase", "op", "group"):
+            table = np.array([s[key] for s in self._signatures], dtype=object)
+            out[key] = table[signature] if len(table) else np.array([], dtype=object)
+        return out
+
+    def summary_line(self) -> str:
+        """The one-line summary the CLI prints."""
+        m = self.metrics
+        return (
+            f"replayed {m['count']} events: median={m['median_us']!r} us p95={m['p95_us']!r} us "
+            f"p99={m['p99_us']!r} us hidden={m['communication_hidden_pct']!r}%"
+        )
+
+    def to_bytes(self) -> bytes:
+        """The report's canonical JSON (only for reports produced by :func:`replay`)."""
+        if self._raw is None:
+            raise ValueError("this report was read from a file; its bytes are the file's")
+        return bytes(self._raw.to_bytes())
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """Write the report atomically (only for reports produced by :func:`replay`)."""
+        if self._raw is None:
+            raise ValueError("this report was read from a file; copy the file instead")
+        self._raw.write(os.fspath(path))
+        return Path(path)
+
+
+def replay(
+    canary: Canary | str | os.PathLike[str] | bytes,
+    *,
+    backend: Backend | None = None,
+    iterations: int = 1,
+    seed: int = 7,
+    ablations: tuple[str, ...] | list[str] = (),
+    include_samples: bool = False,
+    max_replay_events: int = 1_000_000,
+) -> Report:
+    """Replay a canary (a compiled :class:`~commcanary.Canary`, a path or bytes)."""
+    from commcanary.compiler import Canary as CanaryType
+
+    settings = asdict(backend or Backend())
+    if isinstance(canary, CanaryType):
+        name, data = "<canary>", canary.to_bytes()
+    elif isinstance(canary, bytes | bytearray | memoryview):
+        name, data = "<bytes>", bytes(canary)
+    else:
+        name, data = os.fspath(canary), None
+    raw = _core.replay_canary(
+        name,
+        data=data,
+        iterations=iterations,
+        seed=seed,
+        ablations=list(ablations),
+        include_samples=include_samples,
+        max_replay_events=max_replay_events,
+        **settings,
+    )
+    return Report(
+        raw.sections(),
+        raw.samples(),
+        raw.sample_signatures(),
+        has_samples=include_samples,
+        raw=raw,
+        source=name,
+    )
