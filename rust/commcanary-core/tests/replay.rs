@@ -186,5 +186,8 @@ fn tampered_reports_are_named() {
         .filter(|c| !c.pass)
         .map(|c| c.name)
         .collect();
-    assert_eq!(failing, ["backend", "metrics", "by_phase", "by_op", "samples"]);
+    assert_eq!(
+        failing,
+        ["backend", "metrics", "by_phase", "by_op", "samples"]
+    );
 }

@@ -80,13 +80,7 @@ fn columns_dict<'py>(
     let d = PyDict::new(py);
     d.set_item("signature", signature.to_vec().into_pyarray(py))?;
     let iteration: Vec<u32> = (0..signature.len())
-        .map(|i| {
-            if per_iteration == 0 {
-                0
-            } else {
-                (i / per_iteration) as u32
-            }
-        })
+        .map(|i| i.checked_div(per_iteration).unwrap_or(0) as u32)
         .collect();
     d.set_item("iteration", iteration.into_pyarray(py))?;
     for (name, values) in floats {
