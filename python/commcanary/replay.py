@@ -12,6 +12,7 @@ section, row and field).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
@@ -57,7 +58,7 @@ class Report:
     def __init__(
         self,
         sections: dict[str, bytes],
-        samples: dict[str, npt.NDArray[Any]] | None,
+        samples: dict[str, npt.NDArray[Any]] | Callable[[], dict[str, npt.NDArray[Any]] | None] | None,
         signatures: list[bytes],
         *,
         has_samples: bool,
@@ -65,7 +66,7 @@ class Report:
         source: str | None = None,
     ) -> None:
         self._sections = {name: orjson.loads(data) for name, data in sections.items()}
-        self._samples = samples
+        self._samples_source = samples
         self._signatures = [orjson.loads(s) for s in signatures]
         self._raw = raw
         self.has_samples = has_samples
@@ -128,13 +129,18 @@ class Report:
 
     @cached_property
     def samples(self) -> dict[str, npt.NDArray[Any]] | None:
-        """One entry per replayed occurrence: numpy arrays by column, plus
-        ``phase`` and ``op`` (object arrays) derived from the signatures."""
-        if self._samples is None:
+        """One entry per replayed occurrence: numpy arrays by column (as
+        stored, rounded), plus ``last_arrival_us`` and ``completion_us``
+        (derived) and ``phase``, ``op``, ``group`` (object arrays)."""
+        source = self._samples_source
+        columns = source() if callable(source) else source
+        if columns is None:
             return None
         import numpy as np
 
-        out = dict(self._samples)
+        out = dict(columns)
+        out["last_arrival_us"] = out["first_arrival_us"] + out["arrival_skew_us"]
+        out["completion_us"] = out["collective_start_us"] + out["collective_us"]
         signature = out["signature"]
         for key in ("phase", "op", "group"):
             table = np.array([s[key] for s in self._signatures], dtype=object)
@@ -195,7 +201,7 @@ def replay(
     )
     return Report(
         raw.sections(),
-        raw.samples(),
+        raw.samples,
         raw.sample_signatures(),
         has_samples=include_samples,
         raw=raw,

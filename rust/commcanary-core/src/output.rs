@@ -51,6 +51,15 @@ pub fn check_target(path: &Path) -> Result<PathBuf> {
 /// [`ErrorKind::Output`] on any check or I/O failure; the target is then
 /// untouched and no temporary file remains.
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+    write_atomic_parts(path, &[data])
+}
+
+/// Writes the concatenation of `parts` to `path` atomically, without joining
+/// them in memory first.
+///
+/// # Errors
+/// As [`write_atomic`].
+pub fn write_atomic_parts(path: &Path, parts: &[&[u8]]) -> Result<()> {
     let parent = check_target(path)?;
     let name = path
         .file_name()
@@ -71,8 +80,9 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
             Err(e) => return Err(output_error(path, e)),
         }
     };
-    let result = file
-        .write_all(data)
+    let result = parts
+        .iter()
+        .try_for_each(|part| file.write_all(part))
         .and_then(|()| file.flush())
         .and_then(|()| file.sync_all())
         .and_then(|()| {

@@ -234,7 +234,52 @@ pub fn round(x: f64, ndigits: u32) -> f64 {
             }
         }
     }
+    if ndigits <= 15
+        && let Some(v) = round_near_tie(x, ndigits)
+    {
+        return v;
+    }
     round_exact(x, ndigits)
+}
+
+/// `round` when `|x| · 10^n` lies within a few ulps of a half-integer: decides
+/// the side of the tie with exact integer arithmetic on the double's binary
+/// value (`x = m · 2^e`), ties to even. `None` when the operands would not
+/// fit in 128 bits.
+fn round_near_tie(x: f64, ndigits: u32) -> Option<f64> {
+    let a = x.abs();
+    let scale = POW10[ndigits as usize];
+    let p = a * scale;
+    if p >= 4_503_599_627_370_496.0 {
+        return None;
+    }
+    let bits = a.to_bits();
+    let biased = ((bits >> 52) & 0x7FF) as i32;
+    if biased == 0 {
+        return None;
+    }
+    let m = u128::from((bits & ((1u64 << 52) - 1)) | (1u64 << 52));
+    let e = biased - 1075;
+    // Only reached for non-integral x, so e < 0; keep the shift in range.
+    if e >= 0 || -e > 74 {
+        return None;
+    }
+    let k = p.floor();
+    // Compare m·10^n·2^e with k + 1/2, i.e. m·10^n·2 with (2k + 1)·2^-e.
+    let lhs = m * u128::from(10u64.pow(ndigits)) * 2;
+    let rhs = (2 * (k as u128) + 1) << (-e) as u32;
+    let rounded = match lhs.cmp(&rhs) {
+        std::cmp::Ordering::Greater => k + 1.0,
+        std::cmp::Ordering::Less => k,
+        std::cmp::Ordering::Equal => {
+            if (k as u64) % 2 == 0 {
+                k
+            } else {
+                k + 1.0
+            }
+        }
+    };
+    Some((rounded / scale).copysign(x))
 }
 
 const POW10: [f64; 16] = [
@@ -416,6 +461,13 @@ mod tests {
             let scale = [1e-3, 1.0, 77.0, 1e4, 1e7, 1e9][(state % 6) as usize];
             let x = mantissa * scale;
             for n in [2, 3, 6, 9] {
+                if let Some(v) = round_near_tie(x, n) {
+                    assert_eq!(
+                        v.to_bits(),
+                        round_exact(x, n).to_bits(),
+                        "near-tie round({x:?}, {n})"
+                    );
+                }
                 assert_eq!(
                     round(x, n).to_bits(),
                     round_exact(x, n).to_bits(),

@@ -3,10 +3,15 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use commcanary_core::canary::read::{Canary, read_canary};
-use commcanary_core::output::write_atomic;
+use commcanary_core::canary::read::{
+    Canary, read_canary, read_canary_deferred, verify_program_digests,
+};
+use commcanary_core::output::write_atomic_parts;
 use commcanary_core::report::read::{Report, SampleMode, Samples, read_report};
-use commcanary_core::report::{SampleColumns, join_sections, sample_columns, sections, verify};
+use commcanary_core::report::{
+    SampleColumns, Section, join_sections, sample_columns, section_json, section_pieces, sections,
+    verify,
+};
 use commcanary_core::sim::{Ablations, Settings, replay};
 use commcanary_core::trace::read_input;
 use numpy::IntoPyArray;
@@ -57,14 +62,11 @@ fn settings(
     Ok(s)
 }
 
-fn sections_dict<'py>(
-    py: Python<'py>,
-    sections: &[(&str, Vec<u8>)],
-) -> PyResult<Bound<'py, PyDict>> {
+fn sections_dict<'py>(py: Python<'py>, sections: &[Section]) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    for (name, json) in sections {
-        if *name != "samples" {
-            d.set_item(*name, PyBytes::new(py, json))?;
+    for section in sections {
+        if section.0 != "samples" {
+            d.set_item(section.0, PyBytes::new(py, &section_json(section)))?;
         }
     }
     Ok(d)
@@ -95,9 +97,8 @@ fn columns_dict<'py>(
 /// A replay report: canonical bytes, sections and sample columns.
 #[pyclass(frozen, name = "ReplayReport", module = "commcanary._core")]
 pub struct PyReplayReport {
-    bytes: Arc<Vec<u8>>,
-    sections: Vec<(&'static str, Vec<u8>)>,
-    columns: Option<SampleColumns>,
+    all: Arc<Vec<Section>>,
+    replay: Option<Arc<commcanary_core::sim::Replay>>,
     per_iteration: usize,
     signatures: Vec<Vec<u8>>,
     resources: Vec<String>,
@@ -107,26 +108,32 @@ pub struct PyReplayReport {
 impl PyReplayReport {
     /// The report's canonical JSON bytes.
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.bytes)
+        PyBytes::new(py, &join_sections(&self.all))
     }
 
-    /// Writes the report atomically to `path`.
+    /// Writes the report atomically to `path` (streamed, never joined in memory).
     fn write(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
-        let bytes = Arc::clone(&self.bytes);
-        py.detach(move || write_atomic(&path, &bytes))
-            .map_err(|e| to_py_err(&e, None))
+        let all = Arc::clone(&self.all);
+        py.detach(move || {
+            let mut keys = Vec::new();
+            let pieces = section_pieces(&all, &mut keys);
+            write_atomic_parts(&path, &pieces)
+        })
+        .map_err(|e| to_py_err(&e, None))
     }
 
     /// Canonical JSON of every section but `samples`, by name.
     fn sections<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        sections_dict(py, &self.sections)
+        sections_dict(py, &self.all)
     }
 
     /// Sample columns as numpy arrays (rounded as stored), or `None`.
     fn samples<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let Some(c) = &self.columns else {
+        let Some(r) = &self.replay else {
             return Ok(None);
         };
+        let r = Arc::clone(r);
+        let c: SampleColumns = py.detach(move || sample_columns(&r));
         let floats = c.floats.iter().map(|(n, v)| ((*n).to_owned(), v.clone()));
         columns_dict(
             py,
@@ -159,14 +166,9 @@ fn run_replay(
     include_samples: bool,
 ) -> commcanary_core::Result<PyReplayReport> {
     let r = replay(&canary.program, s)?;
-    let mut all = sections(canary, &r, s, include_samples);
-    let bytes = join_sections(&all);
-    all.retain(|(n, _)| *n != "samples");
-    let columns = include_samples.then(|| sample_columns(&r));
+    let all = sections(canary, &r, s, include_samples);
     Ok(PyReplayReport {
-        bytes: Arc::new(bytes),
-        sections: all,
-        columns,
+        all: Arc::new(all),
         per_iteration: r.per_iteration,
         signatures: r
             .signatures
@@ -174,6 +176,7 @@ fn run_replay(
             .map(commcanary_core::sim::signature_json)
             .collect(),
         resources: r.resources.clone(),
+        replay: include_samples.then(|| Arc::new(r)),
     })
 }
 
@@ -211,12 +214,21 @@ pub fn replay_canary(
         Some(d) => d,
         None => read_file(path.as_ref(), &path)?,
     };
-    let canary = py
-        .detach(|| read_canary(&bytes))
-        .map_err(|e| to_py_err(&e, Some(&path)))?;
-    drop(bytes);
-    py.detach(|| run_replay(&canary, &s, include_samples))
-        .map_err(|e| to_py_err(&e, Some(&path)))
+    py.detach(|| {
+        let canary = read_canary_deferred(&bytes)?;
+        drop(bytes);
+        // The program commitments are rechecked on a second core while the
+        // replay already runs; a mismatch still fails the command.
+        std::thread::scope(|scope| {
+            let digests = scope.spawn(|| verify_program_digests(&canary));
+            let report = run_replay(&canary, &s, include_samples);
+            digests.join().map_err(|_| {
+                commcanary_core::Error::invalid("internal error: digest worker panicked")
+            })??;
+            report
+        })
+    })
+    .map_err(|e| to_py_err(&e, Some(&path)))
 }
 
 /// A structurally validated report read from disk.

@@ -108,14 +108,14 @@ pub fn program_digests(program: &Program) -> (String, String) {
                 if k > 0 {
                     buf.push(b',');
                 }
-                canon::write_f64(&mut buf, round(o, 9));
+                canon::write_f64_rounded(&mut buf, round(o, 9), 9);
             }
             buf.extend_from_slice(b"],\"compute_overlap_us\":");
-            canon::write_f64(&mut buf, round(p.compute_overlap_us, 9));
+            canon::write_f64_rounded(&mut buf, round(p.compute_overlap_us, 9), 9);
             buf.extend_from_slice(b",\"compute_pressure\":");
-            canon::write_f64(&mut buf, round(p.compute_pressure, 9));
+            canon::write_f64_rounded(&mut buf, round(p.compute_pressure, 9), 9);
             buf.extend_from_slice(b",\"gap_us\":");
-            canon::write_f64(&mut buf, item.gap);
+            canon::write_f64_rounded(&mut buf, item.gap, 9);
             buf.extend_from_slice(b"},\"weight\":");
             canon::write_i64(&mut buf, *weight as i64);
             buf.push(b'}');

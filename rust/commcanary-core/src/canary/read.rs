@@ -15,7 +15,7 @@ use super::expand::expanded_counts;
 use super::{Block, Bounded, CANARY_FORMAT, IntervalErrors, Leaf, Point, Program, Record};
 use crate::compile::FIDELITY_FIELDS;
 use crate::error::{Error, Result};
-use crate::json::{Doc, JsonLimits, Node, Value, canon, parse};
+use crate::json::{Doc, JsonLimits, Node, Value, canon, parse_tracking};
 use crate::trace::{KNOWN_OPS, Signature, hex};
 
 /// Largest number of logical occurrences a canary may expand to.
@@ -32,9 +32,9 @@ pub struct Canary {
     pub sha256: String,
     /// `compiler.source_events`.
     pub source_events: u64,
-    /// `compiler.execution_semantic_sha256` (verified).
+    /// `compiler.execution_semantic_sha256` (verified by [`read_canary`]).
     pub execution_semantic_sha256: String,
-    /// `compiler.calibration_evaluation_sha256` (verified).
+    /// `compiler.calibration_evaluation_sha256` (verified by [`read_canary`]).
     pub calibration_evaluation_sha256: String,
 }
 
@@ -113,13 +113,54 @@ fn string_list(v: Option<Value<'_>>, path: &str) -> Result<Vec<String>> {
 /// # Errors
 /// JSON errors, shape violations and any self-description that does not
 /// recompute, each naming the field.
-#[allow(clippy::too_many_lines)]
 pub fn read_canary(bytes: &[u8]) -> Result<Canary> {
+    let canary = read_canary_deferred(bytes)?;
+    verify_program_digests(&canary)?;
+    Ok(canary)
+}
+
+/// Recomputes the execution and calibration commitments from the program
+/// and checks them against the ones the canary claims.
+///
+/// # Errors
+/// A commitment that does not match, named.
+pub fn verify_program_digests(canary: &Canary) -> Result<()> {
+    let (execution, calibration) = program_digests(&canary.program);
+    for (key, want, claimed) in [
+        (
+            "execution_semantic_sha256",
+            &execution,
+            &canary.execution_semantic_sha256,
+        ),
+        (
+            "calibration_evaluation_sha256",
+            &calibration,
+            &canary.calibration_evaluation_sha256,
+        ),
+    ] {
+        if want != claimed {
+            return Err(bad(format_args!(
+                "compiler.{key} does not match the program"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Like [`read_canary`] but without recomputing the execution and
+/// calibration commitments (the costliest check, linear in occurrences);
+/// the caller must run [`verify_program_digests`] before trusting the
+/// result, typically on another thread while it already uses the program.
+///
+/// # Errors
+/// As [`read_canary`], minus the program commitments.
+#[allow(clippy::too_many_lines)]
+pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
     let limits = JsonLimits {
         max_items: 400_000_000,
         ..JsonLimits::default()
     };
-    let doc = parse(bytes, limits)?;
+    let (doc, input_is_canonical) = parse_tracking(bytes, limits)?;
     let root = doc
         .root()
         .filter(Value::is_object)
@@ -369,8 +410,16 @@ pub fn read_canary(bytes: &[u8]) -> Result<Canary> {
         )));
     }
 
-    // Sizes and commitments.
-    let canonical = canon::to_vec(root);
+    // Sizes and commitments. Canonical input (what commcanary writes) is
+    // hashed as it is; anything else is re-serialized first. The three
+    // digests are independent and computed side by side.
+    let owned;
+    let canonical: &[u8] = if input_is_canonical {
+        bytes
+    } else {
+        owned = canon::to_vec(root);
+        &owned
+    };
     let canary_bytes = count("canary_bytes")? as u64;
     if canary_bytes != canonical.len() as u64 {
         return Err(bad(format_args!(
@@ -378,7 +427,12 @@ pub fn read_canary(bytes: &[u8]) -> Result<Canary> {
             canonical.len()
         )));
     }
-    let provenance = provenance_digest(root);
+    let (provenance, sha256) = std::thread::scope(|scope| {
+        let sha = scope.spawn(|| hex(&Sha256::digest(canonical)));
+        let provenance = provenance_digest(root, canonical);
+        (provenance, sha.join())
+    });
+    let sha256 = sha256.map_err(|_| Error::invalid("internal error: digest worker panicked"))?;
     let claimed = c("artifact_provenance_sha256")
         .and_then(|v| v.as_str())
         .unwrap_or("");
@@ -387,68 +441,60 @@ pub fn read_canary(bytes: &[u8]) -> Result<Canary> {
             "compiler.artifact_provenance_sha256 does not match the canary's content",
         ));
     }
-    let (execution, calibration) = program_digests(&program);
-    for (key, want) in [
-        ("execution_semantic_sha256", &execution),
-        ("calibration_evaluation_sha256", &calibration),
-    ] {
-        if c(key).and_then(|v| v.as_str()) != Some(want.as_str()) {
-            return Err(bad(format_args!(
-                "compiler.{key} does not match the program"
-            )));
-        }
-    }
-    let sha256 = hex(&Sha256::digest(&canonical));
+    let claimed_digest = |key: &str| -> Result<String> {
+        c(key)
+            .and_then(|v| v.as_str())
+            .filter(|s| s.len() == 64)
+            .map(str::to_owned)
+            .ok_or_else(|| bad(format_args!("compiler.{key} must be a SHA-256 hex digest")))
+    };
+    let execution_semantic_sha256 = claimed_digest("execution_semantic_sha256")?;
+    let calibration_evaluation_sha256 = claimed_digest("calibration_evaluation_sha256")?;
     Ok(Canary {
         program,
         sha256,
         source_events,
-        execution_semantic_sha256: execution,
-        calibration_evaluation_sha256: calibration,
+        execution_semantic_sha256,
+        calibration_evaluation_sha256,
         doc,
     })
 }
 
 /// SHA-256 of the canary minus `compiler.{artifact_provenance_sha256,
-/// canary_bytes, byte_compression_ratio}`.
-fn provenance_digest(root: Value<'_>) -> String {
-    let mut out = Vec::new();
+/// canary_bytes, byte_compression_ratio}`, given the canary's canonical bytes
+/// (which begin with `{"compiler":` since `compiler` sorts first): the
+/// compiler block is re-serialized without the three fields and the rest of
+/// the bytes are hashed as they are.
+fn provenance_digest(root: Value<'_>, canonical: &[u8]) -> String {
+    let compiler = root.get("compiler").expect("checked by the caller");
+    let compiler_json = canon::to_vec(compiler);
+    let head = b"{\"compiler\":";
+    let mut hasher = Sha256::new();
+    hasher.update(head);
+    let mut inner: Vec<(&[u8], Value<'_>)> = compiler
+        .members()
+        .filter(|(k, _)| {
+            !matches!(
+                *k,
+                b"artifact_provenance_sha256" | b"canary_bytes" | b"byte_compression_ratio"
+            )
+        })
+        .collect();
+    inner.sort_by(|a, b| a.0.cmp(b.0));
+    let mut out = Vec::with_capacity(compiler_json.len());
     out.push(b'{');
-    let mut members: Vec<(&[u8], Value<'_>)> = root.members().collect();
-    members.sort_by(|a, b| a.0.cmp(b.0));
-    for (i, (key, value)) in members.iter().enumerate() {
-        if i > 0 {
+    for (j, (k, v)) in inner.iter().enumerate() {
+        if j > 0 {
             out.push(b',');
         }
-        canon::write_wtf8(&mut out, key);
+        canon::write_wtf8(&mut out, k);
         out.push(b':');
-        if *key == b"compiler" {
-            let mut inner: Vec<(&[u8], Value<'_>)> = value
-                .members()
-                .filter(|(k, _)| {
-                    !matches!(
-                        *k,
-                        b"artifact_provenance_sha256" | b"canary_bytes" | b"byte_compression_ratio"
-                    )
-                })
-                .collect();
-            inner.sort_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (j, (k, v)) in inner.iter().enumerate() {
-                if j > 0 {
-                    out.push(b',');
-                }
-                canon::write_wtf8(&mut out, k);
-                out.push(b':');
-                canon::write_value(&mut out, *v);
-            }
-            out.push(b'}');
-        } else {
-            canon::write_value(&mut out, *value);
-        }
+        canon::write_value(&mut out, *v);
     }
     out.push(b'}');
-    hex(&Sha256::digest(&out))
+    hasher.update(&out);
+    hasher.update(&canonical[head.len() + compiler_json.len()..]);
+    hex(&hasher.finalize())
 }
 
 fn read_signature(s: Value<'_>, i: usize) -> Result<Signature> {
@@ -672,21 +718,21 @@ impl RecordReader<'_> {
         if record.len() != Some(want) {
             return Err(bad(format_args!("{} must have {want} columns", path())));
         }
-        let cols: Vec<Value<'_>> = record.elements().collect();
-        let weight = integer(Some(cols[0]), 1, &|| format!("{} weight", path()))? as u64;
+        let col = |i: usize| record.element(i);
+        let weight = integer(col(0), 1, &|| format!("{} weight", path()))? as u64;
         let field = |name: &'static str| move || format!("{} {name}", path());
-        let gap_us = non_negative(Some(cols[1]), &field("gap_us"))?;
-        let offsets_at = self.offsets(Some(cols[2]), ranks, path)?;
-        let compute_before_us = non_negative(Some(cols[3]), &field("compute_before_us"))?;
-        let compute_overlap_us = non_negative(Some(cols[4]), &field("compute_overlap_us"))?;
-        let compute_pressure = non_negative(Some(cols[5]), &field("compute_pressure"))?;
+        let gap_us = non_negative(col(1), &field("gap_us"))?;
+        let offsets_at = self.offsets(col(2), ranks, path)?;
+        let compute_before_us = non_negative(col(3), &field("compute_before_us"))?;
+        let compute_overlap_us = non_negative(col(4), &field("compute_overlap_us"))?;
+        let compute_pressure = non_negative(col(5), &field("compute_pressure"))?;
         let observed_exposed_us = if self.has_observed {
-            non_negative(Some(cols[6]), &field("observed_exposed_us"))?
+            non_negative(col(6), &field("observed_exposed_us"))?
         } else {
             f64::NAN
         };
         let uncertain = if self.has_uncertain {
-            cols[want - 1].as_bool().ok_or_else(|| {
+            col(want - 1).and_then(|v| v.as_bool()).ok_or_else(|| {
                 bad(format_args!(
                     "{} compute_fields_uncertain must be a boolean",
                     path()

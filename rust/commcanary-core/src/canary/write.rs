@@ -145,18 +145,18 @@ impl PointWriter {
         out.push(b'[');
         canon::write_i64(out, weight as i64);
         out.push(b',');
-        canon::write_f64(out, point.gap_us);
+        canon::write_f64_rounded(out, point.gap_us, 9);
         out.push(b',');
-        canon::write_f64_array(out, program.point_offsets(point, ranks));
+        canon::write_rounded_array(out, program.point_offsets(point, ranks), 9);
         out.push(b',');
-        canon::write_f64(out, point.compute_before_us);
+        canon::write_f64_rounded(out, point.compute_before_us, 9);
         out.push(b',');
-        canon::write_f64(out, point.compute_overlap_us);
+        canon::write_f64_rounded(out, point.compute_overlap_us, 9);
         out.push(b',');
-        canon::write_f64(out, point.compute_pressure);
+        canon::write_f64_rounded(out, point.compute_pressure, 9);
         if self.observed {
             out.push(b',');
-            canon::write_f64(out, point.observed_exposed_us);
+            canon::write_f64_rounded(out, point.observed_exposed_us, 9);
         }
         if self.uncertain {
             out.extend_from_slice(if point.uncertain { b",true" } else { b",false" });
@@ -254,22 +254,22 @@ impl<'p> ProgramWriter<'p> {
         out.extend_from_slice(b"],\"interval\":[");
         canon::write_i64(out, b.weight as i64);
         out.push(b',');
-        canon::write_f64(out, b.gap_sum_us);
+        canon::write_f64_rounded(out, b.gap_sum_us, 9);
         out.push(b',');
-        canon::write_f64(out, p.gap_us);
+        canon::write_f64_rounded(out, p.gap_us, 9);
         out.push(b',');
         canon::write_i64(out, b.representative_index as i64);
         out.push(b',');
-        canon::write_f64_array(out, program.point_offsets(p, ranks));
+        canon::write_rounded_array(out, program.point_offsets(p, ranks), 9);
         out.push(b',');
-        canon::write_f64(out, p.compute_before_us);
+        canon::write_f64_rounded(out, p.compute_before_us, 9);
         out.push(b',');
-        canon::write_f64(out, p.compute_overlap_us);
+        canon::write_f64_rounded(out, p.compute_overlap_us, 9);
         out.push(b',');
-        canon::write_f64(out, p.compute_pressure);
+        canon::write_f64_rounded(out, p.compute_pressure, 9);
         if program.has_observed {
             out.push(b',');
-            canon::write_f64(out, p.observed_exposed_us);
+            canon::write_f64_rounded(out, p.observed_exposed_us, 9);
         }
         if self.points.uncertain {
             out.push(b',');

@@ -96,6 +96,66 @@ pub fn write_f64(out: &mut Vec<u8>, x: f64) {
     pyfloat::write_repr_bytes(out, x);
 }
 
+/// Appends CPython's `repr` of `x`, which is known to be `round(·, decimals)`
+/// of something. Fast path: when `x` is exactly the double nearest to
+/// `k / 10^decimals` for an integer `|k| < 10^15`, its repr is the minimal
+/// decimal spelling of `k / 10^decimals` (two decimals with at most 15
+/// significant digits never share a double), written with integer
+/// arithmetic; otherwise the general formatter runs.
+pub fn write_f64_rounded(out: &mut Vec<u8>, x: f64, decimals: u32) {
+    const LIMIT: f64 = 1e15;
+    let scale = 10f64.powi(decimals as i32);
+    let k = (x * scale).round();
+    let positional = x == 0.0 || x.abs() >= 1e-4;
+    if decimals <= 15
+        && positional
+        && k.abs() < LIMIT
+        && k / scale == x
+        && !(x == 0.0 && x.is_sign_negative())
+    {
+        let k = k as i64;
+        if k < 0 {
+            out.push(b'-');
+        }
+        let k = k.unsigned_abs();
+        let unit = 10u64.pow(decimals);
+        write_i64(out, (k / unit) as i64);
+        out.push(b'.');
+        let mut frac = k % unit;
+        if frac == 0 {
+            out.push(b'0');
+            return;
+        }
+        let mut width = decimals;
+        while frac % 10 == 0 {
+            frac /= 10;
+            width -= 1;
+        }
+        let mut digits = [b'0'; 16];
+        let mut f = frac;
+        for d in (0..width as usize).rev() {
+            digits[d] = b'0' + (f % 10) as u8;
+            f /= 10;
+        }
+        out.extend_from_slice(&digits[..width as usize]);
+        return;
+    }
+    write_f64(out, x);
+}
+
+/// Appends a JSON array of values rounded to `decimals` (see
+/// [`write_f64_rounded`]).
+pub fn write_rounded_array(out: &mut Vec<u8>, values: &[f64], decimals: u32) {
+    out.push(b'[');
+    for (i, &v) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_f64_rounded(out, v, decimals);
+    }
+    out.push(b']');
+}
+
 /// Appends an integer in plain decimal.
 pub fn write_i64(out: &mut Vec<u8>, x: i64) {
     let mut buf = [0u8; 20];
@@ -295,6 +355,33 @@ mod tests {
         );
         assert_eq!(canon("[1E5, 1e-7, 100, -0]"), "[100000.0,1e-07,100,0]");
         assert_eq!(canon(r#""\b\f\n\r\t\"\\""#), r#""\b\f\n\r\t\"\\""#);
+    }
+
+    #[test]
+    fn rounded_spelling_matches_repr() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..200_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let raw = (state >> 11) as f64 / (1u64 << 53) as f64
+                * [1.0, 100.0, 1e5, 2e8][(state % 4) as usize];
+            for n in [3u32, 6, 9] {
+                let x = crate::pyfloat::round(raw, n);
+                let mut fast = Vec::new();
+                write_f64_rounded(&mut fast, x, n);
+                assert_eq!(
+                    String::from_utf8(fast).unwrap(),
+                    crate::pyfloat::repr(x),
+                    "{x:?} at {n}"
+                );
+            }
+        }
+        for x in [0.0, 1.0, 100.0, 0.001, 0.0001, 12.5, 1e-9] {
+            let mut fast = Vec::new();
+            write_f64_rounded(&mut fast, x, 9);
+            assert_eq!(String::from_utf8(fast).unwrap(), crate::pyfloat::repr(x));
+        }
     }
 
     #[test]

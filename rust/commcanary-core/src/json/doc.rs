@@ -238,6 +238,18 @@ impl<'a> Value<'a> {
         matches!(self.node(), Node::Object { .. })
     }
 
+    /// Element `i` of an array, in constant time.
+    #[must_use]
+    pub fn element(&self, i: usize) -> Option<Value<'a>> {
+        match self.node() {
+            Node::Array { first, len } if (i as u32) < len => Some(Value {
+                doc: self.doc,
+                id: first + i as u32,
+            }),
+            _ => None,
+        }
+    }
+
     /// The elements of an array (empty iterator for other types).
     pub fn elements(&self) -> impl ExactSizeIterator<Item = Value<'a>> + 'a {
         let doc = self.doc;

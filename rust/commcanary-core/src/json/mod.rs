@@ -17,7 +17,7 @@ mod doc;
 mod parse;
 
 pub use doc::{Doc, Node, NodeId, Value};
-pub use parse::{Parser, parse};
+pub use parse::{Parser, parse, parse_tracking};
 
 /// Bounds enforced while reading one JSON document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,13 +28,25 @@ pub struct Parser<'a> {
 /// [`ErrorKind::Json`] for syntax errors, [`ErrorKind::Limit`] when a limit is
 /// exceeded.
 pub fn parse(bytes: &[u8], limits: JsonLimits) -> Result<Doc> {
+    parse_tracking(bytes, limits).map(|(doc, _)| doc)
+}
+
+/// Like [`parse`], also telling whether `bytes` were already exactly the
+/// canonical JSON of the document (so they can be hashed as they are).
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_tracking(bytes: &[u8], limits: JsonLimits) -> Result<(Doc, bool)> {
     let mut doc = Doc::new();
     let mut parser = Parser::new(bytes, limits)?;
+    let leading_ws = bytes.first().is_some_and(|&b| is_ws(b));
     parser.skip_ws();
+    parser.reset_canonical();
     let root = parser.parse_value(&mut doc, 1)?;
     doc.root = Some(root);
+    let canonical = parser.was_canonical() && !leading_ws && parser.pos() == bytes.len();
     parser.finish()?;
-    Ok(doc)
+    Ok((doc, canonical))
 }
 
 fn is_ws(b: u8) -> bool {
@@ -626,6 +638,59 @@ impl<'a> Parser<'a> {
                 _ => return Err(self.error("Expecting ',' delimiter")),
             }
         }
+    }
+
+    /// Skims one array or object: checks that brackets balance, strings
+    /// close and no `NaN`/`Infinity` token appears, without validating the
+    /// tokens in between. For large sections a caller does not need (a
+    /// report's samples, when comparing); full validation happens wherever
+    /// they are read.
+    ///
+    /// # Errors
+    /// Unbalanced or truncated input, forbidden tokens, the depth limit.
+    pub fn skim_value(&mut self, depth: u32) -> Result<()> {
+        if !matches!(self.peek(), Some(b'[' | b'{')) {
+            return self.skip_value(depth);
+        }
+        let bytes = self.bytes;
+        let start = self.pos;
+        let mut p = self.pos;
+        let mut nesting = 0u32;
+        while p < bytes.len() {
+            match bytes[p] {
+                b'"' => {
+                    p += 1;
+                    while p < bytes.len() && bytes[p] != b'"' {
+                        if bytes[p] == b'\\' {
+                            p += 1;
+                        }
+                        p += 1;
+                    }
+                    if p >= bytes.len() {
+                        return Err(self.error_at("Unterminated string", start));
+                    }
+                }
+                b'[' | b'{' => {
+                    nesting += 1;
+                    self.check_depth(depth + nesting - 1)?;
+                }
+                b']' | b'}' => {
+                    nesting -= 1;
+                    if nesting == 0 {
+                        self.pos = p + 1;
+                        return Ok(());
+                    }
+                }
+                b'N' | b'I' => {
+                    self.pos = p;
+                    return Err(self.error("NaN and Infinity are not allowed"));
+                }
+                _ => {}
+            }
+            p += 1;
+        }
+        self.pos = bytes.len();
+        Err(self.error_at("Unterminated value starting at", start))
     }
 
     /// Validates and skips one value at `depth` without building nodes

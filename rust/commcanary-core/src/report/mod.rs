@@ -223,20 +223,20 @@ pub struct SampleColumns {
     pub uncertain: Option<Vec<bool>>,
 }
 
-/// Float sample columns in storage (sorted) order.
-pub const SAMPLE_FLOAT_COLUMNS: [&str; 14] = [
+/// Float sample columns in storage (sorted) order. `last_arrival_us` and
+/// `completion_us` are not stored: they are `first_arrival_us +
+/// arrival_skew_us` and `collective_start_us + collective_us`.
+pub const SAMPLE_FLOAT_COLUMNS: [&str; 12] = [
     "arrival_skew_us",
     "avg_rank_wait_us",
     "collective_start_us",
     "collective_us",
-    "completion_us",
     "compute_before_us",
     "compute_overlap_us",
     "exposed_us",
     "first_arrival_us",
     "gap_us",
     "hidden_us",
-    "last_arrival_us",
     "queue_wait_us",
     "total_us",
 ];
@@ -245,38 +245,10 @@ pub const SAMPLE_FLOAT_COLUMNS: [&str; 14] = [
 /// `hidden = min(total, round(hidden))`, `exposed = round(total − hidden)`.
 #[must_use]
 pub fn sample_columns(r: &Replay) -> SampleColumns {
-    let r3 = |v: &Vec<f64>| v.iter().map(|x| round(*x, 3)).collect::<Vec<f64>>();
-    let total = r3(&r.total_us);
-    let hidden: Vec<f64> = r
-        .hidden_us
-        .iter()
-        .zip(&total)
-        .map(|(h, t)| t.min(round(*h, 3)))
+    let floats = sample_specs(r)
+        .into_iter()
+        .map(|(name, _, value)| (name, (0..r.len()).map(|i| value(r, i)).collect()))
         .collect();
-    let exposed: Vec<f64> = total
-        .iter()
-        .zip(&hidden)
-        .map(|(t, h)| round(t - h, 3))
-        .collect();
-    let mut floats: Vec<(&'static str, Vec<f64>)> = vec![
-        ("arrival_skew_us", r3(&r.arrival_skew_us)),
-        ("avg_rank_wait_us", r3(&r.avg_rank_wait_us)),
-        ("collective_start_us", r3(&r.collective_start_us)),
-        ("collective_us", r3(&r.collective_us)),
-        ("completion_us", r3(&r.completion_us)),
-        ("compute_before_us", r3(&r.compute_before_us)),
-        ("compute_overlap_us", r3(&r.compute_overlap_us)),
-        ("exposed_us", exposed),
-        ("first_arrival_us", r3(&r.first_arrival_us)),
-        ("gap_us", r.gap_us.iter().map(|x| round(*x, 9)).collect()),
-        ("hidden_us", hidden),
-        ("last_arrival_us", r3(&r.last_arrival_us)),
-        ("queue_wait_us", r3(&r.queue_wait_us)),
-        ("total_us", total),
-    ];
-    if r.has_observed() {
-        floats.push(("observed_exposed_us", r3(&r.observed_exposed_us)));
-    }
     SampleColumns {
         signature: r.signature.clone(),
         floats,
@@ -284,140 +256,223 @@ pub fn sample_columns(r: &Replay) -> SampleColumns {
     }
 }
 
-/// Canonical `samples` section.
-#[must_use]
-pub fn samples_json(r: &Replay, columns: &SampleColumns) -> Vec<u8> {
-    let mut out = Vec::with_capacity(r.len() * 128 + 1024);
-    out.extend_from_slice(b"{\"columns\":{");
-    let mut first = true;
-    let write_floats = |out: &mut Vec<u8>, name: &str, values: &[f64], first: &mut bool| {
-        if !*first {
-            out.push(b',');
-        }
-        *first = false;
-        canon::write_str(out, name);
-        out.extend_from_slice(b":");
-        canon::write_f64_array(out, values);
-    };
-    // Keys in order: the float columns interleaved with
-    // "compute_fields_uncertain" (after "compute_before_us"... sorted) and
-    // "signature" (after "queue_wait_us").
-    let mut keyed: Vec<(&str, Option<&[f64]>)> = columns
-        .floats
-        .iter()
-        .map(|(n, v)| (*n, Some(v.as_slice())))
-        .collect();
-    keyed.push(("signature", None));
-    if columns.uncertain.is_some() {
-        keyed.push(("compute_fields_uncertain", None));
+/// One stored float column of the samples: its name, its decimals and how to
+/// compute value `i` from the replay (rounded exactly as `sample_columns`).
+type ColumnSpec = (&'static str, u32, fn(&Replay, usize) -> f64);
+
+fn r3(x: f64) -> f64 {
+    round(x, 3)
+}
+
+fn stored_total(r: &Replay, i: usize) -> f64 {
+    r3(r.total_us[i])
+}
+
+fn stored_hidden(r: &Replay, i: usize) -> f64 {
+    stored_total(r, i).min(r3(r.hidden_us[i]))
+}
+
+fn sample_specs(r: &Replay) -> Vec<ColumnSpec> {
+    let mut specs: Vec<ColumnSpec> = vec![
+        ("arrival_skew_us", 3, |r, i| r3(r.arrival_skew_us[i])),
+        ("avg_rank_wait_us", 3, |r, i| r3(r.avg_rank_wait_us[i])),
+        (
+            "collective_start_us",
+            3,
+            |r, i| r3(r.collective_start_us[i]),
+        ),
+        ("collective_us", 3, |r, i| r3(r.collective_us[i])),
+        ("compute_before_us", 3, |r, i| r3(r.compute_before_us[i])),
+        ("compute_overlap_us", 3, |r, i| r3(r.compute_overlap_us[i])),
+        ("exposed_us", 3, |r, i| {
+            r3(stored_total(r, i) - stored_hidden(r, i))
+        }),
+        ("first_arrival_us", 3, |r, i| r3(r.first_arrival_us[i])),
+        ("gap_us", 9, |r, i| round(r.gap_us[i], 9)),
+        ("hidden_us", 3, stored_hidden),
+        ("queue_wait_us", 3, |r, i| r3(r.queue_wait_us[i])),
+        ("total_us", 3, stored_total),
+    ];
+    if r.has_observed() {
+        specs.push((
+            "observed_exposed_us",
+            3,
+            |r, i| r3(r.observed_exposed_us[i]),
+        ));
     }
-    keyed.sort_by(|a, b| a.0.cmp(b.0));
-    for (name, values) in keyed {
-        match (name, values) {
-            (_, Some(v)) => write_floats(&mut out, name, v, &mut first),
-            ("signature", None) => {
-                if !first {
-                    out.push(b',');
-                }
-                first = false;
-                out.extend_from_slice(b"\"signature\":[");
-                for (i, s) in columns.signature.iter().enumerate() {
+    specs
+}
+
+/// The `samples` section as pieces (concatenated, they are its canonical
+/// JSON); columns are formatted straight from the replay on two threads.
+#[must_use]
+pub fn samples_pieces(r: &Replay) -> Vec<Vec<u8>> {
+    let specs = sample_specs(r);
+    let format = |specs: &[ColumnSpec]| -> Vec<(&'static str, Vec<u8>)> {
+        specs
+            .iter()
+            .map(|(name, decimals, value)| {
+                let mut out = Vec::with_capacity(r.len() * 10 + 2);
+                out.push(b'[');
+                for i in 0..r.len() {
                     if i > 0 {
                         out.push(b',');
                     }
-                    canon::write_i64(&mut out, i64::from(*s));
+                    canon::write_f64_rounded(&mut out, value(r, i), *decimals);
                 }
                 out.push(b']');
-            }
-            (_, None) => {
-                if !first {
-                    out.push(b',');
-                }
-                first = false;
-                out.extend_from_slice(b"\"compute_fields_uncertain\":[");
-                if let Some(flags) = &columns.uncertain {
-                    for (i, f) in flags.iter().enumerate() {
-                        if i > 0 {
-                            out.push(b',');
-                        }
-                        out.extend_from_slice(if *f { b"true" } else { b"false" });
-                    }
-                }
-                out.push(b']');
-            }
+                (*name, out)
+            })
+            .collect()
+    };
+    let mut entries = if r.len() < 20_000 {
+        format(&specs)
+    } else {
+        let (a, b) = specs.split_at(specs.len() / 2);
+        std::thread::scope(|scope| {
+            let second = scope.spawn(|| format(b));
+            let mut first = format(a);
+            first.extend(second.join().unwrap_or_else(|_| format(b)));
+            first
+        })
+    };
+    let mut signature = Vec::with_capacity(r.len() * 3 + 2);
+    signature.push(b'[');
+    for (i, s) in r.signature.iter().enumerate() {
+        if i > 0 {
+            signature.push(b',');
         }
+        canon::write_i64(&mut signature, i64::from(*s));
     }
-    out.extend_from_slice(b"},\"count\":");
-    canon::write_i64(&mut out, r.len() as i64);
-    out.extend_from_slice(b",\"events_per_iteration\":");
-    canon::write_i64(&mut out, r.per_iteration as i64);
-    out.extend_from_slice(b",\"scheduler_resources\":[");
+    signature.push(b']');
+    entries.push(("signature", signature));
+    if r.uncertain.iter().any(|&u| u) {
+        let mut json = vec![b'['];
+        for (i, f) in r.uncertain.iter().enumerate() {
+            if i > 0 {
+                json.push(b',');
+            }
+            json.extend_from_slice(if *f { b"true" } else { b"false" });
+        }
+        json.push(b']');
+        entries.push(("compute_fields_uncertain", json));
+    }
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    let mut pieces = Vec::with_capacity(entries.len() * 2 + 2);
+    for (i, (name, json)) in entries.into_iter().enumerate() {
+        let mut key = Vec::new();
+        key.extend_from_slice(if i == 0 { b"{\"columns\":{" } else { b"," });
+        canon::write_str(&mut key, name);
+        key.push(b':');
+        pieces.push(key);
+        pieces.push(json);
+    }
+    let mut tail = Vec::new();
+    tail.extend_from_slice(b"},\"count\":");
+    canon::write_i64(&mut tail, r.len() as i64);
+    tail.extend_from_slice(b",\"events_per_iteration\":");
+    canon::write_i64(&mut tail, r.per_iteration as i64);
+    tail.extend_from_slice(b",\"scheduler_resources\":[");
     for (i, res) in r.resources.iter().enumerate() {
         if i > 0 {
-            out.push(b',');
+            tail.push(b',');
         }
-        canon::write_str(&mut out, res);
+        canon::write_str(&mut tail, res);
     }
-    out.extend_from_slice(b"],\"signatures\":[");
+    tail.extend_from_slice(b"],\"signatures\":[");
     for (i, sig) in r.signatures.iter().enumerate() {
         if i > 0 {
-            out.push(b',');
+            tail.push(b',');
         }
-        out.extend_from_slice(&signature_json(sig));
+        tail.extend_from_slice(&signature_json(sig));
     }
-    out.extend_from_slice(b"]}");
-    out
+    tail.extend_from_slice(b"]}");
+    pieces.push(tail);
+    pieces
 }
 
-/// Every section of a report, in key order, as canonical JSON.
+/// A report section: canonical JSON as one or more pieces.
+pub type Section = (&'static str, Vec<Vec<u8>>);
+
+/// Every section of a report, in key order, as canonical JSON pieces.
 #[must_use]
 pub fn sections(
     canary: &Canary,
     replay: &Replay,
     settings: &Settings,
     include_samples: bool,
-) -> Vec<(&'static str, Vec<u8>)> {
-    let agg = aggregate(replay);
-    let mut out: Vec<(&'static str, Vec<u8>)> = vec![
-        ("backend", backend_json(settings)),
-        ("by_op", rows_json(&agg.by_op)),
-        ("by_phase", rows_json(&agg.by_phase)),
+) -> Vec<Section> {
+    // Aggregation (sorting) and sample formatting run side by side.
+    let (agg, samples) = std::thread::scope(|scope| {
+        let samples = scope.spawn(|| include_samples.then(|| samples_pieces(replay)));
+        let agg = aggregate(replay);
+        (agg, samples.join())
+    });
+    let samples = match samples {
+        Ok(s) => s,
+        Err(_) => include_samples.then(|| samples_pieces(replay)),
+    };
+    let one = |name: &'static str, json: Vec<u8>| (name, vec![json]);
+    let mut out: Vec<Section> = vec![
+        one("backend", backend_json(settings)),
+        one("by_op", rows_json(&agg.by_op)),
+        one("by_phase", rows_json(&agg.by_phase)),
     ];
     if let Some(c) = &agg.calibration {
-        out.push(("calibration", calibration_json(c)));
+        out.push(one("calibration", calibration_json(c)));
     }
-    out.push(("canary", canary_ref_json(canary)));
-    out.push(("canary_summary", canary.member_json("compiler")));
+    out.push(one("canary", canary_ref_json(canary)));
+    out.push(one("canary_summary", canary.member_json("compiler")));
     let mut format = Vec::new();
     canon::write_str(&mut format, REPORT_FORMAT);
-    out.push(("format", format));
-    out.push(("metrics", metrics_json(&agg.metrics)));
-    out.push(("replay_protocol", protocol_json(settings)));
-    if include_samples {
-        let columns = sample_columns(replay);
-        out.push(("samples", samples_json(replay, &columns)));
+    out.push(one("format", format));
+    out.push(one("metrics", metrics_json(&agg.metrics)));
+    out.push(one("replay_protocol", protocol_json(settings)));
+    if let Some(samples) = samples {
+        out.push(("samples", samples));
     }
-    out.push(("simulation_model", model_json()));
-    out.push(("workload", canary.member_json("workload")));
+    out.push(one("simulation_model", model_json()));
+    out.push(one("workload", canary.member_json("workload")));
     out
+}
+
+/// The pieces whose concatenation is the report's canonical bytes (for
+/// writing without joining).
+#[must_use]
+pub fn section_pieces<'a>(sections: &'a [Section], keys: &'a mut Vec<Vec<u8>>) -> Vec<&'a [u8]> {
+    keys.clear();
+    for (i, (key, _)) in sections.iter().enumerate() {
+        let mut k = Vec::new();
+        k.push(if i == 0 { b'{' } else { b',' });
+        canon::write_str(&mut k, key);
+        k.push(b':');
+        keys.push(k);
+    }
+    let mut pieces: Vec<&[u8]> = Vec::with_capacity(sections.len() * 3 + 1);
+    for (k, (_, parts)) in keys.iter().zip(sections) {
+        pieces.push(k);
+        pieces.extend(parts.iter().map(Vec::as_slice));
+    }
+    pieces.push(if sections.is_empty() { b"{}" } else { b"}" });
+    pieces
 }
 
 /// Joins sections into the report's canonical bytes.
 #[must_use]
-pub fn join_sections(sections: &[(&str, Vec<u8>)]) -> Vec<u8> {
-    let size: usize = sections.iter().map(|(k, v)| k.len() + v.len() + 4).sum();
-    let mut out = Vec::with_capacity(size + 2);
-    out.push(b'{');
-    for (i, (key, value)) in sections.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        canon::write_str(&mut out, key);
-        out.push(b':');
-        out.extend_from_slice(value);
+pub fn join_sections(sections: &[Section]) -> Vec<u8> {
+    let mut keys = Vec::new();
+    let pieces = section_pieces(sections, &mut keys);
+    let mut out = Vec::with_capacity(pieces.iter().map(|p| p.len()).sum());
+    for p in pieces {
+        out.extend_from_slice(p);
     }
-    out.push(b'}');
     out
+}
+
+/// The canonical JSON of a section, joined.
+#[must_use]
+pub fn section_json(section: &Section) -> Vec<u8> {
+    section.1.concat()
 }
 
 /// One line of a report verification.
@@ -455,12 +510,7 @@ pub fn verify(report: &read::Report, canary: &Canary) -> crate::Result<Vec<Check
     }
     let replay = crate::sim::replay(&canary.program, &report.settings)?;
     let fresh = sections(canary, &replay, &report.settings, false);
-    let fresh_of = |name: &str| {
-        fresh
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.clone())
-    };
+    let fresh_of = |name: &str| fresh.iter().find(|(n, _)| *n == name).map(section_json);
     let columns = sample_columns(&replay);
     // With samples, a backend that was edited after the replay shows as
     // collective latencies that no longer match while everything the canary

@@ -523,7 +523,7 @@ pub fn replay(program: &Program, settings: &Settings) -> Result<Replay> {
                     if i > 0 {
                         buf.push(b',');
                     }
-                    canon::write_f64(&mut buf, round(*o, 9));
+                    canon::write_f64_rounded(&mut buf, round(*o, 9), 9);
                 }
                 buf.extend_from_slice(b"],");
                 buf.extend_from_slice(&t.middle);
