@@ -47,3 +47,33 @@ def test_schema_rejects_a_broken_canary() -> None:
     canary["events"][0]["timing"][0][0] = 0
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(schema()).validate(canary)
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(
+        files("commcanary").joinpath(f"schemas/{name}.schema.json").read_text()
+    )
+    return loaded
+
+
+@pytest.mark.parametrize("name", ["report", "comparison", "report_verification"])
+def test_other_schemas_are_valid(name: str) -> None:
+    jsonschema.Draft202012Validator.check_schema(load_schema(name))
+
+
+def test_reports_comparisons_and_verifications_validate(tmp_path: Any) -> None:
+    from commcanary.compare import compare
+    from commcanary.replay import Backend, replay
+    from commcanary.verify import verify_report
+
+    canary = commcanary.compile(EXAMPLES / "llama70b_tp8_trace_long.json")
+    canary_path = tmp_path / "c.json"
+    canary.write(canary_path)
+    base = replay(canary, include_samples=True)
+    cand = replay(canary, backend=Backend(latency_floor_us=12.0))
+    for report in (base, cand):
+        jsonschema.Draft202012Validator(load_schema("report")).validate(json.loads(report.to_bytes()))
+    jsonschema.Draft202012Validator(load_schema("comparison")).validate(compare(base, cand))
+    base.write(tmp_path / "r.json")
+    verification = verify_report(tmp_path / "r.json", canary_path)
+    jsonschema.Draft202012Validator(load_schema("report_verification")).validate(verification)

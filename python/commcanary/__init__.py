@@ -8,26 +8,40 @@ Public API::
     canary.summary, canary.bounds, canary.commitments
     canary.occurrences()["gap_us"]                  # numpy arrays
     canary.write("workload.canary.json")
+
+    report = commcanary.replay(canary, backend=commcanary.Backend(latency_floor_us=12), include_samples=True)
+    report.metrics, report.by_phase, report.samples["exposed_us"]
+    result = commcanary.compare(baseline, candidate, commcanary.Thresholds(p99_threshold_pct=20))
+    commcanary.verify_report("baseline.report.json", "workload.canary.json")["status"]
 """
 
 from __future__ import annotations
 
 from commcanary._core import __version__
+from commcanary.compare import Thresholds, compare
 from commcanary.compiler import BOUND_FIELDS, Canary, Trace, compile, load_trace
 from commcanary.errors import BudgetError, CommCanaryError, InputError, OutputError
 from commcanary.formats import CANARY_FORMAT, TRACE_FORMAT
+from commcanary.replay import Backend, Report, replay
+from commcanary.verify import verify_report
 
 __all__ = [
     "BOUND_FIELDS",
     "CANARY_FORMAT",
     "TRACE_FORMAT",
+    "Backend",
     "BudgetError",
     "Canary",
     "CommCanaryError",
     "InputError",
     "OutputError",
+    "Report",
+    "Thresholds",
     "Trace",
     "__version__",
+    "compare",
     "compile",
     "load_trace",
+    "replay",
+    "verify_report",
 ]
