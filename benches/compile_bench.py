@@ -40,7 +40,7 @@ def find_generator(explicit: str | None) -> Path:
     sys.exit("gen_trace.py not found; pass --generator PATH")
 
 
-def run_measured(argv: list[str]) -> tuple[float, float, str]:
+def run_measured(argv: list[str], ok_codes: tuple[int, ...] = (0,)) -> tuple[float, float, str]:
     """Run a command; return (wall seconds, peak RSS MiB, stdout)."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -48,7 +48,7 @@ def run_measured(argv: list[str]) -> tuple[float, float, str]:
     wall = time.perf_counter() - start
     out = proc.stdout.read().decode() if proc.stdout else ""
     err = proc.stderr.read().decode() if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
+    if os.waitstatus_to_exitcode(status) not in ok_codes:
         sys.exit(f"command failed: {' '.join(argv)}\n{err}")
     return wall, usage.ru_maxrss / 1024.0, out
 

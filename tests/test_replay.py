@@ -117,3 +117,41 @@ def test_bad_settings(demo_trace: Path) -> None:
         replay(canary, iterations=0)
     with pytest.raises(InputError, match="replay would execute 20 events, above max_replay_events=10"):
         replay(canary, iterations=2, max_replay_events=10)
+
+
+def big_trace(n: int = 30_000) -> bytes:
+    """A trace large enough for the two-thread readers (>1 MiB of canary)."""
+    events = []
+    now = 0.0
+    for i in range(n):
+        now += 10.0 + (i * 7919 % 97) / 8
+        events.append(
+            {
+                "op": "all_reduce" if i % 3 else "all_gather",
+                "bytes": 4096 * (1 + i % 5),
+                "ranks": 4,
+                "start_us": now,
+                "rank_arrival_us": [0.0, (i % 7) / 4, (i % 11) / 8, (i % 13) / 16],
+                "compute_overlap_us": (i % 17) / 2,
+                "metadata": {"note": "},{" if i % 101 == 0 else "plain", "list": [{"a": 1}, {"b": 2}]},
+            }
+        )
+    return json.dumps({"format": "commcanary.trace.v1", "events": events}).encode()
+
+
+def test_large_canary_reads_identically_when_pretty_printed(tmp_path: Path) -> None:
+    canary = commcanary.compile(big_trace(), timing_sample_limit=16)
+    compact = tmp_path / "c.json"
+    canary.write(compact)
+    assert compact.stat().st_size > 1 << 20
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text(json.dumps(json.loads(compact.read_bytes()), indent=2))
+    a = replay(compact, include_samples=True)
+    b = replay(pretty, include_samples=True)
+    assert a.to_bytes() == b.to_bytes()
+    tampered = json.loads(compact.read_bytes())
+    tampered["events"][-1]["timing"][0][1] += 1.0
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(tampered, separators=(",", ":"), sort_keys=True))
+    with pytest.raises(InputError, match="does not match"):
+        replay(bad)

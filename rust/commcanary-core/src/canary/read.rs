@@ -15,7 +15,7 @@ use super::expand::expanded_counts;
 use super::{Block, Bounded, CANARY_FORMAT, IntervalErrors, Leaf, Point, Program, Record};
 use crate::compile::FIDELITY_FIELDS;
 use crate::error::{Error, Result};
-use crate::json::{Doc, JsonLimits, Node, Value, canon, parse_tracking};
+use crate::json::{Doc, JsonLimits, Node, NodeId, Parser, Value, canon};
 use crate::trace::{KNOWN_OPS, Signature, hex};
 
 /// Largest number of logical occurrences a canary may expand to.
@@ -26,8 +26,11 @@ pub const MAX_EXPANDED_OCCURRENCES: u64 = 100_000_000;
 pub struct Canary {
     /// The executable program.
     pub program: Program,
-    /// The parsed document (for sections copied into reports).
+    /// The parsed top-level members except `events` (for sections copied
+    /// into reports).
     pub doc: Doc,
+    /// Top-level member name → node in `doc`.
+    pub members: Vec<(Vec<u8>, NodeId)>,
     /// SHA-256 of the canary's canonical JSON.
     pub sha256: String,
     /// `compiler.source_events`.
@@ -42,11 +45,242 @@ impl Canary {
     /// Canonical JSON of top-level member `key` (`{}` when absent).
     #[must_use]
     pub fn member_json(&self, key: &str) -> Vec<u8> {
-        self.doc
-            .root()
-            .and_then(|r| r.get(key))
-            .map_or_else(|| b"{}".to_vec(), canon::to_vec)
+        self.members
+            .iter()
+            .find(|(k, _)| k.as_slice() == key.as_bytes())
+            .map_or_else(
+                || b"{}".to_vec(),
+                |(_, id)| canon::to_vec(self.doc.value(*id)),
+            )
     }
+}
+
+/// Event arrays with at least this many bytes are parsed by two threads.
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
+/// The parsed top level of a canary: members in `docs[0]`, event elements
+/// spread over one or two documents (the second read in parallel).
+struct TopLevel {
+    docs: Vec<Doc>,
+    members: Vec<(Vec<u8>, NodeId)>,
+    events: Option<Vec<(usize, NodeId)>>,
+    events_not_array: bool,
+    canonical: bool,
+}
+
+impl TopLevel {
+    fn get(&self, key: &str) -> Option<Value<'_>> {
+        self.members
+            .iter()
+            .find(|(k, _)| k.as_slice() == key.as_bytes())
+            .map(|(_, id)| self.docs[0].value(*id))
+    }
+
+    fn event(&self, (doc, id): (usize, NodeId)) -> Value<'_> {
+        self.docs[doc].value(id)
+    }
+
+    /// Canonical JSON of the whole document.
+    fn canonical_json(&self) -> Vec<u8> {
+        let mut keys: Vec<&[u8]> = self.members.iter().map(|(k, _)| k.as_slice()).collect();
+        if self.events.is_some() {
+            keys.push(b"events");
+        }
+        keys.sort_unstable();
+        let mut out = vec![b'{'];
+        for (i, key) in keys.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            canon::write_wtf8(&mut out, key);
+            out.push(b':');
+            if *key == b"events" {
+                out.push(b'[');
+                for (j, e) in self.events.iter().flatten().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    canon::write_value(&mut out, self.event(*e));
+                }
+                out.push(b']');
+            } else if let Some(v) = self.get(&String::from_utf8_lossy(key)) {
+                canon::write_value(&mut out, v);
+            }
+        }
+        out.push(b'}');
+        out
+    }
+}
+
+/// A likely element boundary of an array near `from` (`}` ws* `,` ws* `{`),
+/// verified by the reader before the parallel pass is trusted.
+fn guess_boundary(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i < bytes.len() {
+        let close = i + bytes[i..].iter().position(|&b| b == b'}')?;
+        if bytes.get(close + 1) == Some(&b',') && bytes.get(close + 2) == Some(&b'{') {
+            return Some(close + 2);
+        }
+        i = close + 1;
+    }
+    None
+}
+
+/// Parses array elements into `doc` from the current position (the first
+/// element or `]`), stopping after `]`, or before an element that would
+/// start exactly at `stop_at`. Returns the element ids and whether the stop
+/// offset was reached.
+fn parse_elements(
+    p: &mut Parser<'_>,
+    doc: &mut Doc,
+    stop_at: Option<usize>,
+) -> Result<(Vec<NodeId>, bool)> {
+    let mut ids = Vec::new();
+    let mut stop_at = stop_at;
+    p.skip_ws();
+    if p.peek() == Some(b']') {
+        p.expect(b']', "")?;
+        return Ok((ids, false));
+    }
+    loop {
+        p.skip_ws();
+        if let Some(stop) = stop_at {
+            if p.pos() == stop {
+                return Ok((ids, true));
+            }
+            if p.pos() > stop {
+                stop_at = None;
+            }
+        }
+        p.count_item()?;
+        ids.push(p.parse_value(doc, 3)?);
+        p.skip_ws();
+        match p.peek() {
+            Some(b',') => p.expect(b',', "")?,
+            Some(b']') => {
+                p.expect(b']', "")?;
+                return Ok((ids, false));
+            }
+            _ => return Err(p.error("Expecting ',' delimiter")),
+        }
+    }
+}
+
+fn parse_top(bytes: &[u8], limits: JsonLimits) -> Result<TopLevel> {
+    let mut p = Parser::new(bytes, limits)?;
+    let leading_ws = bytes.first().is_some_and(|b| b.is_ascii_whitespace());
+    p.skip_ws();
+    if p.peek() != Some(b'{') {
+        let mut scratch = Doc::new();
+        p.parse_value(&mut scratch, 1)?;
+        p.finish()?;
+        return Err(Error::new(
+            crate::error::ErrorKind::Json,
+            "must contain a JSON object",
+        ));
+    }
+    p.reset_canonical();
+    p.expect(b'{', "")?;
+    let mut top = TopLevel {
+        docs: vec![Doc::new()],
+        members: Vec::new(),
+        events: None,
+        events_not_array: false,
+        canonical: true,
+    };
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    p.skip_ws();
+    if p.peek() == Some(b'}') {
+        p.expect(b'}', "")?;
+    } else {
+        loop {
+            p.skip_ws();
+            p.count_item()?;
+            let mut key = Vec::new();
+            p.read_string_into(&mut key)?;
+            if keys.contains(&key) {
+                return Err(p.error(&format!(
+                    "duplicate object key {:?} at",
+                    String::from_utf8_lossy(&key)
+                )));
+            }
+            if keys.last().is_some_and(|last| *last >= key) {
+                top.canonical = false;
+            }
+            keys.push(key.clone());
+            p.expect(b':', "Expecting ':' delimiter")?;
+            p.skip_ws();
+            if key == b"events" && p.peek() == Some(b'[') {
+                p.check_depth(2)?;
+                p.expect(b'[', "")?;
+                let remaining = bytes.len() - p.pos();
+                let split = (remaining >= PARALLEL_MIN_BYTES)
+                    .then(|| guess_boundary(bytes, p.pos() + remaining / 2))
+                    .flatten();
+                let mut events: Vec<(usize, NodeId)> = Vec::new();
+                match split {
+                    None => {
+                        let (ids, _) = parse_elements(&mut p, &mut top.docs[0], None)?;
+                        events.extend(ids.into_iter().map(|id| (0, id)));
+                    }
+                    Some(split) => {
+                        let (first, second) = std::thread::scope(|scope| {
+                            let second = scope.spawn(
+                                move || -> Result<(Doc, Vec<NodeId>, usize, u64, bool)> {
+                                    let mut q = Parser::new(bytes, limits)?;
+                                    q.seek(split);
+                                    q.reset_canonical();
+                                    let mut doc = Doc::new();
+                                    let (ids, _) = parse_elements(&mut q, &mut doc, None)?;
+                                    Ok((doc, ids, q.pos(), q.items(), q.was_canonical()))
+                                },
+                            );
+                            let first = parse_elements(&mut p, &mut top.docs[0], Some(split));
+                            (first, second.join())
+                        });
+                        let (ids, reached) = first?;
+                        events.extend(ids.into_iter().map(|id| (0, id)));
+                        match (reached, second) {
+                            (true, Ok(Ok((doc, ids, end, items, canonical)))) => {
+                                top.docs.push(doc);
+                                events.extend(ids.into_iter().map(|id| (1, id)));
+                                p.seek(end);
+                                p.add_items(items)?;
+                                top.canonical &= canonical;
+                            }
+                            (true, _) => {
+                                // The second pass failed: read the rest here so
+                                // errors are reported in order.
+                                let (ids, _) = parse_elements(&mut p, &mut top.docs[0], None)?;
+                                events.extend(ids.into_iter().map(|id| (0, id)));
+                            }
+                            (false, _) => {}
+                        }
+                    }
+                }
+                top.events = Some(events);
+            } else {
+                let id = p.parse_value(&mut top.docs[0], 2)?;
+                if key == b"events" {
+                    top.events_not_array = true;
+                } else {
+                    top.members.push((key, id));
+                }
+            }
+            p.skip_ws();
+            match p.peek() {
+                Some(b',') => p.expect(b',', "")?,
+                Some(b'}') => {
+                    p.expect(b'}', "")?;
+                    break;
+                }
+                _ => return Err(p.error("Expecting ',' delimiter")),
+            }
+        }
+    }
+    top.canonical &= p.was_canonical() && !leading_ws && p.pos() == bytes.len();
+    p.finish()?;
+    Ok(top)
 }
 
 fn bad(what: impl std::fmt::Display) -> Error {
@@ -160,27 +394,29 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
         max_items: 400_000_000,
         ..JsonLimits::default()
     };
-    let (doc, input_is_canonical) = parse_tracking(bytes, limits)?;
-    let root = doc
-        .root()
-        .filter(Value::is_object)
-        .ok_or_else(|| Error::new(crate::error::ErrorKind::Json, "must contain a JSON object"))?;
-    only_keys(
-        root,
-        &[
-            "compiler",
-            "events",
-            "format",
-            "interval_columns",
-            "interval_error_columns",
-            "signatures",
-            "source_format",
-            "system",
-            "timing_columns",
-            "workload",
-        ],
-        &|| "document".to_owned(),
-    )?;
+    let top = parse_top(bytes, limits)?;
+    let input_is_canonical = top.canonical;
+    let allowed = [
+        "compiler",
+        "events",
+        "format",
+        "interval_columns",
+        "interval_error_columns",
+        "signatures",
+        "source_format",
+        "system",
+        "timing_columns",
+        "workload",
+    ];
+    for (key, _) in &top.members {
+        if !allowed.iter().any(|a| a.as_bytes() == key.as_slice()) {
+            return Err(bad(format_args!(
+                "document has unknown field '{}'",
+                String::from_utf8_lossy(key)
+            )));
+        }
+    }
+    let root = &top;
     match root.get("format").and_then(|f| f.as_str()) {
         Some(CANARY_FORMAT) => {}
         Some(other) => {
@@ -290,10 +526,10 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
     }
 
     // Events.
-    let events = root
-        .get("events")
-        .filter(Value::is_array)
-        .ok_or_else(|| bad("field 'events' must be a list"))?;
+    let events = match (&top.events, top.events_not_array) {
+        (Some(events), false) => events,
+        _ => return Err(bad("field 'events' must be a list")),
+    };
     let mut reader = RecordReader {
         program: &mut program,
         has_observed,
@@ -301,7 +537,8 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
         interval_len: expected_interval.len(),
         errors_len: expected_errors.len(),
     };
-    for (e, block) in events.elements().enumerate() {
+    for (e, &element) in events.iter().enumerate() {
+        let block = top.event(element);
         let path = || format!("events[{e}]");
         if !block.is_object() {
             return Err(bad(format_args!("{} must be an object", path())));
@@ -417,7 +654,7 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
     let canonical: &[u8] = if input_is_canonical {
         bytes
     } else {
-        owned = canon::to_vec(root);
+        owned = top.canonical_json();
         &owned
     };
     let canary_bytes = count("canary_bytes")? as u64;
@@ -429,7 +666,7 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
     }
     let (provenance, sha256) = std::thread::scope(|scope| {
         let sha = scope.spawn(|| hex(&Sha256::digest(canonical)));
-        let provenance = provenance_digest(root, canonical);
+        let provenance = provenance_digest(compiler, canonical);
         (provenance, sha.join())
     });
     let sha256 = sha256.map_err(|_| Error::invalid("internal error: digest worker panicked"))?;
@@ -450,6 +687,8 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
     };
     let execution_semantic_sha256 = claimed_digest("execution_semantic_sha256")?;
     let calibration_evaluation_sha256 = claimed_digest("calibration_evaluation_sha256")?;
+    let TopLevel { docs, members, .. } = top;
+    let doc = docs.into_iter().next().unwrap_or_default();
     Ok(Canary {
         program,
         sha256,
@@ -457,6 +696,7 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
         execution_semantic_sha256,
         calibration_evaluation_sha256,
         doc,
+        members,
     })
 }
 
@@ -465,8 +705,7 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
 /// (which begin with `{"compiler":` since `compiler` sorts first): the
 /// compiler block is re-serialized without the three fields and the rest of
 /// the bytes are hashed as they are.
-fn provenance_digest(root: Value<'_>, canonical: &[u8]) -> String {
-    let compiler = root.get("compiler").expect("checked by the caller");
+fn provenance_digest(compiler: Value<'_>, canonical: &[u8]) -> String {
     let compiler_json = canon::to_vec(compiler);
     let head = b"{\"compiler\":";
     let mut hasher = Sha256::new();

@@ -656,7 +656,33 @@ impl<'a> Parser<'a> {
         let start = self.pos;
         let mut p = self.pos;
         let mut nesting = 0u32;
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGHS: u64 = 0x8080_8080_8080_8080;
+        let has = |w: u64, b: u8| {
+            let x = w ^ (ONES * u64::from(b));
+            x.wrapping_sub(ONES) & !x & HIGHS
+        };
         while p < bytes.len() {
+            // Skip eight plain bytes at a time (digits, commas, dots, ...).
+            if let Some(chunk) = bytes.get(p..p + 8) {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(chunk);
+                let w = u64::from_le_bytes(word);
+                // '[' 0x5B and ']' 0x5D, '{' 0x7B and '}' 0x7D differ only in
+                // bits 1 and 2: fold them away and look for 0x59 / 0x79 (a few
+                // other bytes fold there too and just take the slow path).
+                let folded = w & !(ONES * 0x06);
+                if has(w, b'"')
+                    | has(folded, b'Y')
+                    | has(folded, b'y')
+                    | has(w, b'N')
+                    | has(w, b'I')
+                    == 0
+                {
+                    p += 8;
+                    continue;
+                }
+            }
             match bytes[p] {
                 b'"' => {
                     p += 1;
@@ -1062,6 +1088,33 @@ mod tests {
         assert!(!is_repr_spelling(b"1.50"));
         assert!(!is_repr_spelling(b"0.00001"));
         assert_eq!(std::mem::size_of::<Node>(), 16);
+    }
+
+    #[test]
+    fn skim_finds_the_same_end_as_a_full_parse() {
+        let texts = [
+            r#"[1,2,3,[4,5,[6]],{"a":[7,8]},"x]y",9]"#,
+            r#"{"columns":{"a":[1.5,2.25,3.125,4,5,6,7,8,9,10,11,12],"b":[[],[[]],{}]},"n":"}{"}"#,
+            r#"[[[[[[1234567890123,1234567890123,1234567890123]]]]]]"#,
+            r#"["\"]\\",{"k":"v\\\""},[0.001,0.002,0.003,0.004,0.005,0.006,0.007]]"#,
+        ];
+        for text in texts {
+            let doubled = format!("[{text},{text}] ");
+            let mut skim = Parser::new(doubled.as_bytes(), JsonLimits::default()).unwrap();
+            skim.skim_value(1).unwrap();
+            let mut full = Parser::new(doubled.as_bytes(), JsonLimits::default()).unwrap();
+            full.skip_value(1).unwrap();
+            assert_eq!(skim.pos(), full.pos(), "{text}");
+        }
+        for bad in [
+            "[1,2,[3,4]",
+            r#"[1,"abc]"#,
+            "[NaN,1]",
+            "[1,2,3,4,5,6,7,8,9,Infinity]",
+        ] {
+            let mut skim = Parser::new(bad.as_bytes(), JsonLimits::default()).unwrap();
+            assert!(skim.skim_value(1).is_err(), "{bad}");
+        }
     }
 
     #[test]
