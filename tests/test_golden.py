@@ -80,3 +80,34 @@ def test_walkthrough_bounds_are_the_published_ones() -> None:
     assert b4["max_prefix_gap_error_us"] == 1.713
     motif = by_name["motif-ab"]
     assert (motif["source_events"], motif["canary_events"]) == (12, 1)
+
+
+REPLAY = json.loads((GOLDEN / "replay.json").read_text())
+
+
+@pytest.mark.parametrize("case", REPLAY, ids=[c["name"] for c in REPLAY])
+def test_replay_vector(case: dict[str, Any]) -> None:
+    source = next(c for c in COMPILE if c["name"] == case["compile_case"])
+    if "trace_file" in source:
+        trace: bytes = (GOLDEN / Path(source["trace_file"])).read_bytes()
+    else:
+        trace = dumps(source["trace"]).encode()
+    canary = commcanary.compile(trace, **source.get("options", {}))
+    settings = dict(case["settings"])
+    backend = commcanary.Backend(**settings.pop("backend", {}))
+    report = commcanary.replay(canary, backend=backend, **settings)
+    want = case["expected"]
+    assert report.summary_line() == want["line"]
+    assert report.metrics == want["metrics"]
+    assert (report.by_phase, report.by_op) == (want["by_phase"], want["by_op"])
+    assert hashlib.sha256(report.to_bytes()).hexdigest() == want["report_sha256"]
+
+
+def test_replay_vectors_include_the_published_walkthrough_lines() -> None:
+    lines = {c["name"]: c["expected"]["line"] for c in REPLAY}
+    assert lines["walkthrough-demo/default"].endswith(
+        "median=91.977 us p95=107.746 us p99=108.321 us hidden=16.27%"
+    )
+    assert lines["walkthrough-demo/floor-12"].endswith(
+        "median=121.409 us p95=146.616 us p99=152.095 us hidden=13.25%"
+    )

@@ -10,6 +10,9 @@ change of the canary format or the compiler, read the diff, commit it.
   exercise every rung of the timing ladder, motifs and bounded intervals; the
   walkthrough's published numbers (event ratios, bounds) are asserted by the
   tests independently of this file.
+* ``replay.json`` replays those canaries (every timing representation) under
+  the default backend, each ablation, several iterations and seeds, and
+  records metrics, breakdowns and the report's SHA-256.
 """
 
 from __future__ import annotations
@@ -88,7 +91,35 @@ def regen_compile() -> None:
     path.write_text(json.dumps(cases, indent=1) + "\n")
 
 
+def regen_replay() -> None:
+    import commcanary
+
+    compile_cases = {c["name"]: c for c in json.loads((HERE / "compile.json").read_text())}
+    path = HERE / "replay.json"
+    cases = json.loads(path.read_text())
+    for case in cases:
+        source = compile_cases[case["compile_case"]]
+        trace = (
+            (HERE / source["trace_file"]).read_bytes()
+            if "trace_file" in source
+            else canonical(source["trace"]).encode()
+        )
+        canary = commcanary.compile(trace, **source.get("options", {}))
+        settings = dict(case["settings"])
+        backend = commcanary.Backend(**settings.pop("backend", {}))
+        report = commcanary.replay(canary, backend=backend, **settings)
+        case["expected"] = {
+            "line": report.summary_line(),
+            "metrics": report.metrics,
+            "by_phase": report.by_phase,
+            "by_op": report.by_op,
+            "report_sha256": hashlib.sha256(report.to_bytes()).hexdigest(),
+        }
+    path.write_text(json.dumps(cases, indent=1) + "\n")
+
+
 if __name__ == "__main__":
     regen_canonical()
     regen_pyfloat()
     regen_compile()
+    regen_replay()

@@ -147,3 +147,59 @@ fn compile_vectors() {
         );
     }
 }
+
+#[test]
+fn replay_vectors() {
+    use commcanary_core::canary::read::read_canary;
+    use commcanary_core::report::{join_sections, sections};
+    use commcanary_core::sim::{Ablations, Settings, replay};
+
+    let compile_doc = read("compile.json");
+    let compile_cases: Vec<Value<'_>> = compile_doc.root().unwrap().elements().collect();
+    let doc = read("replay.json");
+    for case in doc.root().unwrap().elements() {
+        let name = text(case, "name");
+        let source = compile_cases
+            .iter()
+            .find(|c| text(**c, "name") == text(case, "compile_case"))
+            .unwrap();
+        let bytes = match source.get("trace_file") {
+            Some(f) => std::fs::read(golden_dir().join(Path::new(f.as_str().unwrap()))).unwrap(),
+            None => canon::to_vec(source.get("trace").unwrap()),
+        };
+        let trace = load_bytes(&bytes, &LoadOptions::default()).unwrap();
+        let compiled = compile(&trace, &options(source.get("options"))).unwrap();
+        let canary = read_canary(&compiled.canary).unwrap();
+        let mut s = Settings::default();
+        let given = case.get("settings").unwrap();
+        if let Some(b) = given.get("backend") {
+            for (k, v) in b.members() {
+                match k {
+                    b"label" => s.label = v.as_str().unwrap().to_owned(),
+                    b"bandwidth_gbps" => s.bandwidth_gbps = v.as_number().unwrap(),
+                    b"latency_floor_us" => s.latency_floor_us = v.as_number().unwrap(),
+                    b"compute_pressure" => s.compute_pressure = v.as_number().unwrap(),
+                    b"overlap_efficiency" => s.overlap_efficiency = v.as_number().unwrap(),
+                    other => panic!("unknown backend key {}", String::from_utf8_lossy(other)),
+                }
+            }
+        }
+        if let Some(i) = given.get("iterations") {
+            s.iterations = i.as_i64().unwrap() as u32;
+        }
+        if let Some(seed) = given.get("seed") {
+            s.seed = seed.as_i64().unwrap();
+        }
+        if let Some(a) = given.get("ablations") {
+            s.ablations = Ablations::parse(a.elements().map(|v| v.as_str().unwrap())).unwrap();
+        }
+        let r = replay(&canary.program, &s).unwrap();
+        let report = join_sections(&sections(&canary, &r, &s, false));
+        let want = case.get("expected").unwrap();
+        assert_eq!(
+            hex(&Sha256::digest(&report)),
+            text(want, "report_sha256"),
+            "{name}"
+        );
+    }
+}
