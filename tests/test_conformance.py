@@ -32,6 +32,11 @@ REQUIRED = [
     "compare-pct-warn",
     "verify-report-clean",
     "verify-report-tamper",
+    "behavior-search-compile",
+    "behavior-search-approximation",
+    "behavior-search-announced",
+    "behavior-search-ledger-not-in-bytes (FIX)",
+    "behavior-search-verifies",
 ]
 
 

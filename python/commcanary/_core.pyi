@@ -44,6 +44,7 @@ class Trace:
         lossless_timing: bool = False,
         sequence_motifs: bool = True,
         allow_empty: bool = False,
+        compiler_members: list[tuple[str, bytes]] | None = None,
     ) -> CompiledCanary: ...
 
 class CompiledCanary:
@@ -110,3 +111,35 @@ def read_report_file(path: str, *, samples: bool = True, data: bytes | None = No
 def verify_report_files(
     report_path: str, canary_path: str
 ) -> list[tuple[str, bool, bytes | None, bytes | None]]: ...
+
+class BehaviorReference:
+    """The source side of behaviour checks: the trace's lossless program replayed per configuration."""
+
+    @property
+    def configuration_names(self) -> list[str]: ...
+    @property
+    def trace_events(self) -> int: ...
+
+def behavior_reference(
+    trace: Trace, configurations: list[tuple[str, float, float, float, float, int, int, int]]
+) -> BehaviorReference: ...
+def evaluate_behavior(
+    reference: BehaviorReference,
+    path: str,
+    *,
+    tolerances: tuple[float, float, float, float, float],
+    data: bytes | None = None,
+) -> tuple[list[bool], bool, bytes, bytes, int]: ...
+def behavior_search(
+    trace: Trace,
+    reference: BehaviorReference,
+    *,
+    min_limit: int,
+    max_limit: int,
+    tolerances: tuple[float, float, float, float, float],
+    max_events: int | None = None,
+    budgets: list[tuple[str, float]] | None = None,
+    lossless_timing: bool = False,
+    sequence_motifs: bool = True,
+) -> tuple[CompiledCanary, dict[str, Any], bytes]: ...
+def check_canary(path: str, *, data: bytes | None = None) -> int: ...

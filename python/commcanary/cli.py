@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -128,6 +128,46 @@ def compile_command(
     disable_sequence_motifs: Annotated[
         bool, typer.Option("--disable-sequence-motifs", help="Emit flat events only.")
     ] = False,
+    require_behavior_verification: Annotated[
+        bool,
+        typer.Option(
+            "--require-behavior-verification",
+            help="Fail unless the canary passes source, behavioural and ranking verification.",
+        ),
+    ] = False,
+    reference_trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--reference-trace",
+            help="With --require-behavior-verification: verify against this original workload "
+            "(for a trace that is a subset or reduction of it).",
+        ),
+    ] = None,
+    allow_partial_source: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial-source",
+            help="With --require-behavior-verification: accept a partial source, verified against "
+            "itself, and label the canary partial_source.",
+        ),
+    ] = False,
+    behavior_search: Annotated[
+        bool,
+        typer.Option(
+            "--behavior-search",
+            help="Search timing sample limits for the smallest behaviourally verified canary.",
+        ),
+    ] = False,
+    behavior_search_min_sample_limit: Annotated[
+        int, typer.Option("--behavior-search-min-sample-limit", help="Lowest limit searched (>= 2).")
+    ] = 2,
+    search_evidence_output: Annotated[
+        Path | None,
+        typer.Option(
+            "--search-evidence-output",
+            help="Where to write the search ledger (default: beside the canary, *.search-evidence.json).",
+        ),
+    ] = None,
 ) -> None:
     """Compile a trace into a canary."""
     budgets = {
@@ -151,16 +191,37 @@ def compile_command(
         from commcanary.compiler import compile as compile_trace
         from commcanary.io import check_output_path
 
+        if behavior_search_min_sample_limit < 2:
+            fail("behavior_search_min_sample_limit must be at least 2")
+        if not behavior_search and search_evidence_output is not None:
+            fail("--search-evidence-output needs --behavior-search")
+        if not require_behavior_verification and (reference_trace is not None or allow_partial_source):
+            fail("--reference-trace and --allow-partial-source need --require-behavior-verification")
+        if reference_trace is not None and allow_partial_source:
+            fail("--reference-trace and --allow-partial-source are alternatives; give one")
         check_output_path(output)
-        canary = compile_trace(
-            str(trace),
-            timing_sample_limit=timing_sample_limit,
-            max_events=max_events,
-            budgets={k: v for k, v in budgets.items() if v is not None},
-            lossless_timing=lossless_timing,
-            sequence_motifs=not disable_sequence_motifs,
-        )
-        canary.write(output)
+        options: dict[str, Any] = {
+            "max_events": max_events,
+            "budgets": {k: v for k, v in budgets.items() if v is not None},
+            "lossless_timing": lossless_timing,
+            "sequence_motifs": not disable_sequence_motifs,
+        }
+        if behavior_search:
+            canary = _compile_with_search(
+                trace,
+                output,
+                search_evidence_output,
+                behavior_search_min_sample_limit,
+                timing_sample_limit,
+                options,
+            )
+        elif require_behavior_verification:
+            canary = _compile_strict(
+                trace, output, reference_trace, allow_partial_source, timing_sample_limit, options
+            )
+        else:
+            canary = compile_trace(str(trace), timing_sample_limit=timing_sample_limit, **options)
+            canary.write(output)
         s = canary.summary
         typer.echo(
             f"compiled {s['source_events']} trace events into {s['canary_events']} canary events; "
@@ -176,6 +237,90 @@ def compile_command(
                 f"pressure<={_fmt(b['max_pressure_error'])}, "
                 f"prefix-gap<={_fmt(b['max_prefix_gap_error_us'])} us"
             )
+
+
+def default_evidence_path(output: Path) -> Path:
+    """``x.canary.json`` -> ``x.canary.search-evidence.json``, beside the canary."""
+    name = output.name[:-5] if output.name.endswith(".json") else output.name
+    return output.with_name(name + ".search-evidence.json")
+
+
+def _compile_with_search(
+    trace: Path, output: Path, evidence: Path | None, min_limit: int, max_limit: int, options: dict[str, Any]
+) -> Any:
+    from commcanary.behavior import search
+    from commcanary.io import check_output_path, write_bytes_atomic
+
+    evidence_path = evidence if evidence is not None else default_evidence_path(output)
+    if evidence_path.resolve() == output.resolve():
+        fail("--search-evidence-output must differ from --output")
+    check_output_path(evidence_path)
+    count = max(0, max_limit - min_limit + 1)
+    typer.echo(
+        f"behavior search: evaluating up to {count} uniform candidates plus per-group refinement", err=True
+    )
+    if max_limit < min_limit:
+        fail(f"timing_sample_limit={max_limit} must be at least behavior_search_min_sample_limit={min_limit}")
+    result = search(str(trace), min_limit=min_limit, max_limit=max_limit, **options)
+    write_bytes_atomic(evidence_path, result.evidence_bytes)
+    try:
+        result.canary.write(output)
+    except BaseException:
+        evidence_path.unlink(missing_ok=True)
+        raise
+    selected = result.evidence["search"]["selected_candidate"]
+    typer.echo(
+        f"behavior search: selected timing_sample_limit={selected['timing_sample_limit']} "
+        f"({selected['timing_sample_limit_mode']}) from {result.summary['accepted_candidates']} verified of "
+        f"{result.summary['candidates']} candidates; evidence: {evidence_path} ({len(result.evidence_bytes)} bytes)",
+        err=True,
+    )
+    return result.canary
+
+
+def _compile_strict(
+    trace: Path,
+    output: Path,
+    reference: Path | None,
+    allow_partial: bool,
+    limit: int,
+    options: dict[str, Any],
+) -> Any:
+    from commcanary.behavior import verify_canary_bytes
+    from commcanary.compiler import compile as compile_trace
+    from commcanary.compiler import load_trace
+
+    loaded = load_trace(str(trace))
+    canary = compile_trace(loaded, timing_sample_limit=limit, **options)
+    partial = canary.summary["source_coverage_status"] == "partial_source"
+    if partial and reference is None and not allow_partial:
+        reason = canary.summary.get("source_coverage_reason") or "it is partial"
+        fail(
+            f"--require-behavior-verification refuses {trace}: it is a partial source ({reason}); "
+            "pass --reference-trace ORIGINAL to verify against the workload it came from, "
+            "or --allow-partial-source to accept it labelled partial_source"
+        )
+    against = reference if reference is not None else trace
+    result = verify_canary_bytes(str(against), canary.to_bytes(), f"{output} (compiled canary)")
+    if result["status"] != "behaviorally_verified":
+        for line in _behavior_lines(result):
+            typer.echo(line)
+        fail(
+            f"compiled canary failed required behavior verification against {against}: "
+            f"status {result['status']}, source verified: {result['source_verified_status']}, "
+            f"behavioral fidelity: {result['behavioral_fidelity_status']}, "
+            f"configuration ranking: {result['configuration_ranking_status']}"
+        )
+    members = {
+        "behavior_verification_status": result["status"],
+        "behavioral_fidelity_status": result["behavioral_fidelity_status"],
+        "configuration_ranking_status": result["configuration_ranking_status"],
+        "source_verified_status": result["source_verified_status"],
+        "behavior_verification_reference": "reference_trace" if reference is not None else "input_trace",
+    }
+    final = compile_trace(loaded, timing_sample_limit=limit, compiler_members=members, **options)
+    final.write(output)
+    return final
 
 
 def _write_json(path: Path, document: object) -> None:
@@ -308,6 +453,13 @@ def compare_command(
         raise typer.Exit(EXIT_NEGATIVE)
 
 
+def _echo_checks(title: str, result: dict[str, Any]) -> None:
+    """``{title}: {status}`` then one ``- {check}: {status}`` line per check."""
+    typer.echo(f"{title}: {result['status']}")
+    for check in result["checks"]:
+        typer.echo(f"- {check['name']}: {check['status']}")
+
+
 @app.command("verify-report")
 def verify_report_command(
     report: Annotated[Path, typer.Argument(help="Report to verify.")],
@@ -322,10 +474,91 @@ def verify_report_command(
         check_output_path(output)
         result = verify_report(report, canary)
         _write_json(output, result)
-        typer.echo(f"report verification: {result['status']}")
-        for check in result["checks"]:
-            typer.echo(f"- {check['name']}: {check['status']}")
+        _echo_checks("report verification", result)
     if result["status"] != "model_recomputed":
+        raise typer.Exit(EXIT_NEGATIVE)
+
+
+@app.command("verify-fidelity")
+def verify_fidelity_command(
+    trace: Annotated[Path, typer.Argument(help="The source trace.")],
+    canary: Annotated[Path, typer.Argument(help="The canary compiled from it.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the verification.")],
+) -> None:
+    """Recompute every commitment and error bound of a canary from its trace; exit 1 on any mismatch."""
+    with errors_exit():
+        from commcanary.behavior import verify_fidelity_files
+        from commcanary.io import check_output_path
+
+        check_output_path(output)
+        result = verify_fidelity_files(trace, canary)
+        _write_json(output, result)
+        _echo_checks("fidelity verification", result)
+    if result["status"] != "source_verified":
+        raise typer.Exit(EXIT_NEGATIVE)
+
+
+def _behavior_lines(result: dict[str, object]) -> list[str]:
+    lines = [
+        f"behavior verification: {result['status']}",
+        f"- representation fidelity: {result['representation_fidelity_status']}",
+        f"- source verified: {result['source_verified_status']}",
+        f"- behavioral fidelity: {result['behavioral_fidelity_status']}",
+        f"- configuration ranking: {result['configuration_ranking_status']}",
+    ]
+    rows = result["configurations"]
+    assert isinstance(rows, list)
+    lines += [f"- {row['name']}: {row['status']}" for row in rows]
+    ranking = result["ranking"]
+    assert isinstance(ranking, dict)
+    lines.append(f"- ranking: {ranking['status']}")
+    return lines
+
+
+def _tolerances(relative: float, absolute: float, hidden: float, recall: float, tie: float) -> Any:
+    from commcanary.behavior import Tolerances
+
+    t = Tolerances(relative, absolute, hidden, recall, tie)
+    t.validate()
+    return t
+
+
+@app.command("verify-behavior")
+def verify_behavior_command(
+    trace: Annotated[Path, typer.Argument(help="The source trace.")],
+    canary: Annotated[Path, typer.Argument(help="The canary to check against it.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the verification.")],
+    relative_tolerance_pct: Annotated[float, typer.Option("--relative-tolerance-pct")] = 10.0,
+    absolute_tolerance_us: Annotated[float, typer.Option("--absolute-tolerance-us")] = 1.0,
+    hidden_tolerance_points: Annotated[float, typer.Option("--hidden-tolerance-points")] = 5.0,
+    tail_recall_threshold: Annotated[float, typer.Option("--tail-recall-threshold")] = 0.80,
+    ranking_tie_tolerance_us: Annotated[float, typer.Option("--ranking-tie-tolerance-us")] = 0.001,
+    configurations: Annotated[
+        Path | None,
+        typer.Option(
+            "--configurations", help="JSON list of replay configurations (default: the five built in)."
+        ),
+    ] = None,
+) -> None:
+    """Check that a canary makes the model behave like its whole source trace; exit 1 unless verified."""
+    with errors_exit():
+        from commcanary.behavior import load_configurations, verify_behavior
+        from commcanary.io import check_output_path
+
+        tolerances = _tolerances(
+            relative_tolerance_pct,
+            absolute_tolerance_us,
+            hidden_tolerance_points,
+            tail_recall_threshold,
+            ranking_tie_tolerance_us,
+        )
+        configs = load_configurations(configurations) if configurations is not None else None
+        check_output_path(output)
+        result = verify_behavior(trace, canary, configurations=configs, tolerances=tolerances)
+        _write_json(output, result)
+        for line in _behavior_lines(result):
+            typer.echo(line)
+    if result["status"] != "behaviorally_verified":
         raise typer.Exit(EXIT_NEGATIVE)
 
 

@@ -146,12 +146,16 @@ def compile(
     lossless_timing: bool = False,
     sequence_motifs: bool = True,
     allow_empty: bool = False,
+    compiler_members: Mapping[str, Any] | None = None,
 ) -> Canary:
     """Compile a trace (path, bytes or loaded :class:`Trace`) into a :class:`Canary`.
 
     ``budgets`` maps bound names (see :data:`BOUND_FIELDS`) to maxima; a bound
     that is exceeded raises :class:`commcanary.errors.BudgetError` carrying the
     achieved value, as does ``lossless_timing=True`` when approximation is needed.
+    ``compiler_members`` adds JSON members to the canary's ``compiler`` block
+    (verification statuses, a search summary); they are covered by its
+    provenance digest and counted in its bytes.
     """
     options: dict[str, Any] = {
         "timing_sample_limit": timing_sample_limit,
@@ -162,6 +166,15 @@ def compile(
         "sequence_motifs": sequence_motifs,
         "allow_empty": allow_empty,
     }
+    if compiler_members:
+        import orjson
+
+        options["compiler_members"] = [
+            (key, orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
+            for key, value in sorted(compiler_members.items())
+        ]
+        if not isinstance(source, _core.Trace):
+            source = load_trace(source)
     if isinstance(source, _core.Trace):
         return Canary(source.compile(**options))
     if isinstance(source, bytes | bytearray | memoryview):

@@ -10,10 +10,14 @@
 //! * [`compile`]: the trace-to-canary compiler (ordering, grouping, the timing
 //!   compression ladder, bounded intervals with SHA-256 segment commitments,
 //!   sequence motifs, fidelity accounting, canonical canary bytes).
+//! * [`behavior`]: behavioural fidelity of a canary against its source under
+//!   several replay configurations, and the search for the smallest canary
+//!   that keeps it.
 //!
 //! All data crosses module boundaries as plain Rust values; errors are one
 //! [`Error`] type with a kind and a path-free one-line message.
 
+pub mod behavior;
 pub mod canary;
 pub mod compile;
 pub mod error;

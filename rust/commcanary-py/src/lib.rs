@@ -4,6 +4,7 @@
 //! interpreter while the core works (`Python::detach`), and converts the
 //! result or maps the core error onto the exception hierarchy defined here.
 
+mod behavior;
 mod replay;
 
 use std::path::PathBuf;
@@ -61,9 +62,9 @@ pub(crate) fn to_py_err(err: &Error, path: Option<&str>) -> PyErr {
 
 /// A parsed `commcanary.trace.v1` trace held in columnar form.
 #[pyclass(frozen, name = "Trace", module = "commcanary._core")]
-struct PyTrace {
-    inner: Arc<Trace>,
-    source: String,
+pub(crate) struct PyTrace {
+    pub(crate) inner: Arc<Trace>,
+    pub(crate) source: String,
 }
 
 fn f64_column<'py>(py: Python<'py>, values: &[f64]) -> Bound<'py, PyArray1<f64>> {
@@ -141,7 +142,7 @@ impl PyTrace {
     }
 
     /// Compiles the trace into a canary (see `commcanary.compile`).
-    #[pyo3(signature = (*, timing_sample_limit=128, timing_sample_limits_by_group=None, max_events=None, budgets=None, lossless_timing=false, sequence_motifs=true, allow_empty=false))]
+    #[pyo3(signature = (*, timing_sample_limit=128, timing_sample_limits_by_group=None, max_events=None, budgets=None, lossless_timing=false, sequence_motifs=true, allow_empty=false, compiler_members=None))]
     #[allow(clippy::too_many_arguments)]
     fn compile(
         &self,
@@ -153,8 +154,9 @@ impl PyTrace {
         lossless_timing: bool,
         sequence_motifs: bool,
         allow_empty: bool,
+        compiler_members: Option<Vec<(String, Vec<u8>)>>,
     ) -> PyResult<PyCompiled> {
-        let options = compile_options(
+        let mut options = compile_options(
             timing_sample_limit,
             timing_sample_limits_by_group,
             max_events,
@@ -163,6 +165,11 @@ impl PyTrace {
             sequence_motifs,
             allow_empty,
         )?;
+        for (key, value) in compiler_members.unwrap_or_default() {
+            options
+                .compiler_members
+                .push((key, canonical_member(&value)?));
+        }
         let trace = Arc::clone(&self.inner);
         let compiled = py
             .detach(move || compile(&trace, &options))
@@ -173,7 +180,15 @@ impl PyTrace {
     }
 }
 
-fn compile_options(
+/// Re-serializes one extra `compiler` member as canonical JSON.
+fn canonical_member(value: &[u8]) -> PyResult<Vec<u8>> {
+    let doc = parse(value, JsonLimits::default()).map_err(|e| to_py_err(&e, None))?;
+    doc.root()
+        .map(canon::to_vec)
+        .ok_or_else(|| InputError::new_err("a compiler member must be a JSON value"))
+}
+
+pub(crate) fn compile_options(
     timing_sample_limit: i64,
     by_group: Option<Vec<(i64, i64)>>,
     max_events: Option<i64>,
@@ -232,13 +247,14 @@ fn compile_options(
         lossless_timing,
         sequence_motifs,
         allow_empty,
+        compiler_members: Vec::new(),
     })
 }
 
 /// A compiled canary: its canonical bytes and its summary.
 #[pyclass(frozen, name = "CompiledCanary", module = "commcanary._core")]
-struct PyCompiled {
-    inner: Arc<Compiled>,
+pub(crate) struct PyCompiled {
+    pub(crate) inner: Arc<Compiled>,
 }
 
 #[pymethods]
@@ -450,6 +466,10 @@ fn py_round(x: f64, ndigits: u32) -> f64 {
 
 #[pymodule]
 mod _core {
+    #[pymodule_export]
+    use super::behavior::{
+        PyBehaviorReference, behavior_reference, behavior_search, check_canary, evaluate_behavior,
+    };
     #[pymodule_export]
     use super::replay::{
         PyReplayReport, PyReportDocument, read_report_file, replay_canary, verify_report_files,

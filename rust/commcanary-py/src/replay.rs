@@ -28,7 +28,7 @@ fn read_file(path: &std::path::Path, display: &str) -> PyResult<Vec<u8>> {
 
 /// Replay settings from keyword arguments.
 #[allow(clippy::too_many_arguments)]
-fn settings(
+pub(crate) fn settings(
     label: String,
     bandwidth_gbps: f64,
     latency_floor_us: f64,

@@ -400,8 +400,6 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
         "compiler",
         "events",
         "format",
-        "interval_columns",
-        "interval_error_columns",
         "signatures",
         "source_format",
         "system",
@@ -501,21 +499,6 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
         }
         c
     };
-    if let Some(v) = root.get("interval_columns") {
-        if string_list(Some(v), "field 'interval_columns'")? != expected_interval {
-            return Err(bad(
-                "field 'interval_columns' does not match the timing columns",
-            ));
-        }
-    }
-    if let Some(v) = root.get("interval_error_columns") {
-        if string_list(Some(v), "field 'interval_error_columns'")? != expected_errors {
-            return Err(bad(
-                "field 'interval_error_columns' does not match the timing columns",
-            ));
-        }
-    }
-
     // Signatures.
     let sigs = root
         .get("signatures")

@@ -12,8 +12,10 @@
 //!   compute_overlap_us, compute_pressure(, observed_exposed_us)(, compute_fields_uncertain)]`
 //! * pattern record: `{"gap_sum_us", "pattern": [plain record, ...], "repeats"}`
 //! * bounded record: `{"errors": [...], "interval": [...],
-//!   "source_segment_sha256": hex}` with arrays in the order of the canary's
-//!   `interval_error_columns` and `interval_columns`.
+//!   "source_segment_sha256": hex}` with arrays in the order of
+//!   [`interval_columns`] and [`error_columns`]. Those layouts are not stored:
+//!   they follow from `timing_columns` (observed latency present or not,
+//!   uncertain compute fields present or not), as the format document states.
 
 use super::{Block, Bounded, Leaf, Point, Program, Record};
 use crate::json::canon::{self, ObjectWriter};

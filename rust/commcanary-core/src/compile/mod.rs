@@ -26,7 +26,7 @@ use crate::fxhash::FxMap;
 use sha2::{Digest, Sha256};
 
 use crate::canary::commit::program_digests;
-use crate::canary::write::{ProgramWriter, error_columns, interval_columns, timing_columns};
+use crate::canary::write::{ProgramWriter, timing_columns};
 use crate::canary::{Block, Bounded, CANARY_FORMAT, Leaf, Point, Program, Record};
 use crate::error::{Error, ErrorKind, Result};
 use crate::json::canon::{self, ObjectWriter};
@@ -105,6 +105,11 @@ pub struct CompileOptions {
     pub sequence_motifs: bool,
     /// Accept an empty selection.
     pub allow_empty: bool,
+    /// Extra members of the `compiler` block, `(key, canonical JSON value)`
+    /// (verification statuses, the behaviour-search summary). Keys must not
+    /// be ones the compiler writes itself. They are covered by the
+    /// provenance digest and counted in `canary_bytes` like every other byte.
+    pub compiler_members: Vec<(String, Vec<u8>)>,
 }
 
 impl Default for CompileOptions {
@@ -117,9 +122,43 @@ impl Default for CompileOptions {
             lossless_timing: false,
             sequence_motifs: true,
             allow_empty: false,
+            compiler_members: Vec::new(),
         }
     }
 }
+
+/// Keys the compiler writes into the `compiler` block itself.
+pub const COMPILER_KEYS: [&str; 29] = [
+    "approximate_timing_records",
+    "artifact_provenance_sha256",
+    "byte_compression_ratio",
+    "calibration_evaluation_sha256",
+    "canary_bytes",
+    "canary_events",
+    "capture_uncertainty",
+    "event_compression_ratio",
+    "execution_semantic_sha256",
+    "expanded_canary_events",
+    "fidelity",
+    "fidelity_budget",
+    "producer",
+    "recursive_timing_records",
+    "sequence_motif_count",
+    "source_bytes",
+    "source_coverage_reason",
+    "source_coverage_status",
+    "source_events",
+    "source_trace_sha256",
+    "stored_approximate_timing_records",
+    "stored_recursive_timing_records",
+    "tail_signal",
+    "timing_group_count",
+    "timing_mode",
+    "timing_sample_limit",
+    "timing_sample_limit_mode",
+    "timing_sample_limits_by_group",
+    "trace_events",
+];
 
 /// Fidelity summary: per-field maxima over bounded records and gap totals.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -207,6 +246,8 @@ pub struct Summary {
     pub source_coverage_reason: Option<String>,
     /// Events with uncertain rank-local compute fields.
     pub uncertain_events: u64,
+    /// Extra `compiler` members (see [`CompileOptions::compiler_members`]).
+    pub extra_members: Vec<(String, Vec<u8>)>,
 }
 
 /// A compiled canary.
@@ -288,6 +329,19 @@ fn prepare(trace: &Trace, options: &CompileOptions) -> Result<(samples::Ordering
             && !(b >= 0.0 && b.is_finite())
         {
             return Err(Error::invalid(format!("{name} must be non-negative")));
+        }
+    }
+    let mut keys: Vec<&str> = options
+        .compiler_members
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    keys.sort_unstable();
+    for (i, key) in keys.iter().enumerate() {
+        if COMPILER_KEYS.contains(key) || (i > 0 && keys[i - 1] == *key) {
+            return Err(Error::invalid(format!(
+                "compiler member '{key}' is reserved or repeated"
+            )));
         }
     }
     let ordering = order_events(&trace.events)?;
@@ -592,6 +646,7 @@ fn compile_ordered(
         source_coverage_status: coverage,
         source_coverage_reason: reason,
         uncertain_events,
+        extra_members: options.compiler_members.clone(),
     };
 
     // The canary is `{"compiler":{...},` followed by the body below; the body
@@ -644,12 +699,6 @@ fn compile_ordered(
     };
     rest.extend_from_slice(b"],\"format\":");
     canon::write_str(&mut rest, CANARY_FORMAT);
-    if !program.bounded.is_empty() {
-        rest.extend_from_slice(b",\"interval_columns\":");
-        column_list(&mut rest, interval_columns(&program));
-        rest.extend_from_slice(b",\"interval_error_columns\":");
-        column_list(&mut rest, error_columns(&program));
-    }
     rest.extend_from_slice(b",\"signatures\":");
     writer.write_signatures(&mut rest);
     rest.extend_from_slice(b",\"source_format\":");
@@ -774,6 +823,82 @@ fn settle_size(summary: &Summary, fixed_len: usize) -> Result<(u64, f64)> {
 /// Renders the `compiler` block; `sizes` adds `canary_bytes`,
 /// `byte_compression_ratio` and the provenance digest.
 fn compiler_block(s: &Summary, sizes: Option<(u64, f64)>) -> Vec<u8> {
+    let base = base_compiler_block(s, sizes);
+    if s.extra_members.is_empty() {
+        base
+    } else {
+        merge_members(&base, &s.extra_members)
+    }
+}
+
+/// Splits a canonical JSON object into its members `(key, "key":value)`.
+fn object_members(obj: &[u8]) -> Vec<(&[u8], &[u8])> {
+    let mut members = Vec::new();
+    let inner = &obj[1..obj.len() - 1];
+    let (mut depth, mut in_string, mut escaped, mut start) = (0usize, false, false, 0usize);
+    for (i, &b) in inner.iter().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth -= 1,
+            b',' if depth == 0 => {
+                members.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if !inner.is_empty() {
+        members.push(&inner[start..]);
+    }
+    members
+        .into_iter()
+        .map(|m| {
+            let end = m[1..]
+                .iter()
+                .position(|&b| b == b'"')
+                .map_or(m.len(), |p| p + 1);
+            (&m[1..end], m)
+        })
+        .collect()
+}
+
+/// Inserts `extra` members into the canonical object `base`, in key order.
+fn merge_members(base: &[u8], extra: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut rendered: Vec<(Vec<u8>, Vec<u8>)> = object_members(base)
+        .into_iter()
+        .map(|(k, m)| (k.to_vec(), m.to_vec()))
+        .collect();
+    for (k, v) in extra {
+        let mut m = Vec::with_capacity(k.len() + v.len() + 3);
+        canon::write_str(&mut m, k);
+        m.push(b':');
+        m.extend_from_slice(v);
+        rendered.push((k.as_bytes().to_vec(), m));
+    }
+    rendered.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out = Vec::with_capacity(base.len() + 64);
+    out.push(b'{');
+    for (i, (_, m)) in rendered.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(m);
+    }
+    out.push(b'}');
+    out
+}
+
+fn base_compiler_block(s: &Summary, sizes: Option<(u64, f64)>) -> Vec<u8> {
     let mut out = Vec::with_capacity(2048);
     let mut o = ObjectWriter::new(&mut out);
     o.i64(
