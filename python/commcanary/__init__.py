@@ -13,11 +13,19 @@ Public API::
     report.metrics, report.by_phase, report.samples["exposed_us"]
     result = commcanary.compare(baseline, candidate, commcanary.Thresholds(p99_threshold_pct=20))
     commcanary.verify_report("baseline.report.json", "workload.canary.json")["status"]
+
+    commcanary.verify_fidelity("trace.json", "workload.canary.json")["status"]
+    commcanary.verify_behavior("trace.json", "workload.canary.json")["status"]
+    found = commcanary.search_behavior("trace.json", min_limit=2, max_limit=128)
+    found.canary.write("small.canary.json"); found.evidence_bytes  # the search ledger
 """
 
 from __future__ import annotations
 
 from commcanary._core import __version__
+from commcanary.behavior import DEFAULT_CONFIGURATIONS, SearchResult, Tolerances, verify_behavior
+from commcanary.behavior import search as search_behavior
+from commcanary.behavior import verify_fidelity_files as verify_fidelity
 from commcanary.compare import Thresholds, compare
 from commcanary.compiler import BOUND_FIELDS, Canary, Trace, compile, load_trace
 from commcanary.errors import BudgetError, CommCanaryError, InputError, OutputError
@@ -28,6 +36,7 @@ from commcanary.verify import verify_report
 __all__ = [
     "BOUND_FIELDS",
     "CANARY_FORMAT",
+    "DEFAULT_CONFIGURATIONS",
     "TRACE_FORMAT",
     "Backend",
     "BudgetError",
@@ -36,12 +45,17 @@ __all__ = [
     "InputError",
     "OutputError",
     "Report",
+    "SearchResult",
     "Thresholds",
+    "Tolerances",
     "Trace",
     "__version__",
     "compare",
     "compile",
     "load_trace",
     "replay",
+    "search_behavior",
+    "verify_behavior",
+    "verify_fidelity",
     "verify_report",
 ]

@@ -589,3 +589,88 @@ pub fn evaluate(
         ranking_json,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{LoadOptions, load_bytes};
+
+    const LONG: &[u8] = include_bytes!("../../../../examples/traces/llama70b_tp8_trace_long.json");
+
+    fn source() -> (Trace, Vec<Run>) {
+        let trace = load_bytes(LONG, &LoadOptions::default()).unwrap();
+        let reference = reference_program(&trace).unwrap();
+        let source = runs(&reference, &default_configurations()).unwrap();
+        (trace, source)
+    }
+
+    #[test]
+    fn either_tolerance_suffices() {
+        let t = Tolerances::default();
+        assert!(within(100.0, 109.9, &t)); // 9.9 % relative
+        assert!(within(0.5, 1.4, &t)); // 0.9 µs absolute
+        assert!(!within(100.0, 111.0, &t));
+        assert!(within(0.0, 1.0, &t) && !within(0.0, 1.5, &t));
+    }
+
+    #[test]
+    fn relations_respect_the_tie_tolerance() {
+        assert_eq!(relation(1.0, 1.0005, 0.001), "tie");
+        assert_eq!(relation(1.0, 2.0, 0.001), "left_better");
+        assert_eq!(relation(2.0, 1.0, 0.001), "right_better");
+    }
+
+    #[test]
+    fn tail_recall_counts_shared_slowest_indices() {
+        let source = [1.0, 9.0, 2.0, 8.0, 3.0];
+        assert_eq!(tail_recall(&source, &source, 95.0).0, 1.0);
+        // The canary's slowest sample is a different event.
+        let canary = [9.5, 1.0, 2.0, 8.0, 3.0];
+        let (recall, _, size) = tail_recall(&source, &canary, 95.0);
+        assert_eq!((recall, size), (0.0, 1));
+        assert_eq!(tail_recall(&[], &canary, 99.0).0, 1.0);
+    }
+
+    #[test]
+    fn the_reference_verifies_against_itself_and_a_subset_does_not() {
+        let (trace, source) = source();
+        let configs = default_configurations();
+        let e = evaluate(&source, &source, &configs, &Tolerances::default());
+        assert!(e.rows_pass.iter().all(|&p| p) && e.ranking_pass);
+        assert_eq!((e.passed_pairs, e.total_pairs), (40, 40));
+
+        let options = CompileOptions {
+            max_events: Some(10),
+            ..CompileOptions::default()
+        };
+        let prefix = compile(&trace, &options).unwrap();
+        let e = evaluate(
+            &source,
+            &runs(&prefix.program, &configs).unwrap(),
+            &configs,
+            &Tolerances::default(),
+        );
+        assert!(
+            e.rows_pass.iter().all(|&p| !p),
+            "the count check fails every row"
+        );
+        let rows = String::from_utf8(e.rows_json).unwrap();
+        assert!(rows.contains(
+            r#""metric":"count","relative_delta_pct":82.14,"source":56,"status":"fail""#
+        ));
+    }
+
+    #[test]
+    fn tolerances_are_validated() {
+        let bad = Tolerances {
+            tail_recall: 1.5,
+            ..Tolerances::default()
+        };
+        assert!(bad.validate().is_err());
+        let bad = Tolerances {
+            absolute_us: f64::NAN,
+            ..Tolerances::default()
+        };
+        assert!(bad.validate().is_err());
+    }
+}

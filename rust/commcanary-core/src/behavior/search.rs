@@ -584,3 +584,82 @@ fn write_rows(out: &mut Vec<u8>, rows: &[Row], selected: Option<usize>) {
     }
     out.push(b']');
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::behavior::{default_configurations, reference_program};
+    use crate::trace::{LoadOptions, load_bytes};
+
+    const LONG: &[u8] = include_bytes!("../../../../examples/traces/llama70b_tp8_trace_long.json");
+
+    fn run(min: usize, max: usize) -> Result<SearchOutcome> {
+        let trace = load_bytes(LONG, &LoadOptions::default()).unwrap();
+        let configs = default_configurations();
+        let source = runs(&reference_program(&trace).unwrap(), &configs).unwrap();
+        let options = SearchOptions {
+            min_limit: min,
+            max_limit: max,
+            compile: CompileOptions::default(),
+            tolerances: Tolerances::default(),
+        };
+        search(&trace, &source, &configs, &options)
+    }
+
+    #[test]
+    fn selects_the_smallest_verified_uniform_limit() {
+        let outcome = run(2, 12).unwrap();
+        assert_eq!(outcome.candidate_count, 11);
+        assert_eq!(outcome.selected_options.timing_sample_limit, 2);
+        assert!(
+            outcome
+                .selected_options
+                .timing_sample_limits_by_group
+                .is_empty()
+        );
+        let ledger = String::from_utf8(outcome.ledger).unwrap();
+        assert_eq!(ledger.matches(r#""decision":"selected""#).count(), 1);
+        assert!(ledger.contains(r#""status":"skipped""#));
+    }
+
+    #[test]
+    fn refinement_tries_only_limits_that_change_a_group() {
+        // Zero tolerances: only an exact program verifies, so the uniform stage
+        // picks the lossless limit and every per-group attempt is rejected.
+        let trace = load_bytes(LONG, &LoadOptions::default()).unwrap();
+        let configs = default_configurations();
+        let source = runs(&reference_program(&trace).unwrap(), &configs).unwrap();
+        let options = SearchOptions {
+            min_limit: 2,
+            max_limit: 8,
+            compile: CompileOptions::default(),
+            tolerances: Tolerances {
+                relative_pct: 0.0,
+                absolute_us: 0.0,
+                hidden_points: 0.0,
+                tail_recall: 1.0,
+                tie_us: 0.0,
+            },
+        };
+        let outcome = search(&trace, &source, &configs, &options).unwrap();
+        assert_eq!(outcome.selected.summary.approximate_timing_records, 0);
+        let ledger = String::from_utf8(outcome.ledger).unwrap();
+        assert!(ledger.contains(r#""status":"no_smaller_verified_candidate""#));
+        // Groups of n > 2 events try limits 2..min(n, 8): a group of 8 tries 6.
+        let sizes = group_sizes(&outcome.selected);
+        let planned: usize = sizes
+            .iter()
+            .map(|&n| (n as usize).min(8).saturating_sub(2))
+            .sum();
+        assert!(planned > 0);
+        assert_eq!(outcome.candidate_count as usize, 7 + planned);
+        assert!(ledger.contains(&format!(r#""attempted_candidates":{planned}"#)));
+    }
+
+    #[test]
+    fn rejects_bad_ranges() {
+        assert!(run(1, 4).is_err());
+        assert!(run(5, 4).is_err());
+        assert!(run(2, MAX_CANDIDATES + 2).is_err());
+    }
+}
