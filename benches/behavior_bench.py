@@ -71,7 +71,16 @@ def main() -> int:
     searches = [(56, EXAMPLE)] + [(int(s), trace_of(int(s))) for s in args.search_sizes.split(",") if s]
     for size, trace in searches:
         out = work / f"search-{size}.canary.json"
-        argv = [cli, "compile", str(trace), "-o", str(out), "--behavior-search", "--timing-sample-limit", "128"]
+        argv = [
+            cli,
+            "compile",
+            str(trace),
+            "-o",
+            str(out),
+            "--behavior-search",
+            "--timing-sample-limit",
+            "128",
+        ]
         rows.append(("search", size, argv, (0,)))
     for size in (int(s) for s in args.verify_sizes.split(",") if s):
         trace = trace_of(size)
