@@ -56,7 +56,17 @@ def load_schema(name: str) -> dict[str, Any]:
     return loaded
 
 
-@pytest.mark.parametrize("name", ["report", "comparison", "report_verification"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "report",
+        "comparison",
+        "report_verification",
+        "fidelity_verification",
+        "behavior_verification",
+        "behavior_search_evidence",
+    ],
+)
 def test_other_schemas_are_valid(name: str) -> None:
     jsonschema.Draft202012Validator.check_schema(load_schema(name))
 
@@ -77,3 +87,20 @@ def test_reports_comparisons_and_verifications_validate(tmp_path: Any) -> None:
     base.write(tmp_path / "r.json")
     verification = verify_report(tmp_path / "r.json", canary_path)
     jsonschema.Draft202012Validator(load_schema("report_verification")).validate(verification)
+
+
+def test_behaviour_documents_validate(tmp_path: Any) -> None:
+    trace = EXAMPLES / "llama70b_tp8_trace_long.json"
+    found = commcanary.search_behavior(trace, min_limit=2, max_limit=12)
+    jsonschema.Draft202012Validator(load_schema("behavior_search_evidence")).validate(found.evidence)
+    canary_path = found.canary.write(tmp_path / "searched.json")
+    jsonschema.Draft202012Validator(schema()).validate(json.loads(canary_path.read_bytes()))
+    behavior = commcanary.verify_behavior(trace, canary_path)
+    jsonschema.Draft202012Validator(load_schema("behavior_verification")).validate(behavior)
+    fidelity = commcanary.verify_fidelity(trace, canary_path)
+    jsonschema.Draft202012Validator(load_schema("fidelity_verification")).validate(fidelity)
+    # A failing verification validates too.
+    demo = commcanary.compile(EXAMPLES / "llama70b_tp8_trace.json").write(tmp_path / "demo.json")
+    jsonschema.Draft202012Validator(load_schema("behavior_verification")).validate(
+        commcanary.verify_behavior(trace, demo)
+    )
