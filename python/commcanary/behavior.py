@@ -30,7 +30,6 @@ import hashlib
 import math
 import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -239,6 +238,8 @@ class _Inputs:
 
 
 def _load_inputs(trace: str | os.PathLike[str], configurations: list[dict[str, Any]]) -> _Inputs:
+    from concurrent.futures import ThreadPoolExecutor
+
     from commcanary.fidelity import SourceTrace
 
     path = os.fspath(trace)
@@ -264,6 +265,8 @@ def _verify(
     canary_name: str,
     tolerances: Tolerances,
 ) -> dict[str, Any]:
+    from concurrent.futures import ThreadPoolExecutor
+
     from commcanary.fidelity import verify_fidelity
 
     # Structure, weights, commitments and sizes first: a malformed canary is
