@@ -518,3 +518,46 @@ def test_strict_gate_refuses_max_events_and_passes_a_full_trace(tmp_path: Path) 
         "source_verified",
     )
     assert commcanary.verify_fidelity(LONG, out)["status"] == "source_verified"
+
+
+def test_search_with_the_gate_still_refuses_a_partial_source(tmp_path: Path) -> None:
+    reduced = reduced_trace(tmp_path)
+    out = tmp_path / "s.canary.json"
+    args = ["compile", str(reduced), "-o", str(out), "--behavior-search", "--require-behavior-verification"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 3 and "partial source" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reduced.trace.json"]
+
+
+def uncertain_trace(tmp_path: Path) -> Path:
+    trace = json.loads(LONG.read_bytes())
+    trace["events"][3]["compute_fields_uncertain"] = True
+    path = tmp_path / "uncertain.trace.json"
+    path.write_text(json.dumps(trace))
+    return path
+
+
+def test_capture_uncertainty_downgrades_to_unverified(tmp_path: Path) -> None:
+    trace = uncertain_trace(tmp_path)
+    canary = compile_to(tmp_path / "u.canary.json", trace)
+    out = tmp_path / "b.json"
+    result = runner.invoke(app, ["verify-behavior", str(trace), str(canary), "-o", str(out)])
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[:5] == [
+        "behavior verification: behaviorally_unverified",
+        "- representation fidelity: lossless_timing",
+        "- source verified: source_verified",
+        "- behavioral fidelity: pass",
+        "- configuration ranking: pass",
+    ]
+    doc = json.loads(out.read_bytes())
+    assert doc["capture_uncertainty"] == {
+        "status": "rank_local_compute_uncertain",
+        "compute_fields_uncertain_events": 1,
+    }
+    assert doc["assurance_state"] == "source_corresponding"
+    # No candidate can be verified, and the search says why.
+    result = runner.invoke(app, ["compile", str(trace), "-o", str(tmp_path / "s.json"), "--behavior-search"])
+    assert result.exit_code == 3
+    assert "no behaviorally verified canary" in result.stderr and "uncertain" in result.stderr
+    assert not (tmp_path / "s.json").exists()

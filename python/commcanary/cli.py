@@ -207,6 +207,15 @@ def compile_command(
             "sequence_motifs": not disable_sequence_motifs,
         }
         if behavior_search:
+            if reference_trace is not None:
+                fail(
+                    "--reference-trace cannot be combined with --behavior-search: the search verifies against the input trace"
+                )
+            if require_behavior_verification and not allow_partial_source:
+                # Every search candidate is verified, but only against the input
+                # itself: the gate's refusal of partial sources still applies.
+                probe = compile_trace(str(trace), timing_sample_limit=timing_sample_limit, **options)
+                _refuse_partial_source(trace, probe.summary)
             canary = _compile_with_search(
                 trace,
                 output,
@@ -278,6 +287,17 @@ def _compile_with_search(
     return result.canary
 
 
+def _refuse_partial_source(trace: Path, summary: dict[str, Any]) -> None:
+    """The strict gate's refusal of a trace that is itself a subset of a workload."""
+    if summary["source_coverage_status"] == "partial_source":
+        reason = summary.get("source_coverage_reason") or "it is partial"
+        fail(
+            f"--require-behavior-verification refuses {trace}: it is a partial source ({reason}); "
+            "pass --reference-trace ORIGINAL to verify against the workload it came from, "
+            "or --allow-partial-source to accept it labelled partial_source"
+        )
+
+
 def _compile_strict(
     trace: Path,
     output: Path,
@@ -292,14 +312,8 @@ def _compile_strict(
 
     loaded = load_trace(str(trace))
     canary = compile_trace(loaded, timing_sample_limit=limit, **options)
-    partial = canary.summary["source_coverage_status"] == "partial_source"
-    if partial and reference is None and not allow_partial:
-        reason = canary.summary.get("source_coverage_reason") or "it is partial"
-        fail(
-            f"--require-behavior-verification refuses {trace}: it is a partial source ({reason}); "
-            "pass --reference-trace ORIGINAL to verify against the workload it came from, "
-            "or --allow-partial-source to accept it labelled partial_source"
-        )
+    if reference is None and not allow_partial:
+        _refuse_partial_source(trace, canary.summary)
     against = reference if reference is not None else trace
     result = verify_canary_bytes(str(against), canary.to_bytes(), f"{output} (compiled canary)")
     if result["status"] != "behaviorally_verified":

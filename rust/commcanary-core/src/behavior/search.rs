@@ -157,8 +157,8 @@ impl Searcher<'_> {
         }
         if s.uncertain_events > 0 {
             reasons.push(format!(
-                "{} events have uncertain rank-local compute fields",
-                s.uncertain_events
+                "rank-local compute fields are uncertain on {} of {} events",
+                s.uncertain_events, s.source_events
             ));
         }
         Verdict {
@@ -312,7 +312,10 @@ pub fn search(
     let Some((uniform_winner, mut current_key, mut selected)) = best else {
         return Err(Error::new(
             ErrorKind::Budget,
-            "no behaviorally verified canary found in the requested timing sample limit range",
+            format!(
+                "no behaviorally verified canary found in the requested timing sample limit range ({})",
+                rejection_summary(&uniform)
+            ),
         ));
     };
     let selected_limit = uniform[uniform_winner].limit;
@@ -467,6 +470,26 @@ pub fn search(
         accepted_candidates: accepted,
         ledger,
     })
+}
+
+/// "N candidates: K failed (first: limit L, reason); ..." for an error message.
+fn rejection_summary(rows: &[Row]) -> String {
+    let mut kinds: Vec<(&str, usize, String)> = Vec::new();
+    for row in rows {
+        let (status, reason) = match &row.result {
+            Err(reason) => ("compile_failed", reason.clone()),
+            Ok((_, v)) => (v.status, v.reason.clone().unwrap_or_default()),
+        };
+        match kinds.iter_mut().find(|(s, _, _)| *s == status) {
+            Some((_, n, _)) => *n += 1,
+            None => kinds.push((status, 1, format!("limit {}: {reason}", row.limit))),
+        }
+    }
+    let parts: Vec<String> = kinds
+        .iter()
+        .map(|(status, n, first)| format!("{n} {status}, first at {first}"))
+        .collect();
+    format!("{} candidates: {}", rows.len(), parts.join("; "))
 }
 
 impl Row {
