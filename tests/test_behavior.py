@@ -283,6 +283,16 @@ def test_unsealed_edits_are_input_errors(tmp_path: Path, bounded: Path) -> None:
         ([{"name": "a"}], "between 2 and 32 entries"),
         ([{"name": "a"}, {"name": "a"}], "repeats 'a'"),
         ({"configurations": [{"name": "a"}, {"name": "b"}], "extra": 1}, "unknown key 'extra'"),
+        (
+            [{"name": "a"}, {"name": "b", "overlap_efficiency": 1.5}],
+            "'overlap_efficiency' must be between 0 and 1",
+        ),
+        (
+            [{"name": "a"}, {"name": "b", "max_replay_events": 10**12}],
+            "'max_replay_events' must be between 1",
+        ),
+        ([{"name": "a"}, {"name": "b", "iterations": True}], "'iterations' must be an integer"),
+        ([{"name": "a"}, {"name": ""}], "'name' must be a non-empty string"),
     ],
 )
 def test_bad_configuration_files(tmp_path: Path, bounded: Path, configs: Any, fragment: str) -> None:

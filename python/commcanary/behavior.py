@@ -65,6 +65,8 @@ CONFIGURATION_DEFAULTS: dict[str, Any] = {
     "max_replay_events": 1_000_000,
 }
 CONFIGURATION_KEYS = frozenset({"name", *CONFIGURATION_DEFAULTS})
+#: Ceiling on replayed occurrences per configuration (the replay model's own limit).
+MAX_REPLAY_EVENTS = 10_000_000
 
 #: The five configurations behaviour is checked under by default.
 DEFAULT_CONFIGURATIONS: tuple[dict[str, Any], ...] = (
@@ -150,9 +152,11 @@ def _resolve(config: Mapping[str, Any], where: str) -> dict[str, Any]:
     for key in ("latency_floor_us", "compute_pressure", "overlap_efficiency"):
         if out[key] < 0:
             raise InputError(f"{where} field '{key}' must be non-negative")
-    for key in ("iterations", "max_replay_events"):
-        if out[key] < 1:
-            raise InputError(f"{where} field '{key}' must be at least 1")
+    if out["overlap_efficiency"] > 1:
+        raise InputError(f"{where} field 'overlap_efficiency' must be between 0 and 1")
+    for key, ceiling in (("iterations", MAX_REPLAY_EVENTS), ("max_replay_events", MAX_REPLAY_EVENTS)):
+        if not 1 <= out[key] <= ceiling:
+            raise InputError(f"{where} field '{key}' must be between 1 and {ceiling}")
     return out
 
 
