@@ -464,41 +464,6 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
         has_observed,
         ..Program::default()
     };
-    let expected_interval = {
-        let mut c = vec![
-            "weight",
-            "gap_sum_us",
-            "gap_us",
-            "representative_index",
-            "arrival_offsets_us",
-            "compute_before_us",
-            "compute_overlap_us",
-            "compute_pressure",
-        ];
-        if has_observed {
-            c.push("observed_exposed_us");
-        }
-        if has_uncertain {
-            c.push("uncertain_weight");
-        }
-        c
-    };
-    let expected_errors = {
-        let mut c = vec![
-            "max_gap_error_us",
-            "max_skew_error_us",
-            "max_arrival_offset_error_us",
-            "max_compute_before_error_us",
-            "max_overlap_error_us",
-            "max_pressure_error",
-            "max_prefix_gap_error_us",
-            "representative_gap_error_us",
-        ];
-        if has_observed {
-            c.push("max_observed_exposed_error_us");
-        }
-        c
-    };
     // Signatures.
     let sigs = root
         .get("signatures")
@@ -517,8 +482,8 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
         program: &mut program,
         has_observed,
         has_uncertain,
-        interval_len: expected_interval.len(),
-        errors_len: expected_errors.len(),
+        interval_len: super::write::interval_layout(has_observed, has_uncertain).len(),
+        errors_len: super::write::error_layout(has_observed).len(),
     };
     for (e, &element) in events.iter().enumerate() {
         let block = top.event(element);

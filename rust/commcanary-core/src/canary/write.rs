@@ -13,7 +13,7 @@
 //! * pattern record: `{"gap_sum_us", "pattern": [plain record, ...], "repeats"}`
 //! * bounded record: `{"errors": [...], "interval": [...],
 //!   "source_segment_sha256": hex}` with arrays in the order of
-//!   [`interval_columns`] and [`error_columns`]. Those layouts are not stored:
+//!   [`interval_layout`] and [`error_layout`]. Those layouts are not stored:
 //!   they follow from `timing_columns` (observed latency present or not,
 //!   uncertain compute fields present or not), as the format document states.
 
@@ -21,9 +21,10 @@ use super::{Block, Bounded, Leaf, Point, Program, Record};
 use crate::json::canon::{self, ObjectWriter};
 use crate::trace::{Signature, hex};
 
-/// Column names of a bounded record's `interval` array, in order.
+/// The `interval` layout for a canary with (or without) observed latencies
+/// and uncertain compute fields, as its `timing_columns` say.
 #[must_use]
-pub fn interval_columns(program: &Program) -> Vec<&'static str> {
+pub fn interval_layout(has_observed: bool, has_uncertain: bool) -> Vec<&'static str> {
     let mut columns = vec![
         "weight",
         "gap_sum_us",
@@ -34,18 +35,18 @@ pub fn interval_columns(program: &Program) -> Vec<&'static str> {
         "compute_overlap_us",
         "compute_pressure",
     ];
-    if program.has_observed {
+    if has_observed {
         columns.push("observed_exposed_us");
     }
-    if program.has_uncertain() {
+    if has_uncertain {
         columns.push("uncertain_weight");
     }
     columns
 }
 
-/// Column names of a bounded record's `errors` array, in order.
+/// The `errors` layout for a canary with (or without) observed latencies.
 #[must_use]
-pub fn error_columns(program: &Program) -> Vec<&'static str> {
+pub fn error_layout(has_observed: bool) -> Vec<&'static str> {
     let mut columns = vec![
         "max_gap_error_us",
         "max_skew_error_us",
@@ -56,7 +57,7 @@ pub fn error_columns(program: &Program) -> Vec<&'static str> {
         "max_prefix_gap_error_us",
         "representative_gap_error_us",
     ];
-    if program.has_observed {
+    if has_observed {
         columns.push("max_observed_exposed_error_us");
     }
     columns
