@@ -247,20 +247,14 @@ def _load_inputs(trace: str | os.PathLike[str], configurations: list[dict[str, A
     from commcanary.fidelity import SourceTrace
 
     path = os.fspath(trace)
-    loaded = _core.load_trace(path)
+    data = _core.read_input_file(path)
+    loaded = _core.load_trace_bytes(data, path)
     with ThreadPoolExecutor(max_workers=1) as pool:
         # The reference replays run in Rust (interpreter released) while the
         # independent verifier prepares the trace here.
         reference = pool.submit(_core.behavior_reference, loaded, _tuples(configurations))
-        source = SourceTrace(orjson.loads(_read(path)))
+        source = SourceTrace(orjson.loads(data))
         return _Inputs(path, loaded, source, reference.result(), configurations)
-
-
-def _read(path: str) -> bytes:
-    import gzip
-
-    data = Path(path).read_bytes()
-    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
 
 def _verify(
@@ -353,23 +347,13 @@ def verify_fidelity_files(trace: str | os.PathLike[str], canary: str | os.PathLi
     from commcanary.fidelity import SourceTrace, verify_fidelity
 
     trace_name, canary_name = os.fspath(trace), os.fspath(canary)
-    loaded = _core.load_trace(trace_name)
-    canary_bytes = _read_canary(canary_name)
+    data = _core.read_input_file(trace_name)
+    loaded = _core.load_trace_bytes(data, trace_name)
+    canary_bytes = _core.read_input_file(canary_name)
     _core.check_canary(canary_name, data=canary_bytes)
     doc = orjson.loads(canary_bytes)
     _check_same_workload(loaded, doc, trace_name, canary_name)
-    return verify_fidelity(SourceTrace(orjson.loads(_read(trace_name))), doc)
-
-
-def _read_canary(name: str) -> bytes:
-    try:
-        return _read(name)
-    except FileNotFoundError:
-        raise InputError(f"{name}: file not found") from None
-    except IsADirectoryError:
-        raise InputError(f"{name}: is a directory") from None
-    except OSError as exc:
-        raise InputError(f"{name}: cannot read: {exc.strerror}") from None
+    return verify_fidelity(SourceTrace(orjson.loads(data)), doc)
 
 
 def verify_behavior(
@@ -389,7 +373,7 @@ def verify_behavior(
     tolerances.validate()
     resolved = resolve_configurations(configurations)
     canary_name = os.fspath(canary)
-    canary_bytes = _read_canary(canary_name)
+    canary_bytes = _core.read_input_file(canary_name)
     inputs = _load_inputs(trace, resolved)
     return _verify(inputs, canary_bytes, canary_name, tolerances)
 

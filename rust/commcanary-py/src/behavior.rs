@@ -18,7 +18,7 @@ use commcanary_core::trace::read_input;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::replay::settings;
+use crate::replay::{MAX_ARTIFACT_BYTES, read_file, settings};
 use crate::{InputError, PyCompiled, PyTrace, compile_options, to_py_err};
 
 /// A configuration as it crosses the boundary.
@@ -34,8 +34,6 @@ pub type Evaluated<'py> = (
     Bound<'py, PyBytes>,
     u64,
 );
-
-const MAX_CANARY_BYTES: u64 = 4 << 30;
 
 fn configurations(py: Python<'_>, list: Vec<ConfigTuple>) -> PyResult<Vec<Configuration>> {
     if !(2..=32).contains(&list.len()) {
@@ -147,7 +145,7 @@ pub fn evaluate_behavior<'py>(
         .detach(move || {
             let bytes = match data {
                 Some(d) => d,
-                None => read_input(&path, MAX_CANARY_BYTES)?,
+                None => read_input(&path, MAX_ARTIFACT_BYTES)?,
             };
             let canary = read_canary(&bytes)?;
             drop(bytes);
@@ -245,9 +243,18 @@ pub fn check_canary(py: Python<'_>, path: PathBuf, data: Option<Vec<u8>>) -> PyR
     py.detach(move || {
         let bytes = match data {
             Some(d) => d,
-            None => read_input(&path, MAX_CANARY_BYTES)?,
+            None => read_input(&path, MAX_ARTIFACT_BYTES)?,
         };
         read_canary(&bytes).map(|c| c.source_events)
     })
     .map_err(|e| to_py_err(&e, Some(&display)))
+}
+
+/// Reads an input file (plain or gzip) with the size bound every command
+/// applies, for the Python-side verifiers.
+#[pyfunction]
+pub fn read_input_file<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyBytes>> {
+    let display = path.display().to_string();
+    let bytes = py.detach(move || read_file(&path, &display))?;
+    Ok(PyBytes::new(py, &bytes))
 }

@@ -469,6 +469,7 @@ mod _core {
     #[pymodule_export]
     use super::behavior::{
         PyBehaviorReference, behavior_reference, behavior_search, check_canary, evaluate_behavior,
+        read_input_file,
     };
     #[pymodule_export]
     use super::replay::{

@@ -20,9 +20,10 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::to_py_err;
 
-const MAX_ARTIFACT_BYTES: u64 = 4 << 30;
+/// Largest artifact (or decompressed trace) any command reads.
+pub(crate) const MAX_ARTIFACT_BYTES: u64 = 4 << 30;
 
-fn read_file(path: &std::path::Path, display: &str) -> PyResult<Vec<u8>> {
+pub(crate) fn read_file(path: &std::path::Path, display: &str) -> PyResult<Vec<u8>> {
     read_input(path, MAX_ARTIFACT_BYTES).map_err(|e| to_py_err(&e, Some(display)))
 }
 
