@@ -144,8 +144,41 @@ pub struct Run {
     pub aggregates: Aggregates,
     /// Queue-wait distribution of the (rounded) samples.
     pub queue: Summary,
-    /// Exposed latency of each sample, rounded as reports store it.
-    pub exposed: Vec<f64>,
+    /// Exposed latency of each sample (rounded as reports store it), ordered
+    /// for the tail checks.
+    pub exposed: Slowest,
+}
+
+/// Sample exposed latencies sorted once per replay, so tail checks against
+/// many candidates never sort again.
+#[derive(Debug, Clone, Default)]
+pub struct Slowest {
+    /// Values, ascending (for quantiles).
+    ascending: Vec<f64>,
+    /// Sample indices, slowest first; equal values keep the smaller index first.
+    order: Vec<u32>,
+}
+
+impl Slowest {
+    /// Orders `values` (one per sample).
+    #[must_use]
+    pub fn new(values: &[f64]) -> Self {
+        let mut order: Vec<u32> = (0..values.len() as u32).collect();
+        order.sort_by(|&a, &b| {
+            values[b as usize]
+                .total_cmp(&values[a as usize])
+                .then(a.cmp(&b))
+        });
+        let ascending = order.iter().rev().map(|&i| values[i as usize]).collect();
+        Self { ascending, order }
+    }
+
+    /// The `q`-quantile and the indices of the samples at or above it.
+    fn tail(&self, q: f64) -> (f64, &[u32]) {
+        let cutoff = quantile_sorted(&self.ascending, q);
+        let below = self.ascending.partition_point(|&v| v < cutoff);
+        (cutoff, &self.order[..self.ascending.len() - below])
+    }
 }
 
 /// Replays `program` under every configuration (two at a time).
@@ -169,7 +202,7 @@ pub fn runs(program: &Program, configurations: &[Configuration]) -> Result<Vec<R
         Ok(Run {
             aggregates,
             queue: summarize(&queue),
-            exposed,
+            exposed: Slowest::new(&exposed),
         })
     };
     let (a, b) = configurations.split_at(configurations.len().div_ceil(2));
@@ -317,22 +350,25 @@ fn breakdown_checks(
     all
 }
 
-/// Tail-event recall at quantile `q`; returns (recall, cutoff, tail size).
-fn tail_recall(source: &[f64], canary: &[f64], q: f64) -> (f64, f64, usize) {
-    if source.is_empty() {
+/// Tail-event recall at quantile `q`: of the source's samples at or above its
+/// `q`-quantile, the share that are also among the canary's same number of
+/// slowest samples. Returns (recall, cutoff, tail size).
+fn tail_recall(source: &Slowest, canary: &Slowest, q: f64) -> (f64, f64, usize) {
+    if source.order.is_empty() {
         return (1.0, 0.0, 0);
     }
-    let mut sorted = source.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let cutoff = quantile_sorted(&sorted, q);
-    let tail: Vec<usize> = (0..source.len()).filter(|&i| source[i] >= cutoff).collect();
-    if tail.is_empty() || canary.is_empty() {
+    let (cutoff, tail) = source.tail(q);
+    if tail.is_empty() || canary.order.is_empty() {
         return (1.0, cutoff, tail.len());
     }
-    let mut order: Vec<usize> = (0..canary.len()).collect();
-    order.sort_by(|&a, &b| canary[b].total_cmp(&canary[a]).then(a.cmp(&b)));
-    let top: std::collections::HashSet<usize> = order.into_iter().take(tail.len()).collect();
-    let hits = tail.iter().filter(|i| top.contains(i)).count();
+    let mut in_top = vec![false; canary.order.len()];
+    for &i in canary.order.iter().take(tail.len()) {
+        in_top[i as usize] = true;
+    }
+    let hits = tail
+        .iter()
+        .filter(|&&i| in_top.get(i as usize).copied().unwrap_or(false))
+        .count();
     (hits as f64 / tail.len() as f64, cutoff, tail.len())
 }
 
@@ -622,13 +658,17 @@ mod tests {
 
     #[test]
     fn tail_recall_counts_shared_slowest_indices() {
-        let source = [1.0, 9.0, 2.0, 8.0, 3.0];
+        let source = Slowest::new(&[1.0, 9.0, 2.0, 8.0, 3.0]);
         assert_eq!(tail_recall(&source, &source, 95.0).0, 1.0);
         // The canary's slowest sample is a different event.
-        let canary = [9.5, 1.0, 2.0, 8.0, 3.0];
+        let canary = Slowest::new(&[9.5, 1.0, 2.0, 8.0, 3.0]);
         let (recall, _, size) = tail_recall(&source, &canary, 95.0);
         assert_eq!((recall, size), (0.0, 1));
-        assert_eq!(tail_recall(&[], &canary, 99.0).0, 1.0);
+        assert_eq!(tail_recall(&Slowest::new(&[]), &canary, 99.0).0, 1.0);
+        // At q50 the tail is every sample at or above the median, ties included.
+        let flat = Slowest::new(&[5.0, 1.0, 5.0, 5.0]);
+        let (cutoff, tail) = flat.tail(50.0);
+        assert_eq!((cutoff, tail), (5.0, &[0u32, 2, 3][..]));
     }
 
     #[test]
