@@ -369,13 +369,14 @@ def verify_behavior(
     Raises :class:`InputError` for unreadable or invalid inputs, invalid
     tolerances or configurations, and a canary compiled from another trace.
     """
-    tolerances = tolerances or Tolerances()
-    tolerances.validate()
-    resolved = resolve_configurations(configurations)
     canary_name = os.fspath(canary)
-    canary_bytes = _core.read_input_file(canary_name)
-    inputs = _load_inputs(trace, resolved)
-    return _verify(inputs, canary_bytes, canary_name, tolerances)
+    return verify_canary_bytes(
+        trace,
+        _core.read_input_file(canary_name),
+        canary_name,
+        configurations=configurations,
+        tolerances=tolerances,
+    )
 
 
 def verify_canary_bytes(

@@ -268,8 +268,6 @@ def _compile_with_search(
     typer.echo(
         f"behavior search: evaluating up to {count} uniform candidates plus per-group refinement", err=True
     )
-    if max_limit < min_limit:
-        fail(f"timing_sample_limit={max_limit} must be at least behavior_search_min_sample_limit={min_limit}")
     result = search(str(trace), min_limit=min_limit, max_limit=max_limit, **options)
     write_bytes_atomic(evidence_path, result.evidence_bytes)
     try:

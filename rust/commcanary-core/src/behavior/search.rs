@@ -84,6 +84,13 @@ struct Figures {
 }
 
 impl Row {
+    fn limit_of(&self, group: usize) -> usize {
+        self.limits_by_group
+            .iter()
+            .find(|&&(g, _)| g == group)
+            .map_or(self.limit, |&(_, l)| l)
+    }
+
     fn verified_key(&self) -> Option<SizeKey> {
         match &self.result {
             Ok((f, v)) if v.status == "behaviorally_verified" => Some(f.key),
@@ -490,15 +497,6 @@ fn rejection_summary(rows: &[Row]) -> String {
         .map(|(status, n, first)| format!("{n} {status}, first at {first}"))
         .collect();
     format!("{} candidates: {}", rows.len(), parts.join("; "))
-}
-
-impl Row {
-    fn limit_of(&self, group: usize) -> usize {
-        self.limits_by_group
-            .iter()
-            .find(|&&(g, _)| g == group)
-            .map_or(self.limit, |&(_, l)| l)
-    }
 }
 
 fn write_key(out: &mut Vec<u8>, key: SizeKey) {
