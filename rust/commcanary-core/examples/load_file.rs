@@ -3,7 +3,8 @@
 
 use std::time::Instant;
 
-use commcanary_core::trace::{LoadOptions, load_owned, read_input};
+use commcanary_core::input::read_input;
+use commcanary_core::trace::{LoadOptions, load_owned};
 
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -1,8 +1,9 @@
 //! The one error type of the core crate.
 //!
 //! Every failure the core can report is a value of [`Error`]: a [`ErrorKind`]
-//! that tells callers how to classify it (the CLI maps all of them to exit
-//! status 3) and a one-line message. Messages never contain a file path; the
+//! that tells callers how to classify it (the CLI maps an out-of-range option
+//! to exit status 2, a panicked worker to 70, everything else to 3) and a
+//! one-line message. Messages never contain a file path; the
 //! caller that knows the path adds it with [`Error::with_path`], so the same
 //! message works for files, bytes in memory and tests.
 
@@ -24,6 +25,13 @@ pub enum ErrorKind {
     Io,
     /// Writing an artifact failed (missing directory, symlink, I/O).
     Output,
+    /// A caller-supplied option is out of range; [`Error::option`] names it.
+    Option,
+    /// The input is a commcanary document of another kind (a canary where a
+    /// trace was expected, ...).
+    WrongDocument,
+    /// A bug: a worker thread panicked. Never caused by input.
+    Internal,
 }
 
 /// A core error: a kind plus a one-line, path-free message.
@@ -31,6 +39,8 @@ pub enum ErrorKind {
 pub struct Error {
     kind: ErrorKind,
     message: String,
+    /// For [`ErrorKind::Option`]: the option's name as the API spells it.
+    option: Option<&'static str>,
 }
 
 /// Result alias used across the crate.
@@ -42,7 +52,43 @@ impl Error {
         Self {
             kind,
             message: message.into(),
+            option: None,
         }
+    }
+
+    /// An out-of-range option: `name` as the API spells it
+    /// (`timing_sample_limit`) and the `rule` it breaks (`must be at least 2`).
+    /// The message is `"{name} {rule}"`; front ends may rename the option
+    /// (a command line names its flag) using [`Error::option_name`] and
+    /// [`Error::option_rule`].
+    pub fn option(name: &'static str, rule: impl Into<String>) -> Self {
+        let rule = rule.into();
+        Self {
+            kind: ErrorKind::Option,
+            message: format!("{name} {rule}"),
+            option: Some(name),
+        }
+    }
+
+    /// The option an [`ErrorKind::Option`] error is about.
+    #[must_use]
+    pub fn option_name(&self) -> Option<&'static str> {
+        self.option
+    }
+
+    /// The rule an [`ErrorKind::Option`] error states (its message without
+    /// the option's name).
+    #[must_use]
+    pub fn option_rule(&self) -> &str {
+        match self.option {
+            Some(name) => self.message[name.len()..].trim_start(),
+            None => &self.message,
+        }
+    }
+
+    /// A bug report: a worker panicked with `detail`.
+    pub fn internal(detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, detail)
     }
 
     /// Shorthand for an [`ErrorKind::Invalid`] error.
@@ -73,11 +119,13 @@ impl Error {
     #[must_use]
     pub fn with_path(&self, path: &str) -> String {
         match self.kind {
-            ErrorKind::Json | ErrorKind::Limit | ErrorKind::Io => {
+            ErrorKind::Json | ErrorKind::Limit | ErrorKind::Io | ErrorKind::WrongDocument => {
                 format!("{path} {}", self.message)
             }
             ErrorKind::Invalid => format!("{path}: {}", self.message),
-            ErrorKind::Budget | ErrorKind::Output => self.message.clone(),
+            ErrorKind::Budget | ErrorKind::Output | ErrorKind::Option | ErrorKind::Internal => {
+                self.message.clone()
+            }
         }
     }
 }

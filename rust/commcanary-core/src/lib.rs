@@ -20,8 +20,11 @@
 pub mod behavior;
 pub mod canary;
 pub mod compile;
+pub mod document;
 pub mod error;
+pub mod fault;
 pub mod fxhash;
+pub mod input;
 pub mod json;
 pub mod output;
 pub mod pyfloat;

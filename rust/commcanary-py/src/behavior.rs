@@ -3,23 +3,26 @@
 //! Configurations cross the boundary as tuples `(name, bandwidth_gbps,
 //! latency_floor_us, compute_pressure, overlap_efficiency, iterations, seed,
 //! max_replay_events)` and tolerances as `(relative_pct, absolute_us,
-//! hidden_points, tail_recall, tie_us)`; the Python layer validates files and
-//! keys and builds them.
+//! hidden_points, tail_recall, tie_us)`. The Python layer reads
+//! configuration files; every rule on the values is checked in the core.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use commcanary_core::behavior::search::{SearchOptions, search};
 use commcanary_core::behavior::{
-    Configuration, Run, Tolerances, evaluate, reference_program, runs,
+    Configuration, Run, Tolerances, checked_configurations, evaluate, reference_program, runs,
 };
 use commcanary_core::canary::read::read_canary;
-use commcanary_core::trace::read_input;
+use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::replay::{MAX_ARTIFACT_BYTES, read_file, settings};
-use crate::{InputError, PyCompiled, PyTrace, compile_options, to_py_err};
+use crate::compiled::PyCompiled;
+use crate::errors::detached;
+use crate::replay::{read_bytes, requested_settings};
+use crate::trace::{PyTrace, compile_options};
 
 /// A configuration as it crosses the boundary.
 pub type ConfigTuple = (String, f64, f64, f64, f64, i64, i64, i64);
@@ -35,38 +38,30 @@ pub type Evaluated<'py> = (
     u64,
 );
 
-fn configurations(py: Python<'_>, list: Vec<ConfigTuple>) -> PyResult<Vec<Configuration>> {
-    if !(2..=32).contains(&list.len()) {
-        return Err(InputError::new_err(format!(
-            "configurations must have between 2 and 32 entries, got {}",
-            list.len()
-        )));
-    }
-    let mut out: Vec<Configuration> = Vec::with_capacity(list.len());
-    for (name, bw, floor, pressure, eta, iterations, seed, max_events) in list {
-        if name.is_empty() || out.iter().any(|c| c.name == name) {
-            return Err(InputError::new_err(format!(
-                "configuration names must be non-empty and unique: {name:?}"
-            )));
-        }
-        let s = settings(
-            "simulated-nccl".to_owned(),
-            bw,
-            floor,
-            pressure,
-            eta,
-            iterations,
-            seed,
-            max_events,
-            Vec::new(),
+fn configurations(list: Vec<ConfigTuple>) -> commcanary_core::Result<Vec<Configuration>> {
+    let requested: Vec<_> = list
+        .into_iter()
+        .map(
+            |(name, bw, floor, pressure, eta, iterations, seed, max_events)| {
+                let settings = requested_settings(
+                    None,
+                    Some(bw),
+                    Some(floor),
+                    Some(pressure),
+                    Some(eta),
+                    Some(iterations),
+                    Some(seed),
+                    Some(max_events),
+                    Vec::new(),
+                );
+                (name, settings)
+            },
         )
-        .map_err(|e| InputError::new_err(format!("configuration {name:?}: {}", e.value(py))))?;
-        out.push(Configuration { name, settings: s });
-    }
-    Ok(out)
+        .collect();
+    checked_configurations(&requested)
 }
 
-fn tolerances(t: ToleranceTuple) -> PyResult<Tolerances> {
+fn tolerances(t: ToleranceTuple) -> commcanary_core::Result<Tolerances> {
     let t = Tolerances {
         relative_pct: t.0,
         absolute_us: t.1,
@@ -74,7 +69,7 @@ fn tolerances(t: ToleranceTuple) -> PyResult<Tolerances> {
         tail_recall: t.3,
         tie_us: t.4,
     };
-    t.validate().map_err(|e| to_py_err(&e, None))?;
+    t.validate()?;
     Ok(t)
 }
 
@@ -109,15 +104,13 @@ pub fn behavior_reference(
     trace: &PyTrace,
     configurations: Vec<ConfigTuple>,
 ) -> PyResult<PyBehaviorReference> {
-    let configs = Arc::new(self::configurations(py, configurations)?);
+    let configs = Arc::new(detached(py, None, || self::configurations(configurations))?);
     let inner = Arc::clone(&trace.inner);
     let c = Arc::clone(&configs);
-    let source_runs = py
-        .detach(move || {
-            let program = reference_program(&inner)?;
-            runs(&program, &c)
-        })
-        .map_err(|e| to_py_err(&e, Some(&trace.source)))?;
+    let source_runs = detached(py, Some(&trace.source), move || {
+        let program = reference_program(&inner)?;
+        runs(&program, &c)
+    })?;
     Ok(PyBehaviorReference {
         configurations: configs,
         runs: Arc::new(source_runs),
@@ -135,27 +128,22 @@ pub fn evaluate_behavior<'py>(
     reference: &PyBehaviorReference,
     path: PathBuf,
     tolerances: ToleranceTuple,
-    data: Option<Vec<u8>>,
+    data: Option<PyBackedBytes>,
 ) -> PyResult<Evaluated<'py>> {
-    let t = self::tolerances(tolerances)?;
+    let t = detached(py, None, || self::tolerances(tolerances))?;
     let display = path.display().to_string();
     let configs = Arc::clone(&reference.configurations);
     let source = Arc::clone(&reference.runs);
-    let (evaluation, source_events) = py
-        .detach(move || {
-            let bytes = match data {
-                Some(d) => d,
-                None => read_input(&path, MAX_ARTIFACT_BYTES)?,
-            };
-            let canary = read_canary(&bytes)?;
-            drop(bytes);
-            let canary_runs = runs(&canary.program, &configs)?;
-            Ok::<_, commcanary_core::Error>((
-                evaluate(&source, &canary_runs, &configs, &t),
-                canary.source_events,
-            ))
-        })
-        .map_err(|e| to_py_err(&e, Some(&display)))?;
+    let bytes = read_bytes(py, data, &display)?;
+    let (evaluation, source_events) = detached(py, Some(&display), move || {
+        let canary = read_canary(&bytes)?;
+        drop(bytes);
+        let canary_runs = runs(&canary.program, &configs)?;
+        Ok((
+            evaluate(&source, &canary_runs, &configs, &t),
+            canary.source_events,
+        ))
+    })?;
     Ok((
         evaluation.rows_pass,
         evaluation.ranking_pass,
@@ -184,70 +172,47 @@ pub fn behavior_search<'py>(
     lossless_timing: bool,
     sequence_motifs: bool,
 ) -> PyResult<(PyCompiled, Bound<'py, PyDict>, Bound<'py, PyBytes>)> {
-    if min_limit < 2 {
-        return Err(InputError::new_err(
-            "behavior_search_min_sample_limit must be at least 2",
-        ));
-    }
-    let compile = compile_options(
-        max_limit,
-        None,
-        max_events,
-        budgets,
-        lossless_timing,
-        sequence_motifs,
-        false,
-    )?;
-    let options = SearchOptions {
-        min_limit: min_limit as usize,
-        max_limit: max_limit as usize,
-        compile,
-        tolerances: self::tolerances(tolerances)?,
-    };
+    let options = detached(py, None, || {
+        let compile = compile_options(
+            Some(max_limit),
+            None,
+            max_events,
+            budgets,
+            lossless_timing,
+            sequence_motifs,
+            false,
+        )?;
+        SearchOptions::checked(min_limit, compile, self::tolerances(tolerances)?)
+    })?;
     let inner = Arc::clone(&trace.inner);
     let configs = Arc::clone(&reference.configurations);
     let source = Arc::clone(&reference.runs);
-    let outcome = py
-        .detach(move || search(&inner, &source, &configs, &options))
-        .map_err(|e| to_py_err(&e, Some(&trace.source)))?;
+    let outcome = detached(py, Some(&trace.source), move || {
+        search(&inner, &source, &configs, &options)
+    })?;
     let selected = PyDict::new(py);
-    selected.set_item(
-        "timing_sample_limit",
-        outcome.selected_options.timing_sample_limit,
-    )?;
+    let chosen = &outcome.selected_options;
+    selected.set_item("timing_sample_limit", chosen.timing_sample_limit)?;
     selected.set_item(
         "timing_sample_limits_by_group",
-        outcome
-            .selected_options
-            .timing_sample_limits_by_group
-            .clone(),
+        chosen.timing_sample_limits_by_group.clone(),
     )?;
     selected.set_item("candidate_count", outcome.candidate_count)?;
     selected.set_item("accepted_candidates", outcome.accepted_candidates)?;
     let ledger = PyBytes::new(py, &outcome.ledger);
-    Ok((
-        PyCompiled {
-            inner: Arc::new(outcome.selected),
-        },
-        selected,
-        ledger,
-    ))
+    Ok((PyCompiled::new(outcome.selected), selected, ledger))
 }
 
 /// Fully validates a canary (structure, weights, commitments, sizes) and
 /// returns its `compiler.source_events`.
 #[pyfunction]
 #[pyo3(signature = (path, *, data=None))]
-pub fn check_canary(py: Python<'_>, path: PathBuf, data: Option<Vec<u8>>) -> PyResult<u64> {
+pub fn check_canary(py: Python<'_>, path: PathBuf, data: Option<PyBackedBytes>) -> PyResult<u64> {
     let display = path.display().to_string();
-    py.detach(move || {
-        let bytes = match data {
-            Some(d) => d,
-            None => read_input(&path, MAX_ARTIFACT_BYTES)?,
-        };
+    let bytes = read_bytes(py, data, &display)?;
+    detached(py, Some(&display), move || {
         read_canary(&bytes).map(|c| c.source_events)
     })
-    .map_err(|e| to_py_err(&e, Some(&display)))
 }
 
 /// Reads an input file (plain or gzip) with the size bound every command
@@ -255,6 +220,8 @@ pub fn check_canary(py: Python<'_>, path: PathBuf, data: Option<Vec<u8>>) -> PyR
 #[pyfunction]
 pub fn read_input_file<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyBytes>> {
     let display = path.display().to_string();
-    let bytes = py.detach(move || read_file(&path, &display))?;
+    let bytes = detached(py, Some(&display), move || {
+        read_input(&path, MAX_INPUT_BYTES)
+    })?;
     Ok(PyBytes::new(py, &bytes))
 }

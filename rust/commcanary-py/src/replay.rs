@@ -3,52 +3,73 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use commcanary_core::canary::read::{
-    Canary, read_canary, read_canary_deferred, verify_program_digests,
-};
+use commcanary_core::canary::read::read_canary;
+use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
 use commcanary_core::output::write_atomic_parts;
 use commcanary_core::report::read::{Report, SampleMode, Samples, read_report};
+use commcanary_core::report::run::{ReplayRun, replay_canary_bytes};
 use commcanary_core::report::{
-    SampleColumns, Section, join_sections, sample_columns, section_json, section_pieces, sections,
-    verify,
+    SampleColumns, Section, join_sections, sample_columns, section_json, section_pieces, verify,
 };
-use commcanary_core::sim::{Ablations, Settings, replay};
-use commcanary_core::trace::read_input;
+use commcanary_core::sim::{RequestedSettings, Settings};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use crate::to_py_err;
+use crate::errors::detached;
 
-/// Largest artifact (or decompressed trace) any command reads.
-pub(crate) const MAX_ARTIFACT_BYTES: u64 = 4 << 30;
-
-pub(crate) fn read_file(path: &std::path::Path, display: &str) -> PyResult<Vec<u8>> {
-    read_input(path, MAX_ARTIFACT_BYTES).map_err(|e| to_py_err(&e, Some(display)))
+/// The bytes of `data`, or of the file at `path` read with the input bound.
+fn input_bytes(
+    data: Option<PyBackedBytes>,
+    path: &str,
+) -> impl FnOnce() -> commcanary_core::Result<Bytes> + Send + use<> {
+    let path = PathBuf::from(path);
+    move || match data {
+        Some(d) => Ok(Bytes::Python(d)),
+        None => read_input(&path, MAX_INPUT_BYTES).map(Bytes::Owned),
+    }
 }
 
-/// Replay settings from keyword arguments.
+/// Input bytes: held by Python (no copy) or read from a file.
+pub(crate) enum Bytes {
+    Python(PyBackedBytes),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Python(b) => b,
+            Self::Owned(v) => v,
+        }
+    }
+}
+
+/// Reads input bytes (see [`input_bytes`]) with the interpreter released.
+pub(crate) fn read_bytes(
+    py: Python<'_>,
+    data: Option<PyBackedBytes>,
+    path: &str,
+) -> PyResult<Bytes> {
+    detached(py, Some(path), input_bytes(data, path))
+}
+
+/// Checked replay settings from keyword arguments (`None`: the default).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn settings(
-    label: String,
-    bandwidth_gbps: f64,
-    latency_floor_us: f64,
-    compute_pressure: f64,
-    overlap_efficiency: f64,
-    iterations: i64,
-    seed: i64,
-    max_replay_events: i64,
+pub(crate) fn requested_settings(
+    label: Option<String>,
+    bandwidth_gbps: Option<f64>,
+    latency_floor_us: Option<f64>,
+    compute_pressure: Option<f64>,
+    overlap_efficiency: Option<f64>,
+    iterations: Option<i64>,
+    seed: Option<i64>,
+    max_replay_events: Option<i64>,
     ablations: Vec<String>,
-) -> PyResult<Settings> {
-    let ablations =
-        Ablations::parse(ablations.iter().map(String::as_str)).map_err(|e| to_py_err(&e, None))?;
-    let iterations = u32::try_from(iterations)
-        .ok()
-        .filter(|&i| i >= 1)
-        .ok_or_else(|| crate::InputError::new_err("iterations must be at least 1"))?;
-    let max_replay_events = u64::try_from(max_replay_events)
-        .map_err(|_| crate::InputError::new_err("max_replay_events must be at least 1"))?;
-    let s = Settings {
+) -> RequestedSettings {
+    RequestedSettings {
         label,
         bandwidth_gbps,
         latency_floor_us,
@@ -58,9 +79,7 @@ pub(crate) fn settings(
         seed,
         max_replay_events,
         ablations,
-    };
-    s.validate().map_err(|e| to_py_err(&e, None))?;
-    Ok(s)
+    }
 }
 
 fn sections_dict<'py>(py: Python<'py>, sections: &[Section]) -> PyResult<Bound<'py, PyDict>> {
@@ -95,51 +114,56 @@ fn columns_dict<'py>(
     Ok(d)
 }
 
+fn bytes_list<'py>(py: Python<'py>, items: &[Vec<u8>]) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for item in items {
+        list.append(PyBytes::new(py, item))?;
+    }
+    Ok(list)
+}
+
 /// A replay report: canonical bytes, sections and sample columns.
 #[pyclass(frozen, name = "ReplayReport", module = "commcanary._core")]
 pub struct PyReplayReport {
-    all: Arc<Vec<Section>>,
-    replay: Option<Arc<commcanary_core::sim::Replay>>,
-    per_iteration: usize,
-    signatures: Vec<Vec<u8>>,
-    resources: Vec<String>,
+    run: Arc<ReplayRun>,
 }
 
 #[pymethods]
 impl PyReplayReport {
     /// The report's canonical JSON bytes.
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &join_sections(&self.all))
+        PyBytes::new(py, &join_sections(&self.run.sections))
     }
 
     /// Writes the report atomically to `path` (streamed, never joined in memory).
     fn write(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
-        let all = Arc::clone(&self.all);
-        py.detach(move || {
+        let run = Arc::clone(&self.run);
+        detached(py, None, move || {
             let mut keys = Vec::new();
-            let pieces = section_pieces(&all, &mut keys);
+            let pieces = section_pieces(&run.sections, &mut keys);
             write_atomic_parts(&path, &pieces)
         })
-        .map_err(|e| to_py_err(&e, None))
     }
 
     /// Canonical JSON of every section but `samples`, by name.
     fn sections<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        sections_dict(py, &self.all)
+        sections_dict(py, &self.run.sections)
     }
 
     /// Sample columns as numpy arrays (rounded as stored), or `None`.
     fn samples<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let Some(r) = &self.replay else {
+        let run = Arc::clone(&self.run);
+        let columns: Option<SampleColumns> = detached(py, None, move || {
+            Ok(run.replay.as_ref().map(sample_columns))
+        })?;
+        let Some(c) = columns else {
             return Ok(None);
         };
-        let r = Arc::clone(r);
-        let c: SampleColumns = py.detach(move || sample_columns(&r));
         let floats = c.floats.iter().map(|(n, v)| ((*n).to_owned(), v.clone()));
         columns_dict(
             py,
             &c.signature,
-            self.per_iteration,
+            self.run.per_iteration,
             floats,
             c.uncertain.as_ref(),
         )
@@ -148,59 +172,36 @@ impl PyReplayReport {
 
     /// Canonical JSON of the signatures samples refer to.
     fn sample_signatures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let list = PyList::empty(py);
-        for s in &self.signatures {
-            list.append(PyBytes::new(py, s))?;
-        }
-        Ok(list)
+        bytes_list(py, &self.run.signatures)
     }
 
     /// Scheduler resource of each signature.
     fn sample_resources(&self) -> Vec<String> {
-        self.resources.clone()
+        self.run.resources.clone()
     }
 }
 
-fn run_replay(
-    canary: &Canary,
-    s: &Settings,
-    include_samples: bool,
-) -> commcanary_core::Result<PyReplayReport> {
-    let r = replay(&canary.program, s)?;
-    let all = sections(canary, &r, s, include_samples);
-    Ok(PyReplayReport {
-        all: Arc::new(all),
-        per_iteration: r.per_iteration,
-        signatures: r
-            .signatures
-            .iter()
-            .map(commcanary_core::sim::signature_json)
-            .collect(),
-        resources: r.resources.clone(),
-        replay: include_samples.then(|| Arc::new(r)),
-    })
-}
-
-/// Replays the canary at `path` (or `data`, when given) under the settings.
+/// Replays the canary at `path` (or `data`, when given) under the settings;
+/// a setting left `None` takes the model's default.
 #[pyfunction]
-#[pyo3(signature = (path, *, data=None, label="simulated-nccl".to_owned(), bandwidth_gbps=55.0, latency_floor_us=7.5, compute_pressure=0.55, overlap_efficiency=0.72, iterations=1, seed=7, max_replay_events=1_000_000, ablations=Vec::new(), include_samples=false))]
+#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay_canary(
     py: Python<'_>,
     path: String,
-    data: Option<Vec<u8>>,
-    label: String,
-    bandwidth_gbps: f64,
-    latency_floor_us: f64,
-    compute_pressure: f64,
-    overlap_efficiency: f64,
-    iterations: i64,
-    seed: i64,
-    max_replay_events: i64,
+    data: Option<PyBackedBytes>,
+    label: Option<String>,
+    bandwidth_gbps: Option<f64>,
+    latency_floor_us: Option<f64>,
+    compute_pressure: Option<f64>,
+    overlap_efficiency: Option<f64>,
+    iterations: Option<i64>,
+    seed: Option<i64>,
+    max_replay_events: Option<i64>,
     ablations: Vec<String>,
     include_samples: bool,
 ) -> PyResult<PyReplayReport> {
-    let s = settings(
+    let requested = requested_settings(
         label,
         bandwidth_gbps,
         latency_floor_us,
@@ -210,26 +211,13 @@ pub fn replay_canary(
         seed,
         max_replay_events,
         ablations,
-    )?;
-    let bytes = match data {
-        Some(d) => d,
-        None => read_file(path.as_ref(), &path)?,
-    };
-    py.detach(|| {
-        let canary = read_canary_deferred(&bytes)?;
-        drop(bytes);
-        // The program commitments are rechecked on a second core while the
-        // replay already runs; a mismatch still fails the command.
-        std::thread::scope(|scope| {
-            let digests = scope.spawn(|| verify_program_digests(&canary));
-            let report = run_replay(&canary, &s, include_samples);
-            digests.join().map_err(|_| {
-                commcanary_core::Error::invalid("internal error: digest worker panicked")
-            })??;
-            report
-        })
-    })
-    .map_err(|e| to_py_err(&e, Some(&path)))
+    );
+    let settings = detached(py, None, || Settings::checked(&requested))?;
+    let bytes = read_bytes(py, data, &path)?;
+    let run = detached(py, Some(&path), move || {
+        replay_canary_bytes(&bytes, &settings, include_samples)
+    })?;
+    Ok(PyReplayReport { run: Arc::new(run) })
 }
 
 /// A structurally validated report read from disk.
@@ -279,13 +267,10 @@ impl PyReportDocument {
 
     /// Canonical JSON of the signatures samples refer to.
     fn sample_signatures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let list = PyList::empty(py);
-        if let Some(s) = &self.report.samples {
-            for sig in &s.signatures {
-                list.append(PyBytes::new(py, sig))?;
-            }
+        match &self.report.samples {
+            Some(s) => bytes_list(py, &s.signatures),
+            None => Ok(PyList::empty(py)),
         }
-        Ok(list)
     }
 }
 
@@ -297,46 +282,37 @@ pub fn read_report_file(
     py: Python<'_>,
     path: String,
     samples: bool,
-    data: Option<Vec<u8>>,
+    data: Option<PyBackedBytes>,
 ) -> PyResult<PyReportDocument> {
-    let bytes = match data {
-        Some(d) => d,
-        None => read_file(path.as_ref(), &path)?,
-    };
+    let bytes = read_bytes(py, data, &path)?;
     let mode = if samples {
         SampleMode::Parse
     } else {
         SampleMode::Skip
     };
-    let report = py
-        .detach(|| read_report(&bytes, mode))
-        .map_err(|e| to_py_err(&e, Some(&path)))?;
+    let report = detached(py, Some(&path), move || read_report(&bytes, mode))?;
     Ok(PyReportDocument {
         report: Arc::new(report),
     })
 }
 
-/// Verifies a report against a canary: list of (check, passed, expected, actual).
+/// One recomputed check: `(name, passed, expected JSON, actual JSON)`.
+pub type CheckTuple = (String, bool, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Verifies a report against a canary: one [`CheckTuple`] per check.
 #[pyfunction]
-#[allow(clippy::type_complexity)]
 pub fn verify_report_files(
     py: Python<'_>,
     report_path: String,
     canary_path: String,
-) -> PyResult<Vec<(String, bool, Option<Vec<u8>>, Option<Vec<u8>>)>> {
-    let report_bytes = read_file(report_path.as_ref(), &report_path)?;
-    let report = py
-        .detach(|| read_report(&report_bytes, SampleMode::Parse))
-        .map_err(|e| to_py_err(&e, Some(&report_path)))?;
-    drop(report_bytes);
-    let canary_bytes = read_file(canary_path.as_ref(), &canary_path)?;
-    let canary = py
-        .detach(|| read_canary(&canary_bytes))
-        .map_err(|e| to_py_err(&e, Some(&canary_path)))?;
-    drop(canary_bytes);
-    let checks = py
-        .detach(|| verify(&report, &canary))
-        .map_err(|e| to_py_err(&e, None))?;
+) -> PyResult<Vec<CheckTuple>> {
+    let report_bytes = read_bytes(py, None, &report_path)?;
+    let report = detached(py, Some(&report_path), move || {
+        read_report(&report_bytes, SampleMode::Parse)
+    })?;
+    let canary_bytes = read_bytes(py, None, &canary_path)?;
+    let canary = detached(py, Some(&canary_path), move || read_canary(&canary_bytes))?;
+    let checks = detached(py, None, move || verify(&report, &canary))?;
     Ok(checks
         .into_iter()
         .map(|c| (c.name.to_owned(), c.pass, c.expected, c.actual))

@@ -22,7 +22,10 @@
 //! within the tie tolerance, else `left_better` / `right_better`) with the
 //! canary's: five configurations give 40 decisions.
 
+mod config;
 pub mod search;
+
+pub use config::{MAX_CONFIGURATIONS, MIN_CONFIGURATIONS, checked_configurations};
 
 use crate::canary::Program;
 use crate::compile::{CompileOptions, compile};
@@ -43,29 +46,48 @@ pub struct Configuration {
     pub settings: Settings,
 }
 
-/// The five configurations behaviour is checked under by default.
+/// The five configurations behaviour is checked under by default: the
+/// default backend and four variations of it.
 #[must_use]
 pub fn default_configurations() -> Vec<Configuration> {
-    let make = |name: &str,
-                bandwidth_gbps: f64,
-                latency_floor_us: f64,
-                compute_pressure: f64,
-                eta: f64| Configuration {
+    let d = Settings::default();
+    let make = |name: &str, settings: Settings| Configuration {
         name: name.to_owned(),
-        settings: Settings {
-            bandwidth_gbps,
-            latency_floor_us,
-            compute_pressure,
-            overlap_efficiency: eta,
-            ..Settings::default()
-        },
+        settings,
     };
     vec![
-        make("baseline", 55.0, 7.5, 0.55, 0.72),
-        make("low_latency", 55.0, 3.5, 0.55, 0.72),
-        make("high_bandwidth", 110.0, 10.0, 0.55, 0.72),
-        make("overlap_friendly", 55.0, 9.0, 0.55, 0.95),
-        make("congested", 28.0, 7.5, 0.95, 0.72),
+        make("baseline", d.clone()),
+        make(
+            "low_latency",
+            Settings {
+                latency_floor_us: 3.5,
+                ..d.clone()
+            },
+        ),
+        make(
+            "high_bandwidth",
+            Settings {
+                bandwidth_gbps: 110.0,
+                latency_floor_us: 10.0,
+                ..d.clone()
+            },
+        ),
+        make(
+            "overlap_friendly",
+            Settings {
+                latency_floor_us: 9.0,
+                overlap_efficiency: 0.95,
+                ..d.clone()
+            },
+        ),
+        make(
+            "congested",
+            Settings {
+                bandwidth_gbps: 28.0,
+                compute_pressure: 0.95,
+                ..d
+            },
+        ),
     ]
 }
 
@@ -109,12 +131,13 @@ impl Tolerances {
             ("ranking_tie_tolerance_us", self.tie_us),
         ] {
             if !(v >= 0.0 && v.is_finite()) {
-                return Err(Error::invalid(format!("{name} must be non-negative")));
+                return Err(Error::option(name, "must be non-negative"));
             }
         }
         if !(0.0..=1.0).contains(&self.tail_recall) {
-            return Err(Error::invalid(
-                "tail_recall_threshold must be between 0 and 1",
+            return Err(Error::option(
+                "tail_recall_threshold",
+                "must be between 0 and 1",
             ));
         }
         Ok(())

@@ -47,6 +47,33 @@ pub struct SearchOptions {
     pub tolerances: Tolerances,
 }
 
+impl SearchOptions {
+    /// Checks caller-supplied search limits and builds the options.
+    ///
+    /// # Errors
+    /// `min_limit` below 2 ([`Error::option`] naming
+    /// `behavior_search_min_sample_limit`).
+    pub fn checked(
+        min_limit: i64,
+        compile: CompileOptions,
+        tolerances: Tolerances,
+    ) -> Result<Self> {
+        if min_limit < 2 {
+            return Err(Error::option(
+                "behavior_search_min_sample_limit",
+                "must be at least 2",
+            ));
+        }
+        tolerances.validate()?;
+        Ok(Self {
+            min_limit: min_limit as usize,
+            max_limit: compile.timing_sample_limit,
+            compile,
+            tolerances,
+        })
+    }
+}
+
 /// Size key; smaller wins.
 type SizeKey = (u64, u64, u64, u64);
 

@@ -169,6 +169,47 @@ pub fn expanded_counts(program: &Program) -> (u64, u64) {
     (events, occurrences)
 }
 
+/// The executed timing of a program, one entry per occurrence in execution
+/// order (what a caller inspects or plots).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OccurrenceColumns {
+    /// Signature index.
+    pub signature: Vec<u32>,
+    /// Occurrence number within its signature.
+    pub occurrence: Vec<u64>,
+    /// Readiness gap, µs.
+    pub gap_us: Vec<f64>,
+    /// Cross-rank arrival skew (max − min arrival offset), µs.
+    pub arrival_skew_us: Vec<f64>,
+    /// Compute before the collective, µs.
+    pub compute_before_us: Vec<f64>,
+    /// Compute that can hide the collective, µs.
+    pub compute_overlap_us: Vec<f64>,
+    /// Compute pressure.
+    pub compute_pressure: Vec<f64>,
+}
+
+/// Expands `program` into [`OccurrenceColumns`].
+#[must_use]
+pub fn occurrence_columns(program: &Program) -> OccurrenceColumns {
+    let mut cols = OccurrenceColumns::default();
+    for_each_occurrence(program, |_, occ| {
+        let p = &program.points[occ.point as usize];
+        let ranks = program.signatures[occ.signature as usize].rank_count();
+        let offsets = program.point_offsets(p, ranks);
+        let hi = offsets.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let lo = offsets.iter().copied().fold(f64::INFINITY, f64::min);
+        cols.signature.push(occ.signature);
+        cols.occurrence.push(occ.occurrence);
+        cols.gap_us.push(occ.gap_us);
+        cols.arrival_skew_us.push(hi - lo);
+        cols.compute_before_us.push(p.compute_before_us);
+        cols.compute_overlap_us.push(p.compute_overlap_us);
+        cols.compute_pressure.push(p.compute_pressure);
+    });
+    cols
+}
+
 /// Whether a block is a motif.
 #[must_use]
 pub fn is_motif(block: &Block) -> bool {

@@ -30,7 +30,20 @@ pub mod write;
 use crate::trace::Signature;
 
 /// The canary format string written by this crate.
-pub const CANARY_FORMAT: &str = "commcanary.canary.v3";
+pub const CANARY_FORMAT: &str = crate::document::CANARY;
+
+/// The eight fidelity fields of a canary's bounds and budgets, in
+/// budget-check order.
+pub const FIDELITY_FIELDS: [&str; 8] = [
+    "max_gap_error_us",
+    "max_skew_error_us",
+    "max_arrival_offset_error_us",
+    "max_compute_before_error_us",
+    "max_overlap_error_us",
+    "max_pressure_error",
+    "max_observed_exposed_error_us",
+    "max_prefix_gap_error_us",
+];
 
 /// One timing sample as the replay model consumes it.
 #[derive(Debug, Clone, Copy, PartialEq)]

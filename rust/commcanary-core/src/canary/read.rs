@@ -12,8 +12,9 @@ use sha2::{Digest, Sha256};
 
 use super::commit::program_digests;
 use super::expand::expanded_counts;
-use super::{Block, Bounded, CANARY_FORMAT, IntervalErrors, Leaf, Point, Program, Record};
-use crate::compile::FIDELITY_FIELDS;
+use super::{
+    Block, Bounded, CANARY_FORMAT, FIDELITY_FIELDS, IntervalErrors, Leaf, Point, Program, Record,
+};
 use crate::error::{Error, Result};
 use crate::json::{Doc, JsonLimits, Node, NodeId, Parser, Value, canon};
 use crate::trace::{KNOWN_OPS, Signature, hex};

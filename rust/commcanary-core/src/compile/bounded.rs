@@ -17,34 +17,11 @@ use std::collections::BTreeSet;
 
 use sha2::{Digest, Sha256};
 
-use super::ladder::GroupRecord;
+use super::record::{BoundedRecord, GroupRecord};
 use super::samples::Samples;
 use crate::canary::IntervalErrors;
 use crate::json::canon::{self, ObjectWriter};
 use crate::pyfloat::{py_sum, quantile, round};
-
-/// A bounded interval over samples `start..start+weight` (absolute indices).
-#[derive(Debug, Clone, PartialEq)]
-pub struct BoundedRecord {
-    /// First sample.
-    pub start: u32,
-    /// Number of samples.
-    pub weight: u32,
-    /// Absolute index of the representative sample.
-    pub representative: u32,
-    /// Position of the representative inside the group.
-    pub representative_index: u32,
-    /// `round(mean gap, 9)`.
-    pub gap_us: f64,
-    /// `round(sum of gaps, 9)`.
-    pub gap_sum_us: f64,
-    /// Error bounds.
-    pub errors: IntervalErrors,
-    /// SHA-256 of the canonical segment.
-    pub segment_sha256: [u8; 32],
-    /// Uncertain samples in the segment.
-    pub uncertain_weight: u32,
-}
 
 const ENDPOINT: u8 = 100;
 const OBSERVED_TAIL: u8 = 90;

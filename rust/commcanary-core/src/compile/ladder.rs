@@ -10,31 +10,9 @@
 //! 4. run-length records, when there are at most `L` runs;
 //! 5. bounded intervals around priority anchors ([`super::bounded`]).
 
-use super::bounded::{BoundedRecord, bounded_intervals};
+use super::bounded::bounded_intervals;
+use super::record::GroupRecord;
 use super::samples::Samples;
-
-/// A record of a compiled group, in terms of sample indices.
-#[derive(Debug, Clone, PartialEq)]
-pub enum GroupRecord {
-    /// `weight` equal samples starting at `first` (weight 1: exact record).
-    Plain {
-        /// Sample index.
-        first: u32,
-        /// Run length.
-        weight: u32,
-    },
-    /// Samples `first..first+period` repeated `repeats` times.
-    Pattern {
-        /// First sample of the period.
-        first: u32,
-        /// Period length.
-        period: u32,
-        /// Repetitions.
-        repeats: u32,
-    },
-    /// A bounded interval.
-    Bounded(Box<BoundedRecord>),
-}
 
 fn periodic(class: &[u32], p: usize) -> bool {
     class.len() % p == 0 && (p..class.len()).all(|i| class[i] == class[i - p])

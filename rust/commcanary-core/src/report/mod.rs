@@ -9,6 +9,7 @@
 //! byte. Samples are stored column-wise.
 
 pub mod read;
+pub mod run;
 
 use sha2::{Digest, Sha256};
 

@@ -18,173 +18,29 @@
 //! depend on how the compiler grouped events. Everything is deterministic:
 //! the same canary and settings give bit-identical results.
 
+pub mod cost;
+mod identity;
 pub mod metrics;
+pub mod settings;
 
-use sha2::{Digest, Sha256};
+pub use settings::{
+    ABLATION_NAMES, Ablations, MAX_REPLAY_EVENTS_LIMIT, RequestedSettings, Settings,
+};
+
+use rayon::prelude::*;
 
 use crate::canary::Program;
 use crate::canary::expand::{LogicalEvent, for_each_logical_event, for_each_occurrence_of};
 use crate::canary::write::write_signature;
 use crate::error::{Error, Result};
-use crate::json::canon;
-use crate::pyfloat::{py_sum, round};
+use crate::pyfloat::py_sum;
 use crate::trace::Signature;
+use identity::{IdentityTemplate, identity_template};
 
 /// Model identity.
 pub const MODEL_NAME: &str = "commcanary.replay";
 /// Model version.
 pub const MODEL_VERSION: &str = "deterministic-scheduler-v4";
-/// Hard ceiling on occurrences × iterations.
-pub const MAX_REPLAY_EVENTS_LIMIT: u64 = 10_000_000;
-
-/// The ablations of the model.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Ablations {
-    /// Arrival offsets forced to zero.
-    pub arrival_skew: bool,
-    /// Overlap forced to zero.
-    pub compute_overlap: bool,
-    /// Logical events sorted by operation identity.
-    pub operation_ordering: bool,
-    /// No exponential tail windows.
-    pub rare_tail_windows: bool,
-    /// Every gap zero.
-    pub queue_reset_gaps: bool,
-    /// Record pressure replaced by 0.55.
-    pub pressure: bool,
-    /// Observed latencies dropped.
-    pub observed_exposed_us: bool,
-}
-
-/// Ablation names, sorted.
-pub const ABLATION_NAMES: [&str; 7] = [
-    "arrival_skew",
-    "compute_overlap",
-    "observed_exposed_us",
-    "operation_ordering",
-    "pressure",
-    "queue_reset_gaps",
-    "rare_tail_windows",
-];
-
-impl Ablations {
-    /// Parses a list of names (any order, duplicates allowed).
-    ///
-    /// # Errors
-    /// An unknown name: `unsupported replay ablation 'x'`.
-    pub fn parse<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Self> {
-        let mut a = Self::default();
-        for name in names {
-            match name {
-                "arrival_skew" => a.arrival_skew = true,
-                "compute_overlap" => a.compute_overlap = true,
-                "operation_ordering" => a.operation_ordering = true,
-                "rare_tail_windows" => a.rare_tail_windows = true,
-                "queue_reset_gaps" => a.queue_reset_gaps = true,
-                "pressure" => a.pressure = true,
-                "observed_exposed_us" => a.observed_exposed_us = true,
-                other => {
-                    return Err(Error::invalid(format!(
-                        "unsupported replay ablation '{other}'"
-                    )));
-                }
-            }
-        }
-        Ok(a)
-    }
-
-    /// Active names, sorted.
-    #[must_use]
-    pub fn names(&self) -> Vec<&'static str> {
-        let flags = [
-            self.arrival_skew,
-            self.compute_overlap,
-            self.observed_exposed_us,
-            self.operation_ordering,
-            self.pressure,
-            self.queue_reset_gaps,
-            self.rare_tail_windows,
-        ];
-        ABLATION_NAMES
-            .iter()
-            .zip(flags)
-            .filter_map(|(n, on)| on.then_some(*n))
-            .collect()
-    }
-}
-
-/// Replay settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Settings {
-    /// Backend label (descriptive).
-    pub label: String,
-    /// B, Gbit/s (> 0).
-    pub bandwidth_gbps: f64,
-    /// F, µs (≥ 0).
-    pub latency_floor_us: f64,
-    /// C (≥ 0).
-    pub compute_pressure: f64,
-    /// η in [0, 1].
-    pub overlap_efficiency: f64,
-    /// Iterations (≥ 1).
-    pub iterations: u32,
-    /// Seed (any 64-bit integer).
-    pub seed: i64,
-    /// Ceiling on occurrences × iterations.
-    pub max_replay_events: u64,
-    /// Ablations.
-    pub ablations: Ablations,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            label: "simulated-nccl".to_owned(),
-            bandwidth_gbps: 55.0,
-            latency_floor_us: 7.5,
-            compute_pressure: 0.55,
-            overlap_efficiency: 0.72,
-            iterations: 1,
-            seed: 7,
-            max_replay_events: 1_000_000,
-            ablations: Ablations::default(),
-        }
-    }
-}
-
-impl Settings {
-    /// Checks the parameter ranges.
-    ///
-    /// # Errors
-    /// The first parameter out of range, named.
-    pub fn validate(&self) -> Result<()> {
-        let bad = |m: &str| Err(Error::invalid(m.to_owned()));
-        if self.label.is_empty() {
-            return bad("backend_label must be non-empty");
-        }
-        if !(self.bandwidth_gbps > 0.0 && self.bandwidth_gbps.is_finite()) {
-            return bad("bandwidth_gbps must be positive");
-        }
-        if !(self.latency_floor_us >= 0.0 && self.latency_floor_us.is_finite()) {
-            return bad("latency_floor_us must be non-negative");
-        }
-        if !(self.compute_pressure >= 0.0 && self.compute_pressure.is_finite()) {
-            return bad("compute_pressure must be non-negative");
-        }
-        if !(0.0..=1.0).contains(&self.overlap_efficiency) {
-            return bad("overlap_efficiency must be between 0 and 1");
-        }
-        if self.iterations < 1 {
-            return bad("iterations must be at least 1");
-        }
-        if self.max_replay_events < 1 || self.max_replay_events > MAX_REPLAY_EVENTS_LIMIT {
-            return Err(Error::invalid(format!(
-                "max_replay_events must be between 1 and {MAX_REPLAY_EVENTS_LIMIT}"
-            )));
-        }
-        Ok(())
-    }
-}
 
 /// The scheduler serialization key of a signature.
 #[must_use]
@@ -212,37 +68,6 @@ pub fn resource(sig: &Signature) -> String {
         return format!("default:ranks={}", ranks.join(","));
     }
     "default".to_owned()
-}
-
-fn op_factor(sig: &Signature, n: f64) -> f64 {
-    match sig.op.as_slice() {
-        b"all_reduce" => 2.0 * (n - 1.0) / n,
-        b"reduce_scatter" | b"all_gather" => (n - 1.0) / n,
-        b"all_to_all" => 1.6,
-        b"broadcast" => 0.8,
-        _ => 1.0,
-    }
-}
-
-fn splitmix64(mut v: u64) -> u64 {
-    v = v.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    v = (v ^ (v >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    v = (v ^ (v >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    v ^ (v >> 31)
-}
-
-/// The three deterministic uniforms of an occurrence.
-#[must_use]
-pub fn uniforms(seed: i64, iteration: u32, identity_hash: u64) -> [f64; 3] {
-    let ctr = (seed as u64)
-        ^ u64::from(iteration + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93)
-        ^ identity_hash;
-    let mut out = [0.0; 3];
-    for (lane, u) in out.iter_mut().enumerate() {
-        let x = splitmix64(ctr ^ (lane as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        *u = (x >> 11) as f64 / (1u64 << 53) as f64;
-    }
-    out
 }
 
 /// Static (iteration-independent) quantities of one occurrence.
@@ -309,6 +134,65 @@ pub struct Replay {
 }
 
 impl Replay {
+    fn reserve(&mut self, samples: usize) {
+        macro_rules! reserve {
+            ($($f:ident),*) => { $( self.$f.reserve_exact(samples); )* };
+        }
+        reserve!(
+            signature,
+            gap_us,
+            compute_before_us,
+            arrival_skew_us,
+            avg_rank_wait_us,
+            compute_overlap_us,
+            collective_us,
+            first_arrival_us,
+            last_arrival_us,
+            collective_start_us,
+            queue_wait_us,
+            completion_us,
+            total_us,
+            hidden_us,
+            exposed_us,
+            observed_exposed_us,
+            uncertain
+        );
+    }
+
+    /// Appends one scheduled occurrence.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        s: &Static,
+        collective: f64,
+        first: f64,
+        last: f64,
+        start: f64,
+        completion: f64,
+        eta: f64,
+    ) {
+        let total = completion - first;
+        let hidden = total.min(s.overlap.max(0.0) * eta);
+        self.signature.push(s.signature);
+        self.gap_us.push(s.gap);
+        self.compute_before_us.push(s.before);
+        self.arrival_skew_us.push(s.skew);
+        self.avg_rank_wait_us.push(s.wait);
+        self.compute_overlap_us.push(s.overlap);
+        self.collective_us.push(collective);
+        self.first_arrival_us.push(first);
+        self.last_arrival_us.push(last);
+        self.collective_start_us.push(start);
+        self.queue_wait_us.push(start - last);
+        self.completion_us.push(completion);
+        self.total_us.push(total);
+        self.hidden_us.push(hidden);
+        self.exposed_us.push(total - hidden);
+        self.observed_exposed_us.push(s.observed);
+        self.uncertain.push(s.uncertain);
+    }
+
     /// Number of samples.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -361,68 +245,6 @@ fn sort_key(sig: &Signature) -> impl Ord + '_ {
     )
 }
 
-/// Canonical identity JSON of an occurrence, split around the parts that
-/// vary: `{"arrival_offsets_us":[…],` + middle + `"occurrence":N,` + tail.
-struct IdentityTemplate {
-    middle: Vec<u8>,
-    tail: Vec<u8>,
-}
-
-fn identity_template(sig: &Signature) -> IdentityTemplate {
-    // Keys sorted: arrival_offsets_us, channel, group, message_sequence,
-    // occurrence, op, phase, ranks, receiver_rank, reduction_op, root_rank,
-    // sender_rank, tag.
-    let mut middle = Vec::new();
-    if let Some(c) = &sig.channel {
-        middle.extend_from_slice(b"\"channel\":");
-        canon::write_wtf8(&mut middle, c);
-        middle.push(b',');
-    }
-    middle.extend_from_slice(b"\"group\":");
-    canon::write_wtf8(&mut middle, &sig.group);
-    middle.push(b',');
-    if let Some(m) = sig.message_sequence {
-        middle.extend_from_slice(b"\"message_sequence\":");
-        canon::write_i64(&mut middle, m);
-        middle.push(b',');
-    }
-    let mut tail = Vec::new();
-    tail.extend_from_slice(b",\"op\":");
-    canon::write_wtf8(&mut tail, &sig.op);
-    tail.extend_from_slice(b",\"phase\":");
-    canon::write_wtf8(&mut tail, &sig.phase);
-    tail.extend_from_slice(b",\"ranks\":[");
-    for (i, r) in sig.ranks.iter().enumerate() {
-        if i > 0 {
-            tail.push(b',');
-        }
-        canon::write_i64(&mut tail, *r);
-    }
-    tail.push(b']');
-    if let Some(r) = sig.receiver_rank {
-        tail.extend_from_slice(b",\"receiver_rank\":");
-        canon::write_i64(&mut tail, r);
-    }
-    if let Some(r) = &sig.reduction_op {
-        tail.extend_from_slice(b",\"reduction_op\":");
-        tail.extend_from_slice(r);
-    }
-    if let Some(r) = &sig.root_rank {
-        tail.extend_from_slice(b",\"root_rank\":");
-        tail.extend_from_slice(r);
-    }
-    if let Some(s) = sig.sender_rank {
-        tail.extend_from_slice(b",\"sender_rank\":");
-        canon::write_i64(&mut tail, s);
-    }
-    if let Some(t) = &sig.tag {
-        tail.extend_from_slice(b",\"tag\":");
-        canon::write_wtf8(&mut tail, t);
-    }
-    tail.push(b'}');
-    IdentityTemplate { middle, tail }
-}
-
 /// A pending occurrence before its static quantities are computed.
 #[derive(Clone, Copy)]
 struct Pending {
@@ -438,7 +260,6 @@ struct Pending {
 /// # Errors
 /// Invalid settings, an expansion above `max_replay_events`, or a timeline
 /// beyond 1e12 µs.
-#[allow(clippy::too_many_lines)]
 pub fn replay(program: &Program, settings: &Settings) -> Result<Replay> {
     settings.validate()?;
     let (_, occurrences) = crate::canary::expand::expanded_counts(program);
@@ -449,9 +270,15 @@ pub fn replay(program: &Program, settings: &Settings) -> Result<Replay> {
             settings.max_replay_events
         )));
     }
-    let ablate = settings.ablations;
+    let pending = pending_occurrences(program, settings.ablations, occurrences as usize);
+    let statics = static_quantities(program, settings, &pending);
+    drop(pending);
+    schedule(program, settings, &statics)
+}
 
-    // Logical events, optionally reordered by identity (stable).
+/// Stage 1: the occurrences in replay order (logical events optionally
+/// reordered by identity, stably, then expanded).
+fn pending_occurrences(program: &Program, ablate: Ablations, occurrences: usize) -> Vec<Pending> {
     let mut events: Vec<LogicalEvent> = Vec::new();
     for_each_logical_event(program, |e| events.push(*e));
     if ablate.operation_ordering {
@@ -460,7 +287,7 @@ pub fn replay(program: &Program, settings: &Settings) -> Result<Replay> {
                 .cmp(&sort_key(&program.signatures[b.signature as usize]))
         });
     }
-    let mut pending: Vec<Pending> = Vec::with_capacity(occurrences as usize);
+    let mut pending: Vec<Pending> = Vec::with_capacity(occurrences);
     for event in &events {
         for_each_occurrence_of(program, event, |o| {
             pending.push(Pending {
@@ -472,119 +299,115 @@ pub fn replay(program: &Program, settings: &Settings) -> Result<Replay> {
             });
         });
     }
+    pending
+}
 
-    // Static quantities, identities hashed on two threads.
+/// Occurrences per parallel work item of [`static_quantities`].
+const STATIC_CHUNK: usize = 8192;
+
+/// Stage 2: the iteration-independent quantities of every occurrence
+/// (offsets, skew, wait, pressure, base latency, identity hash), computed in
+/// parallel chunks and collected in order.
+fn static_quantities(program: &Program, settings: &Settings, pending: &[Pending]) -> Vec<Static> {
     let templates: Vec<IdentityTemplate> =
         program.signatures.iter().map(identity_template).collect();
-    let statics = |chunk: &[Pending]| -> Vec<Static> {
-        let mut buf = Vec::with_capacity(256);
-        let mut offsets = Vec::with_capacity(64);
-        chunk
-            .iter()
-            .map(|p| {
-                let sig = &program.signatures[p.signature as usize];
-                let point = &program.points[p.point as usize];
-                let n = sig.rank_count();
-                offsets.clear();
-                if ablate.arrival_skew {
-                    offsets.resize(n, 0.0);
-                } else {
-                    offsets.extend_from_slice(program.point_offsets(point, n));
-                }
-                let hi = offsets.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                let lo = offsets.iter().copied().fold(f64::INFINITY, f64::min);
-                let skew = hi - lo;
-                let wait = py_sum(offsets.iter().map(|o| hi - o)) / n as f64;
-                let p_rec = if ablate.pressure {
-                    0.55
-                } else {
-                    point.compute_pressure
-                };
-                let pressure = (settings.compute_pressure * p_rec / 0.55).clamp(0.0, 1.5);
-                let overlap = if ablate.compute_overlap {
-                    0.0
-                } else {
-                    point.compute_overlap_us
-                };
-                let gap = if ablate.queue_reset_gaps { 0.0 } else { p.gap };
-                let nf = n as f64;
-                let log_ranks = nf.max(2.0).log2();
-                let transfer = (sig.bytes as f64 * 8.0) / (settings.bandwidth_gbps * 1000.0);
-                let g = (sig.concurrent_groups - 1).max(0) as f64;
-                let contention = 1.0 + 0.22 * g;
-                let penalty = 1.0 + 0.18 * pressure;
-                let startup = settings.latency_floor_us + 1.15 * log_ranks + 4.0;
-                let base_us = startup + transfer * op_factor(sig, nf) * contention * penalty;
-
-                let t = &templates[p.signature as usize];
-                buf.clear();
-                buf.extend_from_slice(b"{\"arrival_offsets_us\":[");
-                for (i, o) in offsets.iter().enumerate() {
-                    if i > 0 {
-                        buf.push(b',');
-                    }
-                    canon::write_f64_rounded(&mut buf, round(*o, 9), 9);
-                }
-                buf.extend_from_slice(b"],");
-                buf.extend_from_slice(&t.middle);
-                buf.extend_from_slice(b"\"occurrence\":");
-                canon::write_i64(&mut buf, p.occurrence as i64);
-                buf.extend_from_slice(&t.tail);
-                let digest = Sha256::digest(&buf);
-                let mut head = [0u8; 8];
-                head.copy_from_slice(&digest[..8]);
-                let observed = if ablate.observed_exposed_us {
-                    f64::NAN
-                } else {
-                    point.observed_exposed_us
-                };
-                Static {
-                    signature: p.signature,
-                    gap,
-                    skew,
-                    wait,
-                    overlap,
-                    pressure,
-                    before: point.compute_before_us,
-                    observed,
-                    uncertain: p.uncertain,
-                    base_us,
-                    identity_hash: u64::from_be_bytes(head),
-                }
-            })
+    let chunk = |part: &[Pending]| -> Vec<Static> {
+        let mut scratch = StaticScratch::default();
+        part.iter()
+            .map(|p| static_of(program, settings, &templates, p, &mut scratch))
             .collect()
     };
-    let statics: Vec<Static> = if pending.len() >= 20_000 {
-        let (a, b) = pending.split_at(pending.len() / 2);
-        std::thread::scope(|scope| {
-            let second = scope.spawn(|| statics(b));
-            let mut first = statics(a);
-            let second = second
-                .join()
-                .map_err(|_| Error::invalid("internal error: replay worker panicked"))?;
-            first.extend(second);
-            Ok::<_, Error>(first)
-        })?
-    } else {
-        statics(&pending)
-    };
-    drop(pending);
+    if pending.len() < 2 * STATIC_CHUNK {
+        return chunk(pending);
+    }
+    let parts: Vec<Vec<Static>> = pending.par_chunks(STATIC_CHUNK).map(chunk).collect();
+    let mut out = Vec::with_capacity(pending.len());
+    for part in parts {
+        out.extend(part);
+    }
+    out
+}
 
-    // Schedule every iteration.
-    let resources: Vec<String> = program.signatures.iter().map(resource).collect();
-    let mut resource_id: Vec<usize> = Vec::with_capacity(resources.len());
-    {
-        let mut names: Vec<&String> = Vec::new();
-        for r in &resources {
-            let id = names.iter().position(|n| *n == r).unwrap_or_else(|| {
+/// Buffers reused across the occurrences of one chunk.
+#[derive(Default)]
+struct StaticScratch {
+    identity: Vec<u8>,
+    offsets: Vec<f64>,
+}
+
+/// The static quantities of one occurrence.
+#[inline]
+fn static_of(
+    program: &Program,
+    settings: &Settings,
+    templates: &[IdentityTemplate],
+    p: &Pending,
+    scratch: &mut StaticScratch,
+) -> Static {
+    let ablate = settings.ablations;
+    let sig = &program.signatures[p.signature as usize];
+    let point = &program.points[p.point as usize];
+    let n = sig.rank_count();
+    let offsets = &mut scratch.offsets;
+    offsets.clear();
+    if ablate.arrival_skew {
+        offsets.resize(n, 0.0);
+    } else {
+        offsets.extend_from_slice(program.point_offsets(point, n));
+    }
+    let hi = offsets.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let lo = offsets.iter().copied().fold(f64::INFINITY, f64::min);
+    let wait = py_sum(offsets.iter().map(|o| hi - o)) / n as f64;
+    let record_pressure = if ablate.pressure {
+        0.55
+    } else {
+        point.compute_pressure
+    };
+    let pressure = cost::effective_pressure(settings.compute_pressure, record_pressure);
+    let identity_hash =
+        templates[p.signature as usize].hash(offsets, p.occurrence, &mut scratch.identity);
+    Static {
+        signature: p.signature,
+        gap: if ablate.queue_reset_gaps { 0.0 } else { p.gap },
+        skew: hi - lo,
+        wait,
+        overlap: if ablate.compute_overlap {
+            0.0
+        } else {
+            point.compute_overlap_us
+        },
+        pressure,
+        before: point.compute_before_us,
+        observed: if ablate.observed_exposed_us {
+            f64::NAN
+        } else {
+            point.observed_exposed_us
+        },
+        uncertain: p.uncertain,
+        base_us: cost::base_latency_us(sig, settings, pressure),
+        identity_hash,
+    }
+}
+
+/// Dense resource ids: the first signature naming a resource fixes its id.
+fn resource_ids(resources: &[String]) -> Vec<usize> {
+    let mut names: Vec<&String> = Vec::new();
+    resources
+        .iter()
+        .map(|r| {
+            names.iter().position(|n| *n == r).unwrap_or_else(|| {
                 names.push(r);
                 names.len() - 1
-            });
-            resource_id.push(id);
-        }
-    }
+            })
+        })
+        .collect()
+}
+
+/// Stage 3: every iteration scheduled on the FIFO resources.
+fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Result<Replay> {
+    let resources: Vec<String> = program.signatures.iter().map(resource).collect();
+    let resource_id = resource_ids(&resources);
     let n = statics.len();
-    let samples = n * settings.iterations as usize;
     let mut out = Replay {
         per_iteration: n,
         iterations: settings.iterations,
@@ -592,73 +415,29 @@ pub fn replay(program: &Program, settings: &Settings) -> Result<Replay> {
         resources,
         ..Replay::default()
     };
-    macro_rules! reserve {
-        ($($f:ident),*) => { $( out.$f.reserve_exact(samples); )* };
-    }
-    reserve!(
-        signature,
-        gap_us,
-        compute_before_us,
-        arrival_skew_us,
-        avg_rank_wait_us,
-        compute_overlap_us,
-        collective_us,
-        first_arrival_us,
-        last_arrival_us,
-        collective_start_us,
-        queue_wait_us,
-        completion_us,
-        total_us,
-        hidden_us,
-        exposed_us,
-        observed_exposed_us,
-        uncertain
-    );
+    out.reserve(n * settings.iterations as usize);
+    let other_groups: Vec<f64> = program.signatures.iter().map(cost::other_groups).collect();
+    let no_tail = settings.ablations.rare_tail_windows;
     let eta = settings.overlap_efficiency;
     for iteration in 0..settings.iterations {
         let mut available = vec![0.0f64; resource_id.len()];
         let mut clock = 0.0f64;
-        for s in &statics {
-            let [u0, u1, u2] = uniforms(settings.seed, iteration, s.identity_hash);
-            let g = (program.signatures[s.signature as usize].concurrent_groups - 1).max(0) as f64;
-            let p_tail = (0.015 + s.skew / 180.0 + 0.035 * s.pressure + 0.04 * g).min(0.35);
-            let jitter = -0.45 + 1.35 * u0;
-            let noise = if ablate.rare_tail_windows || u1 > p_tail {
-                jitter
-            } else {
-                jitter + (-(1.0 - u2).max(1e-15).ln()) * (3.5 + 8.0 * s.pressure + 0.08 * s.skew)
-            };
-            let collective = (s.base_us + noise).max(0.5);
+        for s in statics {
+            let u = cost::uniforms(settings.seed, iteration, s.identity_hash);
+            let g = other_groups[s.signature as usize];
+            let collective =
+                (s.base_us + cost::noise_us(u, s.skew, s.pressure, g, no_tail)).max(0.5);
             clock += s.gap;
             let first = clock;
             let last = first + s.skew;
             let slot = &mut available[resource_id[s.signature as usize]];
             let start = last.max(*slot);
-            let queue = start - last;
             let completion = start + collective;
             if clock > 1e12 || completion > 1e12 {
                 return Err(Error::invalid("replay timeline exceeds 1e12 us"));
             }
-            let total = completion - first;
-            let hidden = total.min(s.overlap.max(0.0) * eta);
             *slot = completion;
-            out.signature.push(s.signature);
-            out.gap_us.push(s.gap);
-            out.compute_before_us.push(s.before);
-            out.arrival_skew_us.push(s.skew);
-            out.avg_rank_wait_us.push(s.wait);
-            out.compute_overlap_us.push(s.overlap);
-            out.collective_us.push(collective);
-            out.first_arrival_us.push(first);
-            out.last_arrival_us.push(last);
-            out.collective_start_us.push(start);
-            out.queue_wait_us.push(queue);
-            out.completion_us.push(completion);
-            out.total_us.push(total);
-            out.hidden_us.push(hidden);
-            out.exposed_us.push(total - hidden);
-            out.observed_exposed_us.push(s.observed);
-            out.uncertain.push(s.uncertain);
+            out.push(s, collective, first, last, start, completion, eta);
         }
     }
     Ok(out)

@@ -1,6 +1,5 @@
 //! One-pass trace reader: bytes in, [`Trace`] out.
 
-use std::io::Read;
 use std::path::Path;
 
 use super::{Events, KNOWN_OPS, Signature, Span, TRACE_FORMAT, Trace, flag};
@@ -35,7 +34,7 @@ pub struct LoadOptions {
 impl Default for LoadOptions {
     fn default() -> Self {
         Self {
-            max_input_bytes: 4 << 30,
+            max_input_bytes: crate::input::MAX_INPUT_BYTES,
             json: JsonLimits::default(),
             max_events: 20_000_000,
             max_ranks: 65_536,
@@ -50,46 +49,8 @@ impl Default for LoadOptions {
 /// # Errors
 /// [`ErrorKind::Io`] when the file cannot be read, otherwise as [`load_bytes`].
 pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace> {
-    let bytes = read_input(path, options.max_input_bytes)?;
+    let bytes = crate::input::read_input(path, options.max_input_bytes)?;
     load_owned(bytes, options)
-}
-
-/// Reads a whole input file, decompressing gzip, refusing more than `max` bytes.
-///
-/// # Errors
-/// [`ErrorKind::Io`] for missing files, directories and read or gzip errors;
-/// [`ErrorKind::Limit`] when the (decompressed) input exceeds `max`.
-pub fn read_input(path: &Path, max: u64) -> Result<Vec<u8>> {
-    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::new(ErrorKind::Io, "does not exist"),
-        _ => Error::new(ErrorKind::Io, format!("cannot be read: {e}")),
-    })?;
-    if meta.is_dir() {
-        return Err(Error::new(ErrorKind::Io, "is a directory, not a file"));
-    }
-    let file = std::fs::File::open(path)
-        .map_err(|e| Error::new(ErrorKind::Io, format!("cannot be read: {e}")))?;
-    let mut raw = Vec::new();
-    file.take(max.saturating_add(1))
-        .read_to_end(&mut raw)
-        .map_err(|e| Error::new(ErrorKind::Io, format!("cannot be read: {e}")))?;
-    if raw.len() as u64 > max {
-        return Err(Error::limit(format!("exceeds max_input_bytes={max}")));
-    }
-    if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::MultiGzDecoder::new(raw.as_slice())
-            .take(max.saturating_add(1))
-            .read_to_end(&mut out)
-            .map_err(|e| Error::new(ErrorKind::Io, format!("is not a valid gzip file: {e}")))?;
-        if out.len() as u64 > max {
-            return Err(Error::limit(format!(
-                "decompresses beyond max_input_bytes={max}"
-            )));
-        }
-        return Ok(out);
-    }
-    Ok(raw)
 }
 
 /// Parses trace `bytes` (copied; see [`load_owned`]).

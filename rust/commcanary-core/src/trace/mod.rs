@@ -14,12 +14,12 @@
 
 mod load;
 
-pub use load::{LoadOptions, load, load_bytes, load_owned, read_input};
+pub use load::{LoadOptions, load, load_bytes, load_owned};
 
 use sha2::{Digest, Sha256};
 
 /// The trace format string.
-pub const TRACE_FORMAT: &str = "commcanary.trace.v1";
+pub const TRACE_FORMAT: &str = crate::document::TRACE;
 
 /// Operations that need no `custom_op` flag.
 pub const KNOWN_OPS: [&str; 8] = [
@@ -142,7 +142,34 @@ impl Events {
     pub fn is_empty(&self) -> bool {
         self.signature.is_empty()
     }
+
+    /// The timing column called `name` (one of [`TIMING_COLUMNS`]), in
+    /// input order, `NaN` where an event lacks the field.
+    #[must_use]
+    pub fn column(&self, name: &str) -> Option<&[f64]> {
+        Some(match name {
+            "start_us" => &self.start_us,
+            "gap_us" => &self.gap_us,
+            "arrival_skew_us" => &self.arrival_skew_us,
+            "compute_before_us" => &self.compute_before_us,
+            "compute_overlap_us" => &self.compute_overlap_us,
+            "compute_pressure" => &self.compute_pressure,
+            "observed_exposed_us" => &self.observed_exposed_us,
+            _ => return None,
+        })
+    }
 }
+
+/// The timing columns of [`Events`], by field name.
+pub const TIMING_COLUMNS: [&str; 7] = [
+    "start_us",
+    "gap_us",
+    "arrival_skew_us",
+    "compute_before_us",
+    "compute_overlap_us",
+    "compute_pressure",
+    "observed_exposed_us",
+];
 
 /// Location of one event's canonical JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,112 @@
+//! The kinds of document commcanary reads and writes, told apart by their
+//! top-level `format` member.
+//!
+//! Every reader checks the `format` of its input through [`expect_format`]
+//! before validating anything else, so a canary given where a trace is
+//! expected is reported as such (`is a commcanary.canary.v3 document (a
+//! canary); a commcanary.trace.v1 trace was expected`) instead of as the first
+//! field the canary happens to lack. This module is a leaf: it knows format
+//! identifiers, not the documents' contents.
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// `commcanary.trace.v1`: a workload's collectives, one event each.
+pub const TRACE: &str = "commcanary.trace.v1";
+/// `commcanary.canary.v3`: a compiled canary.
+pub const CANARY: &str = "commcanary.canary.v3";
+/// `commcanary.report.v3`: a replay report.
+pub const REPORT: &str = "commcanary.report.v3";
+/// `commcanary.compare.v3`: a comparison of two reports.
+pub const COMPARISON: &str = "commcanary.compare.v3";
+/// `commcanary.report_verification.v1`.
+pub const REPORT_VERIFICATION: &str = "commcanary.report_verification.v1";
+/// `commcanary.fidelity_verification.v1`.
+pub const FIDELITY_VERIFICATION: &str = "commcanary.fidelity_verification.v1";
+/// `commcanary.behavior_verification.v1`.
+pub const BEHAVIOR_VERIFICATION: &str = "commcanary.behavior_verification.v1";
+/// `commcanary.behavior_search_evidence.v1`.
+pub const BEHAVIOR_SEARCH_EVIDENCE: &str = "commcanary.behavior_search_evidence.v1";
+
+/// Every document format this version knows, with the noun a person reads.
+pub const KINDS: [(&str, &str); 8] = [
+    (TRACE, "trace"),
+    (CANARY, "canary"),
+    (REPORT, "report"),
+    (COMPARISON, "comparison"),
+    (REPORT_VERIFICATION, "report verification"),
+    (FIDELITY_VERIFICATION, "fidelity verification"),
+    (BEHAVIOR_VERIFICATION, "behaviour verification"),
+    (BEHAVIOR_SEARCH_EVIDENCE, "behaviour search evidence"),
+];
+
+/// The noun for a known format identifier.
+#[must_use]
+pub fn noun(format: &str) -> Option<&'static str> {
+    KINDS.iter().find(|(f, _)| *f == format).map(|(_, n)| *n)
+}
+
+/// Checks a document's `format` value against the one a reader expects.
+///
+/// `found` is the decoded `format` string (`None` when the member is absent
+/// or not a string). Returns `Ok(())` when it matches; an
+/// [`ErrorKind::WrongDocument`] error when it names another known document
+/// kind; `Ok(())` otherwise, so the reader's own validation reports a missing,
+/// foreign or other-version `format` in its usual words.
+///
+/// # Errors
+/// As described above.
+pub fn expect_format(found: Option<&str>, expected: &str) -> Result<()> {
+    let Some(found) = found else {
+        return Ok(());
+    };
+    if found == expected {
+        return Ok(());
+    }
+    let wanted = noun(expected).unwrap_or("document");
+    let article = if wanted.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    if let Some(kind) = noun(found) {
+        let article_found = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
+        return Err(Error::new(
+            ErrorKind::WrongDocument,
+            format!(
+                "is a {found} document ({article_found} {kind}); {article} {expected} {wanted} was expected"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matching_and_unknown_formats_pass_through() {
+        assert!(expect_format(Some(TRACE), TRACE).is_ok());
+        assert!(expect_format(None, TRACE).is_ok());
+        assert!(expect_format(Some("something.else"), TRACE).is_ok());
+    }
+
+    #[test]
+    fn a_known_kind_is_named() {
+        let e = expect_format(Some(CANARY), TRACE).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::WrongDocument);
+        assert_eq!(
+            e.with_path("c.json"),
+            "c.json is a commcanary.canary.v3 document (a canary); a commcanary.trace.v1 trace was expected"
+        );
+        let e = expect_format(Some(REPORT_VERIFICATION), REPORT).unwrap_err();
+        assert!(
+            e.message()
+                .contains("(a report verification); a commcanary.report.v3 report")
+        );
+    }
+}

@@ -1,0 +1,121 @@
+//! The cost terms and the noise of `deterministic-scheduler-v4`.
+//!
+//! One occurrence's collective latency is the noise-free [`base_latency_us`]
+//! plus [`noise_us`], floored at 0.5 µs:
+//!
+//! ```text
+//! base  = F + 1.15·log2(max(2, n)) + 4 + (8·bytes / (1000·B))·op_factor·(1 + 0.22·(g−1))·(1 + 0.18·p)
+//! noise = −0.45 + 1.35·u0                       (jitter)
+//!       + [u1 ≤ p_tail] · −ln(1 − u2)·(3.5 + 8·p + 0.08·skew)   (rare tail window)
+//! p_tail = min(0.35, 0.015 + skew/180 + 0.035·p + 0.04·(g−1))
+//! ```
+//!
+//! The uniforms `u0, u1, u2` come from SplitMix64 over the seed, the
+//! iteration and the occurrence's identity hash ([`uniforms`]). The
+//! expressions are evaluated in exactly this order: reports are byte-exact.
+
+use super::Settings;
+use crate::trace::Signature;
+
+/// The algorithm factor of an operation over `n` ranks (ring all-reduce
+/// moves `2(n−1)/n` of the buffer, ...).
+#[must_use]
+pub fn op_factor(sig: &Signature, n: f64) -> f64 {
+    match sig.op.as_slice() {
+        b"all_reduce" => 2.0 * (n - 1.0) / n,
+        b"reduce_scatter" | b"all_gather" => (n - 1.0) / n,
+        b"all_to_all" => 1.6,
+        b"broadcast" => 0.8,
+        _ => 1.0,
+    }
+}
+
+/// Pressure the model applies: the backend's `compute_pressure` scaled by the
+/// record's pressure relative to the reference 0.55, clamped to `[0, 1.5]`.
+#[inline]
+#[must_use]
+pub fn effective_pressure(backend_pressure: f64, record_pressure: f64) -> f64 {
+    (backend_pressure * record_pressure / 0.55).clamp(0.0, 1.5)
+}
+
+/// Communicators sharing the links besides this one, `max(0, g − 1)`.
+#[inline]
+#[must_use]
+pub fn other_groups(sig: &Signature) -> f64 {
+    (sig.concurrent_groups - 1).max(0) as f64
+}
+
+/// The noise-free collective latency of one occurrence of `sig`, µs.
+#[inline]
+#[must_use]
+pub fn base_latency_us(sig: &Signature, settings: &Settings, pressure: f64) -> f64 {
+    let nf = sig.rank_count() as f64;
+    let log_ranks = nf.max(2.0).log2();
+    let transfer = (sig.bytes as f64 * 8.0) / (settings.bandwidth_gbps * 1000.0);
+    let contention = 1.0 + 0.22 * other_groups(sig);
+    let penalty = 1.0 + 0.18 * pressure;
+    let startup = settings.latency_floor_us + 1.15 * log_ranks + 4.0;
+    startup + transfer * op_factor(sig, nf) * contention * penalty
+}
+
+/// The noise of one occurrence from its three uniforms; `no_tail` is the
+/// `rare_tail_windows` ablation.
+#[inline]
+#[must_use]
+pub fn noise_us(u: [f64; 3], skew: f64, pressure: f64, other_groups: f64, no_tail: bool) -> f64 {
+    let [u0, u1, u2] = u;
+    let p_tail = (0.015 + skew / 180.0 + 0.035 * pressure + 0.04 * other_groups).min(0.35);
+    let jitter = -0.45 + 1.35 * u0;
+    if no_tail || u1 > p_tail {
+        jitter
+    } else {
+        jitter + (-(1.0 - u2).max(1e-15).ln()) * (3.5 + 8.0 * pressure + 0.08 * skew)
+    }
+}
+
+fn splitmix64(mut v: u64) -> u64 {
+    v = v.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    v = (v ^ (v >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    v = (v ^ (v >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    v ^ (v >> 31)
+}
+
+/// The three deterministic uniforms of an occurrence.
+#[must_use]
+pub fn uniforms(seed: i64, iteration: u32, identity_hash: u64) -> [f64; 3] {
+    let ctr = (seed as u64)
+        ^ u64::from(iteration + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93)
+        ^ identity_hash;
+    let mut out = [0.0; 3];
+    for (lane, u) in out.iter_mut().enumerate() {
+        let x = splitmix64(ctr ^ (lane as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        *u = (x >> 11) as f64 / (1u64 << 53) as f64;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniforms_are_in_the_unit_interval_and_deterministic() {
+        let a = uniforms(7, 0, 0xDEAD_BEEF);
+        assert_eq!(a, uniforms(7, 0, 0xDEAD_BEEF));
+        assert_ne!(a, uniforms(7, 1, 0xDEAD_BEEF));
+        assert!(a.iter().all(|u| (0.0..1.0).contains(u)));
+    }
+
+    #[test]
+    fn noise_without_tail_is_the_jitter() {
+        assert_eq!(noise_us([0.0, 0.0, 0.5], 0.0, 0.0, 0.0, true), -0.45);
+        // u1 = 0 is always inside the tail window unless it is ablated.
+        assert!(noise_us([0.0, 0.0, 0.5], 0.0, 0.0, 0.0, false) > -0.45);
+    }
+
+    #[test]
+    fn pressure_is_clamped() {
+        assert_eq!(effective_pressure(10.0, 1.0), 1.5);
+        assert_eq!(effective_pressure(0.55, 0.55), 0.55);
+    }
+}

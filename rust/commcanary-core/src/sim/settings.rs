@@ -1,0 +1,230 @@
+//! Replay settings: the backend knobs, the iteration count and seed, the
+//! event ceiling and the ablations.
+//!
+//! [`Settings::checked`] is the one place caller-supplied values are
+//! range-checked; every bad value is an [`Error::option`] naming the option
+//! as the API spells it. [`Settings::default`] holds the one copy of the
+//! default backend that every front end reads.
+
+use crate::error::{Error, Result};
+
+/// Hard ceiling on occurrences × iterations.
+pub const MAX_REPLAY_EVENTS_LIMIT: u64 = 10_000_000;
+
+/// The ablations of the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ablations {
+    /// Arrival offsets forced to zero.
+    pub arrival_skew: bool,
+    /// Overlap forced to zero.
+    pub compute_overlap: bool,
+    /// Logical events sorted by operation identity.
+    pub operation_ordering: bool,
+    /// No exponential tail windows.
+    pub rare_tail_windows: bool,
+    /// Every gap zero.
+    pub queue_reset_gaps: bool,
+    /// Record pressure replaced by 0.55.
+    pub pressure: bool,
+    /// Observed latencies dropped.
+    pub observed_exposed_us: bool,
+}
+
+/// Ablation names, sorted.
+pub const ABLATION_NAMES: [&str; 7] = [
+    "arrival_skew",
+    "compute_overlap",
+    "observed_exposed_us",
+    "operation_ordering",
+    "pressure",
+    "queue_reset_gaps",
+    "rare_tail_windows",
+];
+
+impl Ablations {
+    /// Parses a list of names (any order, duplicates allowed).
+    ///
+    /// # Errors
+    /// An unknown name: `unsupported replay ablation 'x'`.
+    pub fn parse<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Self> {
+        let mut a = Self::default();
+        for name in names {
+            match name {
+                "arrival_skew" => a.arrival_skew = true,
+                "compute_overlap" => a.compute_overlap = true,
+                "operation_ordering" => a.operation_ordering = true,
+                "rare_tail_windows" => a.rare_tail_windows = true,
+                "queue_reset_gaps" => a.queue_reset_gaps = true,
+                "pressure" => a.pressure = true,
+                "observed_exposed_us" => a.observed_exposed_us = true,
+                other => {
+                    return Err(Error::invalid(format!(
+                        "unsupported replay ablation '{other}'"
+                    )));
+                }
+            }
+        }
+        Ok(a)
+    }
+
+    /// Active names, sorted.
+    #[must_use]
+    pub fn names(&self) -> Vec<&'static str> {
+        let flags = [
+            self.arrival_skew,
+            self.compute_overlap,
+            self.observed_exposed_us,
+            self.operation_ordering,
+            self.pressure,
+            self.queue_reset_gaps,
+            self.rare_tail_windows,
+        ];
+        ABLATION_NAMES
+            .iter()
+            .zip(flags)
+            .filter_map(|(n, on)| on.then_some(*n))
+            .collect()
+    }
+}
+
+/// Replay settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Backend label (descriptive).
+    pub label: String,
+    /// B, Gbit/s (> 0).
+    pub bandwidth_gbps: f64,
+    /// F, µs (≥ 0).
+    pub latency_floor_us: f64,
+    /// C (≥ 0).
+    pub compute_pressure: f64,
+    /// η in [0, 1].
+    pub overlap_efficiency: f64,
+    /// Iterations (≥ 1).
+    pub iterations: u32,
+    /// Seed (any 64-bit integer).
+    pub seed: i64,
+    /// Ceiling on occurrences × iterations.
+    pub max_replay_events: u64,
+    /// Ablations.
+    pub ablations: Ablations,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            label: "simulated-nccl".to_owned(),
+            bandwidth_gbps: 55.0,
+            latency_floor_us: 7.5,
+            compute_pressure: 0.55,
+            overlap_efficiency: 0.72,
+            iterations: 1,
+            seed: 7,
+            max_replay_events: 1_000_000,
+            ablations: Ablations::default(),
+        }
+    }
+}
+
+impl Settings {
+    /// Checks the parameter ranges.
+    ///
+    /// # Errors
+    /// The first parameter out of range, as an [`Error::option`] naming it.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |name: &'static str, rule: &str| Err(Error::option(name, rule));
+        if self.label.is_empty() {
+            return bad("backend_label", "must be non-empty");
+        }
+        if !(self.bandwidth_gbps > 0.0 && self.bandwidth_gbps.is_finite()) {
+            return bad("bandwidth_gbps", "must be positive");
+        }
+        if !(self.latency_floor_us >= 0.0 && self.latency_floor_us.is_finite()) {
+            return bad("latency_floor_us", "must be non-negative");
+        }
+        if !(self.compute_pressure >= 0.0 && self.compute_pressure.is_finite()) {
+            return bad("compute_pressure", "must be non-negative");
+        }
+        if !(0.0..=1.0).contains(&self.overlap_efficiency) {
+            return bad("overlap_efficiency", "must be between 0 and 1");
+        }
+        if self.iterations < 1 {
+            return bad("iterations", "must be at least 1");
+        }
+        if self.max_replay_events < 1 || self.max_replay_events > MAX_REPLAY_EVENTS_LIMIT {
+            return bad(
+                "max_replay_events",
+                &format!("must be between 1 and {MAX_REPLAY_EVENTS_LIMIT}"),
+            );
+        }
+        Ok(())
+    }
+
+    /// Builds and checks settings from caller-supplied values (signed
+    /// integers, ablation names, `None` for a default).
+    ///
+    /// # Errors
+    /// As [`Settings::validate`]; an unknown ablation names the known ones.
+    pub fn checked(requested: &RequestedSettings) -> Result<Self> {
+        let d = Self::default();
+        let ablations =
+            Ablations::parse(requested.ablations.iter().map(String::as_str)).map_err(|e| {
+                Error::option(
+                    "ablations",
+                    format!("has {e}; expected one of {}", ABLATION_NAMES.join(", ")),
+                )
+            })?;
+        let iterations = match requested.iterations {
+            None => d.iterations,
+            Some(i) => u32::try_from(i)
+                .ok()
+                .filter(|&i| i >= 1)
+                .ok_or_else(|| Error::option("iterations", "must be at least 1"))?,
+        };
+        let max_replay_events = match requested.max_replay_events {
+            None => d.max_replay_events,
+            Some(m) => u64::try_from(m).map_err(|_| {
+                Error::option(
+                    "max_replay_events",
+                    format!("must be between 1 and {MAX_REPLAY_EVENTS_LIMIT}"),
+                )
+            })?,
+        };
+        let s = Self {
+            label: requested.label.clone().unwrap_or(d.label),
+            bandwidth_gbps: requested.bandwidth_gbps.unwrap_or(d.bandwidth_gbps),
+            latency_floor_us: requested.latency_floor_us.unwrap_or(d.latency_floor_us),
+            compute_pressure: requested.compute_pressure.unwrap_or(d.compute_pressure),
+            overlap_efficiency: requested.overlap_efficiency.unwrap_or(d.overlap_efficiency),
+            iterations,
+            seed: requested.seed.unwrap_or(d.seed),
+            max_replay_events,
+            ablations,
+        };
+        s.validate()?;
+        Ok(s)
+    }
+}
+
+/// Caller-supplied replay settings, unchecked; `None` means the default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestedSettings {
+    /// `label` (the backend label).
+    pub label: Option<String>,
+    /// `bandwidth_gbps`.
+    pub bandwidth_gbps: Option<f64>,
+    /// `latency_floor_us`.
+    pub latency_floor_us: Option<f64>,
+    /// `compute_pressure`.
+    pub compute_pressure: Option<f64>,
+    /// `overlap_efficiency`.
+    pub overlap_efficiency: Option<f64>,
+    /// `iterations`.
+    pub iterations: Option<i64>,
+    /// `seed`.
+    pub seed: Option<i64>,
+    /// `max_replay_events`.
+    pub max_replay_events: Option<i64>,
+    /// Ablation names.
+    pub ablations: Vec<String>,
+}
