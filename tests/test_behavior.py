@@ -319,17 +319,18 @@ def test_canary_for_another_trace_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("flag", "value"),
+    ("flag", "value", "rule"),
     [
-        ("--tail-recall-threshold", "1.5"),
-        ("--relative-tolerance-pct", "-1"),
-        ("--ranking-tie-tolerance-us", "nan"),
+        ("--tail-recall-threshold", "1.5", "must be between 0 and 1"),
+        ("--relative-tolerance-pct", "-1", "must be non-negative"),
+        ("--ranking-tie-tolerance-us", "nan", "must be non-negative"),
     ],
 )
-def test_bad_tolerances(tmp_path: Path, bounded: Path, flag: str, value: str) -> None:
+def test_bad_tolerances(tmp_path: Path, bounded: Path, flag: str, value: str, rule: str) -> None:
     out = tmp_path / "b.json"
     result = runner.invoke(app, ["verify-behavior", str(LONG), str(bounded), "-o", str(out), flag, value])
-    assert result.exit_code == 3
+    assert result.exit_code == 2
+    assert result.stderr == f"commcanary: {flag} {rule}\n"
     assert not out.exists()
 
 
@@ -413,19 +414,23 @@ def test_search_refines_per_group_when_lower_limits_exist(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
-    ("extra", "fragment"),
+    ("extra", "code", "fragment"),
     [
-        (["--search-evidence-output", "{missing}/e.json"], "does not exist"),
-        (["--search-evidence-output", "{out}"], "must differ from --output"),
-        (["--behavior-search-min-sample-limit", "1"], "at least 2"),
-        (["--behavior-search-min-sample-limit", "9", "--timing-sample-limit", "4"], "must be at least"),
+        (["--search-evidence-output", "{missing}/e.json"], 3, "does not exist"),
+        (["--search-evidence-output", "{out}"], 2, "is the --output file; choose another path"),
+        (
+            ["--behavior-search-min-sample-limit", "1"],
+            2,
+            "--behavior-search-min-sample-limit must be at least 2",
+        ),
+        (["--behavior-search-min-sample-limit", "9", "--timing-sample-limit", "4"], 3, "must be at least"),
     ],
 )
-def test_search_bad_input_writes_nothing(tmp_path: Path, extra: list[str], fragment: str) -> None:
+def test_search_bad_input_writes_nothing(tmp_path: Path, extra: list[str], code: int, fragment: str) -> None:
     out = tmp_path / "s.canary.json"
     args = [a.format(missing=tmp_path / "missing", out=out) for a in extra]
     result = runner.invoke(app, ["compile", str(LONG), "-o", str(out), "--behavior-search", *args])
-    assert result.exit_code == 3, result.output
+    assert result.exit_code == code, result.output
     assert fragment in result.stderr
     assert list(tmp_path.iterdir()) == []
 
@@ -435,7 +440,8 @@ def test_evidence_output_needs_search(tmp_path: Path) -> None:
     result = runner.invoke(
         app, ["compile", str(LONG), "-o", str(out), "--search-evidence-output", str(tmp_path / "e.json")]
     )
-    assert result.exit_code == 3 and not out.exists()
+    assert result.exit_code == 2 and not out.exists()
+    assert result.stderr == "commcanary: --search-evidence-output needs --behavior-search\n"
 
 
 # --- the strict gate ---

@@ -65,12 +65,12 @@ def test_budget_refusal_writes_nothing(tmp_path: Path, long_trace: Path) -> None
 def test_option_errors(tmp_path: Path, demo_trace: Path) -> None:
     out = tmp_path / "x.json"
     for args, message in [
-        (["--timing-sample-limit", "1"], "timing_sample_limit must be at least 2"),
-        (["--max-events", "-1"], "max_events must be non-negative"),
-        (["--max-gap-error-us", "-0.5"], "max_gap_error_us must be non-negative"),
+        (["--timing-sample-limit", "1"], "--timing-sample-limit must be at least 2"),
+        (["--max-events", "-1"], "--max-events must be non-negative"),
+        (["--max-gap-error-us", "-0.5"], "--max-gap-error-us must be non-negative"),
     ]:
         result = runner.invoke(app, ["compile", str(demo_trace), "-o", str(out), *args])
-        assert result.exit_code == 3, args
+        assert result.exit_code == 2, args
         assert result.stderr.strip() == f"commcanary: {message}"
     assert (
         runner.invoke(

@@ -37,7 +37,10 @@ from typing import Any
 import orjson
 
 from commcanary import _core
-from commcanary.errors import BudgetError, InputError
+from commcanary.errors import BudgetError, InputError, OptionError
+from commcanary.formats import BEHAVIOR_SEARCH_EVIDENCE_FORMAT as EVIDENCE_FORMAT
+from commcanary.formats import BEHAVIOR_VERIFICATION_FORMAT as BEHAVIOR_FORMAT
+from commcanary.formats import FIDELITY_VERIFICATION_FORMAT
 
 __all__ = [
     "BEHAVIOR_FORMAT",
@@ -50,9 +53,6 @@ __all__ = [
     "verify_behavior",
     "verify_fidelity_files",
 ]
-
-BEHAVIOR_FORMAT = "commcanary.behavior_verification.v1"
-EVIDENCE_FORMAT = "commcanary.behavior_search_evidence.v1"
 
 #: Replay defaults every configuration starts from.
 CONFIGURATION_DEFAULTS: dict[str, Any] = {
@@ -89,7 +89,7 @@ class Tolerances:
     ranking_tie_tolerance_us: float = 0.001
 
     def validate(self) -> None:
-        """Raise :class:`InputError` for a negative tolerance or a threshold outside [0, 1]."""
+        """Raise :class:`OptionError` for a negative tolerance or a threshold outside [0, 1]."""
         for name in (
             "relative_tolerance_pct",
             "absolute_tolerance_us",
@@ -98,9 +98,9 @@ class Tolerances:
         ):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
-                raise InputError(f"{name} must be non-negative")
+                raise OptionError(name, "must be non-negative")
         if not (0.0 <= self.tail_recall_threshold <= 1.0):
-            raise InputError("tail_recall_threshold must be between 0 and 1")
+            raise OptionError("tail_recall_threshold", "must be between 0 and 1")
 
     def as_tuple(self) -> tuple[float, float, float, float, float]:
         return (
@@ -284,7 +284,7 @@ def _verify(
             source_verification = verify_fidelity(inputs.source, doc)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             source_verification = {
-                "format": "commcanary.fidelity_verification.v1",
+                "format": FIDELITY_VERIFICATION_FORMAT,
                 "status": "failed",
                 "assurance_state": "internally_consistent",
                 "checks": [{"name": "source_verification_exception", "status": "fail", "reason": repr(exc)}],
@@ -436,7 +436,7 @@ def search(
     from commcanary.compiler import Canary, compile
 
     if min_limit < 2:
-        raise InputError("behavior_search_min_sample_limit must be at least 2")
+        raise OptionError("behavior_search_min_sample_limit", "must be at least 2")
     if max_limit < min_limit:
         raise InputError(
             f"timing_sample_limit={max_limit} must be at least behavior_search_min_sample_limit={min_limit}"

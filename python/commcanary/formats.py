@@ -1,4 +1,8 @@
-"""Format identifiers written and read by this version of commcanary."""
+"""Format identifiers written and read by this version of commcanary.
+
+Each identifier is defined here once; the modules that write a format import
+its identifier from here, and ``commcanary --version`` lists :data:`FORMATS`.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,9 @@ CANARY_FORMAT = "commcanary.canary.v3"
 REPORT_FORMAT = "commcanary.report.v3"
 COMPARISON_FORMAT = "commcanary.compare.v3"
 REPORT_VERIFICATION_FORMAT = "commcanary.report_verification.v1"
+FIDELITY_VERIFICATION_FORMAT = "commcanary.fidelity_verification.v1"
+BEHAVIOR_VERIFICATION_FORMAT = "commcanary.behavior_verification.v1"
+BEHAVIOR_SEARCH_EVIDENCE_FORMAT = "commcanary.behavior_search_evidence.v1"
 
 #: Every format this version reads or writes, by role.
 FORMATS: dict[str, str] = {
@@ -17,4 +24,7 @@ FORMATS: dict[str, str] = {
     "report": REPORT_FORMAT,
     "comparison": COMPARISON_FORMAT,
     "report_verification": REPORT_VERIFICATION_FORMAT,
+    "fidelity_verification": FIDELITY_VERIFICATION_FORMAT,
+    "behavior_verification": BEHAVIOR_VERIFICATION_FORMAT,
+    "behavior_search_evidence": BEHAVIOR_SEARCH_EVIDENCE_FORMAT,
 }

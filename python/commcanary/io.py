@@ -1,20 +1,26 @@
-"""Atomic artifact writing.
+"""Atomic artifact writing, and the checks made before any work is done.
 
 Artifacts are written by the Rust core: a temporary file in the target
 directory, flushed, fsynced and renamed over the target, so a reader never sees
 a partial file and a failed command leaves nothing behind. The target's
-directory must exist; a symlink or a directory at the target is refused.
+directory must exist; a symlink or a directory at the target is refused
+(:func:`check_output_path`), and so is a target that is one of the command's
+own inputs or another of its outputs (:func:`check_distinct_paths`).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 from commcanary import _core
-from commcanary.errors import OutputError
+from commcanary.errors import OptionError, OutputError
 
-__all__ = ["check_output_path", "write_bytes_atomic"]
+__all__ = ["check_distinct_paths", "check_output_path", "same_file", "write_bytes_atomic"]
+
+PathArg: TypeAlias = "str | os.PathLike[str]"
 
 
 def check_output_path(path: str | os.PathLike[str]) -> Path:
@@ -28,6 +34,41 @@ def check_output_path(path: str | os.PathLike[str]) -> Path:
     if target.is_dir():
         raise OutputError(f"cannot write {target}: it is a directory")
     return target
+
+
+def same_file(a: PathArg, b: PathArg) -> bool:
+    """Whether ``a`` and ``b`` name the same file: equal after resolving links
+    (:meth:`Path.resolve`), or, when both exist, the same inode
+    (:func:`os.path.samefile`: hard links, case-insensitive file systems)."""
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def check_distinct_paths(
+    outputs: Sequence[tuple[str, str, PathArg | None]],
+    inputs: Sequence[tuple[str, PathArg | None]],
+) -> None:
+    """Refuse an output that would overwrite an input or another output.
+
+    ``outputs`` are ``(option, label, path)``: the option's API name (what
+    :class:`OptionError` names), how the file is described to a later output
+    (``"the --output file"``) and its path. ``inputs`` are ``(label, path)``
+    (``"the input TRACE"``). ``None`` paths are skipped. Raises
+    :class:`OptionError` naming the output's option, for example
+    ``output: t.json is the input TRACE; choose another path``.
+    """
+    seen = [(label, path) for label, path in inputs if path is not None]
+    for option, label, path in outputs:
+        if path is None:
+            continue
+        for other_label, other in seen:
+            if same_file(path, other):
+                raise OptionError(option, f"{os.fspath(path)} is {other_label}; choose another path")
+        seen.append((label, path))
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:

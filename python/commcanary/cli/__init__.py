@@ -1,0 +1,226 @@
+"""The ``commcanary`` command line.
+
+Conventions: human lines on stdout, diagnostics (and, on a terminal, progress)
+on stderr, artifacts only where ``-o/--output`` and the other output options
+say. Exit status:
+
+* 0 success (also a comparison verdict of ``pass`` or ``warn``);
+* 1 a valid negative result (a failed verification, a ``fail`` verdict);
+* 2 a usage error: an unknown option, a value out of range (``commcanary:
+  --timing-sample-limit must be at least 2``), an output that would overwrite
+  an input;
+* 3 any input, validation, budget or I/O error (one line ``commcanary:
+  <message>`` on stderr, nothing written);
+* 4 a captured child failed;
+* 70 an internal error (a bug: please report it);
+* 130 interrupted.
+
+This module holds the application, the exit codes and the error boundary;
+each command group lives in its own module (:mod:`.compile`, :mod:`.replay`,
+:mod:`.compare`, :mod:`.verify`, :mod:`.render`). Command modules parse
+options and print; the library validates values and raises the errors the
+boundary maps. Heavy modules are imported inside commands so
+``commcanary --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Annotated, Any, NoReturn
+
+import typer
+from typer.core import TyperCommand
+
+__all__ = [
+    "EXIT_CHILD",
+    "EXIT_ERROR",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_NEGATIVE",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "app",
+    "errors_exit",
+    "main",
+]
+
+EXIT_OK = 0
+EXIT_NEGATIVE = 1
+EXIT_USAGE = 2
+EXIT_ERROR = 3
+EXIT_CHILD = 4
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+
+app = typer.Typer(
+    name="commcanary",
+    help="Compile collective-communication traces into small, verifiable canaries.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class Command(TyperCommand):
+    """A command whose usage line names required arguments by their metavar
+    (``commcanary compile [OPTIONS] TRACE``)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument" and param.metavar:
+                pieces.append(param.metavar if param.required else f"[{param.metavar}]")
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    """Print ``commcanary: message`` on stderr and exit (status 3 unless told)."""
+    typer.echo(f"commcanary: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def flag_for(ctx: typer.Context | None, option: str) -> str:
+    """The command-line spelling of an API argument name: the long flag of the
+    current command's parameter called ``option`` (``timing_sample_limit`` ->
+    ``--timing-sample-limit``, ``label`` -> ``--backend-label``), an argument's
+    metavar (``TRACE``), else ``--`` and the name with dashes."""
+    if ctx is not None:
+        for param in ctx.command.params:
+            if param.name != option:
+                continue
+            longs = [opt for opt in param.opts if opt.startswith("--")]
+            if longs:
+                return longs[0]
+            if param.metavar:
+                return param.metavar
+    return "--" + option.replace("_", "-")
+
+
+def describe(ctx: typer.Context | None, name: str) -> str:
+    """How a file parameter is named in a message: ``the input TRACE`` for an
+    argument, ``the --output file`` for an option."""
+    flag = flag_for(ctx, name)
+    return f"the {flag} file" if flag.startswith("--") else f"the input {flag}"
+
+
+def check_paths(
+    ctx: typer.Context,
+    inputs: Mapping[str, str | os.PathLike[str] | None],
+    outputs: Mapping[str, str | os.PathLike[str] | None],
+) -> None:
+    """Before any work: refuse an output that is one of the inputs or another
+    output (usage error, naming both), then check each output can be written.
+
+    Both mappings are keyed by parameter name; ``None`` values are skipped.
+    """
+    from commcanary.io import check_distinct_paths, check_output_path
+
+    check_distinct_paths(
+        [(name, describe(ctx, name), path) for name, path in outputs.items()],
+        [(describe(ctx, name), path) for name, path in inputs.items()],
+    )
+    for path in outputs.values():
+        if path is not None:
+            check_output_path(path)
+
+
+@contextmanager
+def errors_exit(ctx: typer.Context | None = None) -> Iterator[None]:
+    """The error boundary: package errors become one ``commcanary: ...`` line
+    on stderr and an exit status.
+
+    :class:`~commcanary.errors.OptionError` is a usage error (2) and names the
+    flag as typed; :class:`~commcanary.errors.InternalError` is 70; every other
+    :class:`~commcanary.errors.CommCanaryError` is 3, as is running out of
+    memory; an interrupt is 130.
+    """
+    from commcanary.errors import CommCanaryError, InternalError, OptionError
+
+    try:
+        yield
+    except OptionError as exc:
+        fail(f"{flag_for(ctx, exc.option)} {exc.rule}", EXIT_USAGE)
+    except InternalError as exc:
+        fail(f"internal error: {exc} (please report this)", EXIT_INTERNAL)
+    except CommCanaryError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail("interrupted", EXIT_INTERRUPTED)
+    except MemoryError:
+        fail("out of memory")
+
+
+def version_text() -> str:
+    """The multi-line capability block printed by ``--version``."""
+    from commcanary import __version__, formats
+
+    lines = [
+        f"commcanary {__version__}",
+        f"canonicalization: {formats.CANONICAL_JSON}",
+        f"replay-model: {formats.REPLAY_MODEL}",
+        "formats:",
+    ]
+    lines += [f"  {name}: {value}" for name, value in formats.FORMATS.items()]
+    return "\n".join(lines)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Show the version and every format this version reads and writes, then exit.",
+            callback=_version_callback,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """Compile collective-communication traces into small, verifiable canaries."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point; returns the process exit status."""
+    try:
+        app(args=argv, prog_name="commcanary")
+    except SystemExit as exc:
+        code: Any = exc.code
+        if code is None:
+            return EXIT_OK
+        return code if isinstance(code, int) else EXIT_ERROR
+    except KeyboardInterrupt:
+        typer.echo("commcanary: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        typer.echo(f"commcanary: internal error: {type(exc).__name__}: {exc} (please report this)", err=True)
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+
+# The commands, in the order ``--help`` lists them. Their modules import this
+# one, so they are imported after everything above is defined.
+import commcanary.cli.compare as _compare  # noqa: E402
+import commcanary.cli.compile as _compile  # noqa: E402
+import commcanary.cli.render as _render  # noqa: E402
+import commcanary.cli.replay as _replay  # noqa: E402
+import commcanary.cli.verify as _verify  # noqa: E402
+
+app.command("compile", cls=Command)(_compile.compile_command)
+app.command("replay", cls=Command)(_replay.replay_command)
+app.command("compare", cls=Command)(_compare.compare_command)
+app.command("verify-report", cls=Command)(_verify.verify_report_command)
+app.command("verify-fidelity", cls=Command)(_verify.verify_fidelity_command)
+app.command("verify-behavior", cls=Command)(_verify.verify_behavior_command)
+app.command("render-html", cls=Command)(_render.render_html_command)

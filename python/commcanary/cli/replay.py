@@ -1,0 +1,148 @@
+"""``commcanary replay``: a canary through the deterministic scheduler model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from commcanary import _core
+from commcanary.cli import check_paths, errors_exit
+from commcanary.cli._output import write_text
+from commcanary.replay import Backend
+
+__all__ = ["ABLATION_NAMES", "replay_command"]
+
+
+def _ablation_names() -> tuple[str, ...]:
+    names: Any = getattr(_core, "ABLATIONS", None)
+    if names:
+        return tuple(str(name) for name in names)
+    from commcanary.replay import ABLATIONS
+
+    return tuple(ABLATIONS)
+
+
+#: What ``--ablate`` accepts: the replay model's ablations.
+ABLATION_NAMES = _ablation_names()
+#: The backend defaults, from the library.
+DEFAULT = Backend()
+
+
+def _split_ablations(ctx: typer.Context, param: Any, values: list[str] | None) -> list[str]:
+    """``--ablate a,b --ablate c`` -> ``[a, b, c]``; an unknown name is a usage error."""
+    names = [name.strip() for item in values or [] for name in item.split(",") if name.strip()]
+    for name in names:
+        if name not in ABLATION_NAMES:
+            raise typer.BadParameter(f"unknown ablation {name!r}; choose from: {', '.join(ABLATION_NAMES)}")
+    return names
+
+
+Canary = Annotated[Path, typer.Argument(metavar="CANARY", help="Canary file to replay.")]
+Output = Annotated[Path, typer.Option("--output", "-o", metavar="REPORT", help="Where to write the report.")]
+Html = Annotated[
+    Path | None, typer.Option("--html", metavar="PAGE", help="Also write the report as an HTML page.")
+]
+Label = Annotated[
+    str,
+    typer.Option(
+        "--backend-label", metavar="NAME", help="Name of the simulated backend, recorded in the report."
+    ),
+]
+Bandwidth = Annotated[
+    float,
+    typer.Option("--bandwidth-gbps", metavar="GBPS", help="Modelled link bandwidth in Gbit/s (positive)."),
+]
+LatencyFloor = Annotated[
+    float,
+    typer.Option(
+        "--latency-floor-us",
+        metavar="US",
+        help="Modelled fixed start-up latency of every collective, in microseconds (non-negative).",
+    ),
+]
+ComputePressure = Annotated[
+    float,
+    typer.Option(
+        "--compute-pressure",
+        metavar="C",
+        help="How strongly concurrent compute slows communication (non-negative; scaled by each "
+        "record's pressure).",
+    ),
+]
+OverlapEfficiency = Annotated[
+    float,
+    typer.Option(
+        "--overlap-efficiency",
+        metavar="ETA",
+        help="Share of a collective's compute overlap that hides its latency (between 0 and 1).",
+    ),
+]
+Iterations = Annotated[
+    int, typer.Option("--iterations", metavar="N", help="Replay the canary N times (at least 1).")
+]
+Seed = Annotated[int, typer.Option("--seed", metavar="SEED", help="Seed of the model's deterministic noise.")]
+IncludeSamples = Annotated[
+    bool, typer.Option("--include-samples", help="Embed one sample per replayed occurrence.")
+]
+MaxReplayEvents = Annotated[
+    int,
+    typer.Option(
+        "--max-replay-events",
+        metavar="N",
+        help="Refuse to replay more than N occurrences in all (occurrences times iterations).",
+    ),
+]
+Ablations = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--ablate",
+        metavar="NAME[,NAME...]",
+        callback=_split_ablations,
+        help="Switch off part of the model (repeatable or comma-separated): "
+        + ", ".join(ABLATION_NAMES)
+        + ".",
+    ),
+]
+
+
+def replay_command(
+    ctx: typer.Context,
+    canary: Canary,
+    output: Output,
+    html: Html = None,
+    label: Label = DEFAULT.label,
+    bandwidth_gbps: Bandwidth = DEFAULT.bandwidth_gbps,
+    latency_floor_us: LatencyFloor = DEFAULT.latency_floor_us,
+    compute_pressure: ComputePressure = DEFAULT.compute_pressure,
+    overlap_efficiency: OverlapEfficiency = DEFAULT.overlap_efficiency,
+    iterations: Iterations = 1,
+    seed: Seed = 7,
+    include_samples: IncludeSamples = False,
+    max_replay_events: MaxReplayEvents = 1_000_000,
+    ablations: Ablations = None,
+) -> None:
+    """Replay a canary in the deterministic scheduler model."""
+    with errors_exit(ctx):
+        from commcanary.replay import replay
+
+        check_paths(ctx, inputs={"canary": canary}, outputs={"output": output, "html": html})
+        report = replay(
+            canary,
+            backend=Backend(label, bandwidth_gbps, latency_floor_us, compute_pressure, overlap_efficiency),
+            iterations=iterations,
+            seed=seed,
+            ablations=ablations or [],
+            include_samples=include_samples,
+            max_replay_events=max_replay_events,
+        )
+        page = None
+        if html is not None:
+            from commcanary.html import render_report
+
+            page = render_report(report)
+        report.write(output)
+        if html is not None and page is not None:
+            write_text(html, page)
+        typer.echo(report.summary_line())
