@@ -222,3 +222,21 @@ def test_flag_for_falls_back_to_the_api_name_with_dashes() -> None:
 def test_option_error_keeps_api_name_and_rule() -> None:
     error = OptionError("label", "must be non-empty")
     assert (error.option, error.rule, str(error)) == ("label", "must be non-empty", "label must be non-empty")
+
+
+def test_python_side_checks_raise_option_errors_with_api_names() -> None:
+    from commcanary.behavior import Tolerances
+    from commcanary.compare import Thresholds
+
+    with pytest.raises(OptionError) as caught:
+        Thresholds(breakdown_absolute_threshold_us=-1)
+    assert (caught.value.option, caught.value.rule) == (
+        "breakdown_absolute_threshold_us",
+        "must be non-negative",
+    )
+    with pytest.raises(OptionError) as caught:
+        Tolerances(tail_recall_threshold=2).validate()
+    assert (caught.value.option, caught.value.rule) == ("tail_recall_threshold", "must be between 0 and 1")
+    with pytest.raises(OptionError) as caught:
+        commcanary.search_behavior(DEMO, min_limit=1)
+    assert caught.value.option == "behavior_search_min_sample_limit"

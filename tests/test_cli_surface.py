@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -214,3 +215,20 @@ def test_readme_lists_every_command_and_option() -> None:
             spelled = {opt for opt in param.opts if opt.startswith("--")} | ({"-o"} & set(param.opts))
             assert not spelled or spelled & (flags | {"-o"}), (name, spelled)
     assert "`commcanary --version`" in section
+
+
+def test_a_panicking_worker_is_an_internal_error(tmp_path: Path) -> None:
+    out = tmp_path / "c.json"
+    env = {**os.environ, "COMMCANARY_INJECT_PANIC": "compile-digest", "RUST_BACKTRACE": "0"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "commcanary", "compile", str(DEMO), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 70, proc.stderr
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith("commcanary: internal error: ") and last.endswith(" (please report this)")
+    assert "compile-digest" in last
+    assert proc.stdout == "" and not out.exists()
