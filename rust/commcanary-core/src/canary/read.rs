@@ -396,6 +396,7 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
         ..JsonLimits::default()
     };
     let top = parse_top(bytes, limits)?;
+    crate::document::expect_format(top.get("format").and_then(|f| f.as_str()), CANARY_FORMAT)?;
     let input_is_canonical = top.canonical;
     let allowed = [
         "compiler",

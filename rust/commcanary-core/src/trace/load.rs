@@ -2,9 +2,11 @@
 
 use std::path::Path;
 
-use super::{Events, KNOWN_OPS, Signature, Span, TRACE_FORMAT, Trace, flag};
+use rustc_hash::FxHashMap;
+
+use super::builder::{EventTiming, TraceBuilder};
+use super::{KNOWN_OPS, Signature, Span, TRACE_FORMAT, Trace, flag};
 use crate::error::{Error, ErrorKind, Result};
-use crate::fxhash::FxMap;
 use crate::json::{Doc, JsonLimits, Node, NodeId, Parser, Value, canon};
 
 /// Largest magnitude accepted for any `_us` time field.
@@ -72,18 +74,19 @@ pub fn load_owned(bytes: Vec<u8>, options: &LoadOptions) -> Result<Trace> {
     let mut parser = Parser::new(&bytes, options.json)?;
     reader.top_level(&mut parser)?;
     parser.finish()?;
+    let format = reader
+        .builder
+        .peek()
+        .member("format")
+        .and_then(plain_json_string);
+    crate::document::expect_format(format, TRACE_FORMAT)?;
     if let Some(err) = reader.first_invalid {
         return Err(err);
     }
     if !reader.saw_events {
         return Err(Error::invalid("trace field 'events' is required"));
     }
-    let mut trace = reader.trace;
-    trace.members.sort_by(|a, b| a.0.cmp(&b.0));
-    if trace.events.spans.iter().any(|s| s.in_raw) {
-        trace.raw = bytes;
-    }
-    match trace.member("format") {
+    match reader.builder.peek().member("format") {
         None => return Err(Error::invalid("trace field 'format' is required")),
         Some(f) if f != format!("\"{TRACE_FORMAT}\"").as_bytes() => {
             return Err(Error::invalid(format!(
@@ -93,7 +96,16 @@ pub fn load_owned(bytes: Vec<u8>, options: &LoadOptions) -> Result<Trace> {
         }
         Some(_) => {}
     }
-    Ok(trace)
+    Ok(reader.builder.finish(bytes))
+}
+
+/// The text of a canonical JSON string without escapes (`"abc"` → `abc`).
+fn plain_json_string(json: &[u8]) -> Option<&str> {
+    let inner = json.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    if inner.contains(&b'\\') {
+        return None;
+    }
+    std::str::from_utf8(inner).ok()
 }
 
 fn empty_signature() -> Signature {
@@ -118,8 +130,7 @@ fn empty_signature() -> Signature {
 
 struct Reader {
     options: LoadOptions,
-    trace: Trace,
-    sig_index: FxMap<Signature, u32>,
+    builder: TraceBuilder,
     scratch_sig: Signature,
     event_doc: Doc,
     event_keys: Vec<u8>,
@@ -127,7 +138,7 @@ struct Reader {
     members: Vec<(u32, u32, NodeId)>,
     first_invalid: Option<Error>,
     saw_events: bool,
-    rank_pos: FxMap<i64, u32>,
+    rank_pos: FxHashMap<i64, u32>,
     values: Vec<f64>,
 }
 
@@ -220,66 +231,21 @@ impl Reader {
     fn new(options: LoadOptions) -> Self {
         Self {
             options,
-            trace: Trace::default(),
-            sig_index: FxMap::default(),
+            builder: TraceBuilder::new(),
             scratch_sig: empty_signature(),
             event_doc: Doc::new(),
             event_keys: Vec::new(),
             members: Vec::new(),
             first_invalid: None,
             saw_events: false,
-            rank_pos: FxMap::default(),
+            rank_pos: FxHashMap::default(),
             values: Vec::new(),
         }
     }
 
     /// Appends the events another reader read after this one's.
     fn absorb(&mut self, other: Reader) {
-        let remap: Vec<u32> = other
-            .trace
-            .signatures
-            .into_iter()
-            .map(|sig| match self.sig_index.get(&sig) {
-                Some(&id) => id,
-                None => {
-                    let id = self.trace.signatures.len() as u32;
-                    self.trace.signatures.push(sig.clone());
-                    self.sig_index.insert(sig, id);
-                    id
-                }
-            })
-            .collect();
-        let mine = &mut self.trace.events;
-        let theirs = other.trace.events;
-        let arrival_shift = mine.arrivals.len() as u32;
-        let canonical_shift = mine.canonical.len() as u64;
-        mine.signature
-            .extend(theirs.signature.iter().map(|&s| remap[s as usize]));
-        mine.start_us.extend_from_slice(&theirs.start_us);
-        mine.gap_us.extend_from_slice(&theirs.gap_us);
-        mine.arrival_skew_us
-            .extend_from_slice(&theirs.arrival_skew_us);
-        mine.compute_before_us
-            .extend_from_slice(&theirs.compute_before_us);
-        mine.compute_overlap_us
-            .extend_from_slice(&theirs.compute_overlap_us);
-        mine.compute_pressure
-            .extend_from_slice(&theirs.compute_pressure);
-        mine.observed_exposed_us
-            .extend_from_slice(&theirs.observed_exposed_us);
-        mine.flags.extend_from_slice(&theirs.flags);
-        mine.arrival_at
-            .extend(theirs.arrival_at.iter().map(|&a| a + arrival_shift));
-        mine.arrivals.extend_from_slice(&theirs.arrivals);
-        mine.spans.extend(theirs.spans.iter().map(|s| Span {
-            start: if s.in_raw {
-                s.start
-            } else {
-                s.start + canonical_shift
-            },
-            ..*s
-        }));
-        mine.canonical.extend_from_slice(&theirs.canonical);
+        self.builder.absorb(other.builder);
     }
 
     fn top_level(&mut self, p: &mut Parser<'_>) -> Result<()> {
@@ -330,7 +296,7 @@ impl Reader {
                 let value = top_doc.value(id);
                 self.check_top_member(&key, value);
                 let canonical = canon::to_vec(value);
-                self.trace.members.push((key, canonical));
+                self.builder.set_member(&key, canonical);
             }
             p.skip_ws();
             match p.peek() {
@@ -362,7 +328,7 @@ impl Reader {
                 .into_iter()
                 .find(|k| value.get(k).is_some());
             if let Some(k) = marker {
-                self.trace.derived_from = Some(format!("workload.{k}"));
+                self.builder.set_derived_from(format!("workload.{k}"));
             }
         }
     }
@@ -410,7 +376,7 @@ impl Reader {
                 Pass::Closed => Ok(()),
                 Pass::Split(count) => match second {
                     Ok(Ok((reader, end, items)))
-                        if count + reader.trace.events.len() as u64 <= self.options.max_events =>
+                        if count + reader.builder.len() as u64 <= self.options.max_events =>
                     {
                         self.absorb(reader);
                         p.seek(end);
@@ -542,7 +508,6 @@ impl Reader {
         }
         // Canonical bytes of the event: refer to the input when it already
         // spells the event canonically, else keep a canonical copy.
-        let events = &mut self.trace.events;
         let span = if p.was_canonical() && sorted {
             Span {
                 start: open as u64,
@@ -550,416 +515,483 @@ impl Reader {
                 in_raw: true,
             }
         } else {
-            let out = &mut events.canonical;
-            let start = out.len() as u64;
-            out.push(b'{');
-            for (n, m) in self.members.iter().enumerate() {
-                if n > 0 {
-                    out.push(b',');
+            let (members, doc) = (&self.members, &self.event_doc);
+            self.builder.write_canonical(|out| {
+                out.push(b'{');
+                for (n, m) in members.iter().enumerate() {
+                    if n > 0 {
+                        out.push(b',');
+                    }
+                    canon::write_wtf8(out, &keys[m.0 as usize..(m.0 + m.1) as usize]);
+                    out.push(b':');
+                    canon::write_value(out, doc.value(m.2));
                 }
-                canon::write_wtf8(out, key_of(m));
-                out.push(b':');
-                canon::write_value(out, self.event_doc.value(m.2));
-            }
-            out.push(b'}');
-            Span {
-                start,
-                len: (out.len() as u64 - start) as u32,
-                in_raw: false,
-            }
+                out.push(b'}');
+            })
         };
-        events.spans.push(span);
-        if let Err(e) = self.extract(index) {
+        if let Err(e) = self.extract(index, span) {
             self.invalid(e);
         }
         Ok(())
     }
 
-    /// Validates the event just read and appends its columns.
-    #[allow(clippy::too_many_lines)]
-    fn extract(&mut self, i: usize) -> Result<()> {
-        let err = |name: &str, what: &str| {
-            Error::invalid(format!("trace event {i} field '{name}' {what}"))
-        };
+    /// Which recognised field each member of the event just read is.
+    fn recognised_fields(&self) -> EventFields {
         let mut f = EventFields::default();
         for &(ks, kl, id) in &self.members {
             let key = &self.event_keys[ks as usize..(ks + kl) as usize];
-            let v = Some(id);
-            match key {
-                b"op" => f.op = v,
-                b"custom_op" => f.custom_op = v,
-                b"bytes" => f.bytes = v,
-                b"ranks" => f.ranks = v,
-                b"rank_count" => f.rank_count = v,
-                b"phase" => f.phase = v,
-                b"group" => f.group = v,
-                b"start_us" => f.start_us = v,
-                b"gap_us" => f.gap_us = v,
-                b"rank_arrival_us" => f.rank_arrival_us = v,
-                b"arrival_skew_us" => f.arrival_skew_us = v,
-                b"arrival_skew_unknown" => f.arrival_skew_unknown = v,
-                b"partial_rank_arrival" => f.partial_rank_arrival = v,
-                b"compute_before_us" => f.compute_before_us = v,
-                b"compute_overlap_us" => f.compute_overlap_us = v,
-                b"compute_overlap_unknown" => f.compute_overlap_unknown = v,
-                b"compute_pressure" => f.compute_pressure = v,
-                b"observed_exposed_us" => f.observed_exposed_us = v,
-                b"concurrent_groups" => f.concurrent_groups = v,
-                b"compute_fields_uncertain" => f.compute_fields_uncertain = v,
-                b"dtype" => f.dtype = v,
-                b"root_rank" => f.root_rank = v,
-                b"reduction_op" => f.reduction_op = v,
-                b"sender_rank" => f.sender_rank = v,
-                b"receiver_rank" => f.receiver_rank = v,
-                b"message_sequence" => f.message_sequence = v,
-                b"tag" => f.tag = v,
-                b"channel" => f.channel = v,
-                b"metadata" => f.metadata = v,
-                _ => {}
+            if let Some(slot) = f.slot(key) {
+                *slot = Some(id);
             }
         }
-        let doc = &self.event_doc;
-        let val = |id: Option<NodeId>| id.map(|id| doc.value(id));
-        let sig = &mut self.scratch_sig;
+        f
+    }
 
-        // Booleans.
-        let boolean = |name: &str, id: Option<NodeId>| -> Result<bool> {
-            match val(id) {
-                None => Ok(false),
-                Some(v) => v.as_bool().ok_or_else(|| err(name, "must be a boolean")),
+    /// Validates the event just read and appends it to the builder.
+    fn extract(&mut self, i: usize, span: Span) -> Result<()> {
+        let f = self.recognised_fields();
+        let r = FieldReader {
+            doc: &self.event_doc,
+            index: i,
+        };
+        let switches = r.switches(&f)?;
+        let sig = &mut self.scratch_sig;
+        r.operation(&f, switches.custom_op, sig)?;
+        r.ranks(&f, self.options.max_ranks, sig)?;
+        r.names(&f, sig)?;
+        r.point_to_point(&f, sig)?;
+        if let Some(v) = r.val(f.metadata)
+            && !v.is_object()
+        {
+            return Err(r.err("metadata", "must be an object"));
+        }
+        let mut timing = r.times(&f, &switches)?;
+        let complete = match r.val(f.rank_arrival_us) {
+            None => false,
+            Some(map) => {
+                let scratch = ArrivalScratch {
+                    values: &mut self.values,
+                    rank_pos: &mut self.rank_pos,
+                };
+                r.arrivals(
+                    map,
+                    sig,
+                    switches.partial_arrival,
+                    timing.arrival_skew_us,
+                    scratch,
+                )?
             }
         };
-        let custom_op = boolean("custom_op", f.custom_op)?;
-        let skew_unknown = boolean("arrival_skew_unknown", f.arrival_skew_unknown)?;
-        let partial_arrival = boolean("partial_rank_arrival", f.partial_rank_arrival)?;
-        let uncertain = boolean("compute_fields_uncertain", f.compute_fields_uncertain)?;
-        let overlap_unknown = boolean("compute_overlap_unknown", f.compute_overlap_unknown)?;
+        if f.rank_arrival_us.is_some() && !complete {
+            timing.flags |= flag::PARTIAL_ARRIVAL;
+        }
+        if sig.rank_count() == 1
+            && !timing.arrival_skew_us.is_nan()
+            && timing.arrival_skew_us > 0.001
+        {
+            return Err(r.err("arrival_skew_us", "must be 0 for a single-rank event"));
+        }
+        let id = self.builder.intern(&self.scratch_sig);
+        let arrivals = complete.then_some(self.values.as_slice());
+        self.builder.push_spanned(id, &timing, arrivals, span);
+        Ok(())
+    }
+}
 
-        // Operation.
-        let op = val(f.op).ok_or_else(|| err("op", "is required"))?;
+/// The boolean switches of one event.
+struct Switches {
+    custom_op: bool,
+    partial_arrival: bool,
+    overlap_unknown_given: bool,
+    /// Flag bits: skew unknown, partial arrival, uncertain, overlap unknown.
+    flags: u8,
+}
+
+/// Scratch space for reading one event's per-rank arrivals.
+struct ArrivalScratch<'a> {
+    values: &'a mut Vec<f64>,
+    rank_pos: &'a mut FxHashMap<i64, u32>,
+}
+
+/// Reads and validates the recognised fields of one event; every error names
+/// the event (`trace event N field 'F' ...`).
+struct FieldReader<'a> {
+    doc: &'a Doc,
+    index: usize,
+}
+
+impl<'a> FieldReader<'a> {
+    fn err(&self, name: &str, what: &str) -> Error {
+        Error::invalid(format!("trace event {} field '{name}' {what}", self.index))
+    }
+
+    fn val(&self, id: Option<NodeId>) -> Option<Value<'a>> {
+        id.map(|id| self.doc.value(id))
+    }
+
+    fn boolean(&self, name: &str, id: Option<NodeId>) -> Result<bool> {
+        match self.val(id) {
+            None => Ok(false),
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| self.err(name, "must be a boolean")),
+        }
+    }
+
+    /// The five boolean fields.
+    fn switches(&self, f: &EventFields) -> Result<Switches> {
+        let custom_op = self.boolean("custom_op", f.custom_op)?;
+        let skew_unknown = self.boolean("arrival_skew_unknown", f.arrival_skew_unknown)?;
+        let partial_arrival = self.boolean("partial_rank_arrival", f.partial_rank_arrival)?;
+        let uncertain = self.boolean("compute_fields_uncertain", f.compute_fields_uncertain)?;
+        let overlap_unknown = self.boolean("compute_overlap_unknown", f.compute_overlap_unknown)?;
+        let mut flags = 0u8;
+        for (on, bit) in [
+            (partial_arrival, flag::PARTIAL_ARRIVAL),
+            (skew_unknown, flag::SKEW_UNKNOWN),
+            (uncertain, flag::FIELDS_UNCERTAIN),
+            (overlap_unknown, flag::OVERLAP_UNKNOWN),
+        ] {
+            if on {
+                flags |= bit;
+            }
+        }
+        Ok(Switches {
+            custom_op,
+            partial_arrival,
+            overlap_unknown_given: f.compute_overlap_unknown.is_some(),
+            flags,
+        })
+    }
+
+    /// `op`, `custom_op` and `bytes`.
+    fn operation(&self, f: &EventFields, custom_op: bool, sig: &mut Signature) -> Result<()> {
+        let op = self
+            .val(f.op)
+            .ok_or_else(|| self.err("op", "is required"))?;
         let op_bytes = op
             .as_wtf8()
             .filter(|b| !b.is_empty())
-            .ok_or_else(|| err("op", "must be a non-empty string"))?;
+            .ok_or_else(|| self.err("op", "must be a non-empty string"))?;
         if !custom_op && !KNOWN_OPS.iter().any(|k| k.as_bytes() == op_bytes) {
             return Err(Error::invalid(format!(
-                "trace event {i} op '{}' is unsupported; set custom_op=true for custom operations",
+                "trace event {} op '{}' is unsupported; set custom_op=true for custom operations",
+                self.index,
                 lossy(op_bytes)
             )));
         }
         sig.op.clear();
         sig.op.extend_from_slice(op_bytes);
         sig.custom_op = custom_op;
-
-        let bytes_v = val(f.bytes).ok_or_else(|| err("bytes", "is required"))?;
+        let bytes_v = self
+            .val(f.bytes)
+            .ok_or_else(|| self.err("bytes", "is required"))?;
         sig.bytes = lenient_int(bytes_v)
             .filter(|&b| b > 0)
-            .ok_or_else(|| err("bytes", "must be a positive integer"))?;
+            .ok_or_else(|| self.err("bytes", "must be a positive integer"))?;
+        Ok(())
+    }
 
-        // Ranks.
-        let ranks_v = val(f.ranks).ok_or_else(|| err("ranks", "is required"))?;
+    /// `ranks` (a list of distinct ranks or a count) and `rank_count`.
+    fn ranks(&self, f: &EventFields, max_ranks: usize, sig: &mut Signature) -> Result<()> {
+        let ranks_v = self
+            .val(f.ranks)
+            .ok_or_else(|| self.err("ranks", "is required"))?;
         sig.ranks.clear();
-        let max_ranks = self.options.max_ranks;
+        let too_many = || {
+            self.err(
+                "ranks",
+                &format!("must list between 1 and {max_ranks} ranks"),
+            )
+        };
         if ranks_v.is_array() {
             let n = ranks_v.len().unwrap_or(0);
             if n == 0 || n > max_ranks {
-                return Err(err(
-                    "ranks",
-                    &format!("must list between 1 and {max_ranks} ranks"),
-                ));
+                return Err(too_many());
             }
             for r in ranks_v.elements() {
                 let rank = lenient_int(r)
                     .filter(|&r| r >= 0)
-                    .ok_or_else(|| err("ranks", "must contain only non-negative integers"))?;
+                    .ok_or_else(|| self.err("ranks", "must contain only non-negative integers"))?;
                 sig.ranks.push(rank);
             }
-            if n <= 32 {
-                for a in 1..n {
-                    if sig.ranks[..a].contains(&sig.ranks[a]) {
-                        return Err(err(
-                            "ranks",
-                            &format!("contains duplicate rank {}", sig.ranks[a]),
-                        ));
-                    }
-                }
-            } else {
-                let mut sorted = sig.ranks.clone();
-                sorted.sort_unstable();
-                if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
-                    return Err(err("ranks", &format!("contains duplicate rank {}", w[0])));
-                }
+            if let Some(dup) = first_duplicate(&sig.ranks) {
+                return Err(self.err("ranks", &format!("contains duplicate rank {dup}")));
             }
         } else {
             let n = lenient_int(ranks_v).filter(|&n| n > 0).ok_or_else(|| {
-                err(
+                self.err(
                     "ranks",
                     "must be a list of distinct non-negative integers or a positive rank count",
                 )
             })?;
             if n as u64 > max_ranks as u64 {
-                return Err(err(
-                    "ranks",
-                    &format!("must list between 1 and {max_ranks} ranks"),
-                ));
+                return Err(too_many());
             }
             sig.ranks.extend(0..n);
         }
         let rank_count = sig.ranks.len();
-        if let Some(v) = val(f.rank_count)
+        if let Some(v) = self.val(f.rank_count)
             && lenient_int(v) != Some(rank_count as i64)
         {
-            return Err(err(
+            return Err(self.err(
                 "rank_count",
                 &format!("must equal the number of ranks ({rank_count})"),
             ));
         }
+        Ok(())
+    }
 
-        // Names.
-        let name =
-            |field: &str, id: Option<NodeId>, default: &[u8], out: &mut Vec<u8>| -> Result<()> {
-                out.clear();
-                match val(id) {
-                    None => out.extend_from_slice(default),
-                    Some(v) => out.extend_from_slice(
-                        v.as_wtf8()
-                            .filter(|b| !b.is_empty())
-                            .ok_or_else(|| err(field, "must be a non-empty string"))?,
-                    ),
-                }
-                Ok(())
-            };
-        name("phase", f.phase, b"unknown", &mut sig.phase)?;
-        name("group", f.group, b"default", &mut sig.group)?;
-        let optional_name =
-            |field: &str, id: Option<NodeId>, slot: &mut Option<Vec<u8>>| -> Result<()> {
-                match val(id) {
-                    None => *slot = None,
-                    Some(v) => {
-                        let b = v
-                            .as_wtf8()
-                            .filter(|b| !b.is_empty())
-                            .ok_or_else(|| err(field, "must be a non-empty string"))?;
-                        let s = slot.get_or_insert_with(Vec::new);
-                        s.clear();
-                        s.extend_from_slice(b);
-                    }
-                }
-                Ok(())
-            };
-        optional_name("tag", f.tag, &mut sig.tag)?;
-        optional_name("channel", f.channel, &mut sig.channel)?;
-        let opaque = |id: Option<NodeId>, slot: &mut Option<Vec<u8>>| match val(id) {
+    /// A non-empty string field into `out` (`default` when absent).
+    fn name_into(
+        &self,
+        field: &str,
+        id: Option<NodeId>,
+        default: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        out.clear();
+        match self.val(id) {
+            None => out.extend_from_slice(default),
+            Some(v) => out.extend_from_slice(
+                v.as_wtf8()
+                    .filter(|b| !b.is_empty())
+                    .ok_or_else(|| self.err(field, "must be a non-empty string"))?,
+            ),
+        }
+        Ok(())
+    }
+
+    /// An optional non-empty string field.
+    fn optional_name(
+        &self,
+        field: &str,
+        id: Option<NodeId>,
+        slot: &mut Option<Vec<u8>>,
+    ) -> Result<()> {
+        match self.val(id) {
+            None => *slot = None,
+            Some(v) => {
+                let b = v
+                    .as_wtf8()
+                    .filter(|b| !b.is_empty())
+                    .ok_or_else(|| self.err(field, "must be a non-empty string"))?;
+                let s = slot.get_or_insert_with(Vec::new);
+                s.clear();
+                s.extend_from_slice(b);
+            }
+        }
+        Ok(())
+    }
+
+    /// An opaque field kept as canonical JSON.
+    fn opaque(&self, id: Option<NodeId>, slot: &mut Option<Vec<u8>>) {
+        match self.val(id) {
             None => *slot = None,
             Some(v) => {
                 let s = slot.get_or_insert_with(Vec::new);
                 s.clear();
                 canon::write_value(s, v);
             }
-        };
-        opaque(f.dtype, &mut sig.dtype);
-        opaque(f.reduction_op, &mut sig.reduction_op);
-        opaque(f.root_rank, &mut sig.root_rank);
+        }
+    }
 
-        sig.concurrent_groups = match val(f.concurrent_groups) {
+    /// `phase`, `group`, `tag`, `channel`, `dtype`, `reduction_op`,
+    /// `root_rank` and `concurrent_groups`.
+    fn names(&self, f: &EventFields, sig: &mut Signature) -> Result<()> {
+        self.name_into("phase", f.phase, b"unknown", &mut sig.phase)?;
+        self.name_into("group", f.group, b"default", &mut sig.group)?;
+        self.optional_name("tag", f.tag, &mut sig.tag)?;
+        self.optional_name("channel", f.channel, &mut sig.channel)?;
+        self.opaque(f.dtype, &mut sig.dtype);
+        self.opaque(f.reduction_op, &mut sig.reduction_op);
+        self.opaque(f.root_rank, &mut sig.root_rank);
+        sig.concurrent_groups = match self.val(f.concurrent_groups) {
             None => 1,
             Some(v) => lenient_int(v)
                 .filter(|&g| (1..=MAX_CONCURRENT_GROUPS).contains(&g))
-                .ok_or_else(|| err("concurrent_groups", "must be a positive integer"))?,
+                .ok_or_else(|| self.err("concurrent_groups", "must be a positive integer"))?,
         };
-        let member_rank = |field: &str, id: Option<NodeId>, ranks: &[i64]| -> Result<Option<i64>> {
-            match val(id) {
-                None => Ok(None),
-                Some(v) => {
-                    let r = lenient_int(v).ok_or_else(|| err(field, "must be an integer"))?;
-                    if !ranks.contains(&r) {
-                        return Err(err(
-                            field,
-                            &format!("must be one of the event's ranks (got {r})"),
-                        ));
-                    }
-                    Ok(Some(r))
+        Ok(())
+    }
+
+    /// A rank field that must name one of the event's ranks.
+    fn member_rank(&self, field: &str, id: Option<NodeId>, ranks: &[i64]) -> Result<Option<i64>> {
+        match self.val(id) {
+            None => Ok(None),
+            Some(v) => {
+                let r = lenient_int(v).ok_or_else(|| self.err(field, "must be an integer"))?;
+                if !ranks.contains(&r) {
+                    return Err(self.err(
+                        field,
+                        &format!("must be one of the event's ranks (got {r})"),
+                    ));
                 }
+                Ok(Some(r))
             }
-        };
-        sig.sender_rank = member_rank("sender_rank", f.sender_rank, &sig.ranks)?;
-        sig.receiver_rank = member_rank("receiver_rank", f.receiver_rank, &sig.ranks)?;
+        }
+    }
+
+    /// `sender_rank`, `receiver_rank` and `message_sequence`.
+    fn point_to_point(&self, f: &EventFields, sig: &mut Signature) -> Result<()> {
+        sig.sender_rank = self.member_rank("sender_rank", f.sender_rank, &sig.ranks)?;
+        sig.receiver_rank = self.member_rank("receiver_rank", f.receiver_rank, &sig.ranks)?;
         if let (Some(s), Some(r)) = (sig.sender_rank, sig.receiver_rank)
             && s == r
         {
-            return Err(err("receiver_rank", "must differ from sender_rank"));
+            return Err(self.err("receiver_rank", "must differ from sender_rank"));
         }
-        if op_bytes == b"point_to_point"
-            && (sig.sender_rank.is_none() || sig.receiver_rank.is_none())
+        if sig.op == b"point_to_point" && (sig.sender_rank.is_none() || sig.receiver_rank.is_none())
         {
-            return Err(err(
+            return Err(self.err(
                 "sender_rank",
                 "and receiver_rank are required for point_to_point",
             ));
         }
-        sig.message_sequence = match val(f.message_sequence) {
-            None => None,
-            Some(v) => Some(
-                lenient_int(v)
-                    .filter(|&s| s >= 0)
-                    .ok_or_else(|| err("message_sequence", "must be a non-negative integer"))?,
-            ),
-        };
-        if let Some(v) = val(f.metadata)
-            && !v.is_object()
-        {
-            return Err(err("metadata", "must be an object"));
-        }
+        sig.message_sequence =
+            match self.val(f.message_sequence) {
+                None => None,
+                Some(v) => Some(lenient_int(v).filter(|&s| s >= 0).ok_or_else(|| {
+                    self.err("message_sequence", "must be a non-negative integer")
+                })?),
+            };
+        Ok(())
+    }
 
-        // Times.
-        let time = |field: &str, id: Option<NodeId>| -> Result<f64> {
-            match val(id) {
-                None => Ok(f64::NAN),
-                Some(v) => lenient_num(v)
-                    .filter(|&x| (0.0..=MAX_TIME_US).contains(&x))
-                    .ok_or_else(|| err(field, "must be a number between 0 and 1e12 microseconds")),
-            }
-        };
-        let start_us = time("start_us", f.start_us)?;
-        let gap_us = time("gap_us", f.gap_us)?;
-        let scalar_skew = time("arrival_skew_us", f.arrival_skew_us)?;
-        let compute_before = time("compute_before_us", f.compute_before_us)?;
-        let compute_overlap = time("compute_overlap_us", f.compute_overlap_us)?;
-        let observed = time("observed_exposed_us", f.observed_exposed_us)?;
-        let pressure = match val(f.compute_pressure) {
-            None => f64::NAN,
+    fn time(&self, field: &str, id: Option<NodeId>) -> Result<f64> {
+        match self.val(id) {
+            None => Ok(f64::NAN),
             Some(v) => lenient_num(v)
-                .filter(|&x| (0.0..=MAX_PRESSURE).contains(&x))
-                .ok_or_else(|| err("compute_pressure", "must be a non-negative number"))?,
+                .filter(|&x| (0.0..=MAX_TIME_US).contains(&x))
+                .ok_or_else(|| self.err(field, "must be a number between 0 and 1e12 microseconds")),
+        }
+    }
+
+    /// The time fields, pressure and the overlap rules.
+    fn times(&self, f: &EventFields, switches: &Switches) -> Result<EventTiming> {
+        let timing = EventTiming {
+            start_us: self.time("start_us", f.start_us)?,
+            gap_us: self.time("gap_us", f.gap_us)?,
+            arrival_skew_us: self.time("arrival_skew_us", f.arrival_skew_us)?,
+            compute_before_us: self.time("compute_before_us", f.compute_before_us)?,
+            compute_overlap_us: self.time("compute_overlap_us", f.compute_overlap_us)?,
+            observed_exposed_us: self.time("observed_exposed_us", f.observed_exposed_us)?,
+            compute_pressure: match self.val(f.compute_pressure) {
+                None => f64::NAN,
+                Some(v) => lenient_num(v)
+                    .filter(|&x| (0.0..=MAX_PRESSURE).contains(&x))
+                    .ok_or_else(|| self.err("compute_pressure", "must be a non-negative number"))?,
+            },
+            flags: switches.flags,
         };
-        if overlap_unknown && !compute_overlap.is_nan() {
-            return Err(err(
+        let overlap_unknown = switches.flags & flag::OVERLAP_UNKNOWN != 0;
+        if overlap_unknown && !timing.compute_overlap_us.is_nan() {
+            return Err(self.err(
                 "compute_overlap_unknown",
                 "cannot be true when compute_overlap_us is given",
             ));
         }
-        if f.compute_overlap_unknown.is_some() && !overlap_unknown && compute_overlap.is_nan() {
-            return Err(err(
+        if switches.overlap_unknown_given && !overlap_unknown && timing.compute_overlap_us.is_nan()
+        {
+            return Err(self.err(
                 "compute_overlap_us",
                 "is required when compute_overlap_unknown is false",
             ));
         }
+        Ok(timing)
+    }
 
-        // Arrivals.
-        let mut flags = 0u8;
-        let arrival_at = self.trace.events.arrivals.len() as u32;
-        if let Some(map) = val(f.rank_arrival_us) {
-            self.values.clear();
-            self.values.resize(rank_count, f64::NAN);
-            let arrival = |v: Value<'_>| {
-                lenient_num(v)
-                    .filter(|&x| (0.0..=MAX_TIME_US).contains(&x))
-                    .ok_or_else(|| {
-                        err(
-                            "rank_arrival_us",
-                            "values must be numbers between 0 and 1e12 microseconds",
-                        )
-                    })
-            };
-            if map.is_array() {
-                if map.len() != Some(rank_count) {
-                    return Err(err(
+    /// `rank_arrival_us` (an object keyed by rank or a list aligned with
+    /// ranks) into `scratch.values`; `true` when every rank has a value, in
+    /// which case the scalar skew must agree with it.
+    fn arrivals(
+        &self,
+        map: Value<'_>,
+        sig: &Signature,
+        partial_arrival: bool,
+        scalar_skew: f64,
+        scratch: ArrivalScratch<'_>,
+    ) -> Result<bool> {
+        let rank_count = sig.rank_count();
+        let values = scratch.values;
+        values.clear();
+        values.resize(rank_count, f64::NAN);
+        let arrival = |v: Value<'_>| {
+            lenient_num(v)
+                .filter(|&x| (0.0..=MAX_TIME_US).contains(&x))
+                .ok_or_else(|| {
+                    self.err(
                         "rank_arrival_us",
-                        &format!("list must have one value per rank ({rank_count})"),
-                    ));
-                }
-                for (slot, v) in self.values.iter_mut().zip(map.elements()) {
-                    *slot = arrival(v)?;
-                }
-            } else if map.is_object() {
-                let keys_err = || err("rank_arrival_us", "keys must be exactly the event's ranks");
-                let members = map.len().unwrap_or(0);
-                if members > rank_count || (members < rank_count && !partial_arrival) {
-                    return Err(keys_err());
-                }
-                if rank_count > 16 {
-                    self.rank_pos.clear();
-                    for (pos, &r) in sig.ranks.iter().enumerate() {
-                        self.rank_pos.insert(r, pos as u32);
-                    }
-                }
-                for (key, v) in map.members() {
-                    let rank = decimal_key(key).ok_or_else(keys_err)?;
-                    let pos = if rank_count > 16 {
-                        self.rank_pos.get(&rank).map(|&p| p as usize)
-                    } else {
-                        sig.ranks.iter().position(|&r| r == rank)
-                    }
-                    .ok_or_else(keys_err)?;
-                    self.values[pos] = arrival(v)?;
-                }
-            } else {
-                return Err(err(
+                        "values must be numbers between 0 and 1e12 microseconds",
+                    )
+                })
+        };
+        if map.is_array() {
+            if map.len() != Some(rank_count) {
+                return Err(self.err(
                     "rank_arrival_us",
-                    "must be an object keyed by rank or a list aligned with ranks",
+                    &format!("list must have one value per rank ({rank_count})"),
                 ));
             }
-            let complete = self.values.iter().all(|v| !v.is_nan());
-            if complete {
-                let lo = self.values.iter().copied().fold(f64::INFINITY, f64::min);
-                let hi = self
-                    .values
-                    .iter()
-                    .copied()
-                    .fold(f64::NEG_INFINITY, f64::max);
-                if !scalar_skew.is_nan() && ((hi - lo) - scalar_skew).abs() > 0.001 {
-                    return Err(err(
-                        "arrival_skew_us",
-                        &format!(
-                            "must equal max-min of rank_arrival_us ({}) within 0.001",
-                            crate::pyfloat::repr(hi - lo)
-                        ),
-                    ));
+            for (slot, v) in values.iter_mut().zip(map.elements()) {
+                *slot = arrival(v)?;
+            }
+        } else if map.is_object() {
+            let keys_err = || self.err("rank_arrival_us", "keys must be exactly the event's ranks");
+            let members = map.len().unwrap_or(0);
+            if members > rank_count || (members < rank_count && !partial_arrival) {
+                return Err(keys_err());
+            }
+            if rank_count > 16 {
+                scratch.rank_pos.clear();
+                for (pos, &r) in sig.ranks.iter().enumerate() {
+                    scratch.rank_pos.insert(r, pos as u32);
                 }
-                self.trace.events.arrivals.extend_from_slice(&self.values);
-                flags |= flag::HAS_ARRIVAL_MAP;
-            } else {
-                flags |= flag::PARTIAL_ARRIVAL;
             }
+            for (key, v) in map.members() {
+                let rank = decimal_key(key).ok_or_else(keys_err)?;
+                let pos = if rank_count > 16 {
+                    scratch.rank_pos.get(&rank).map(|&p| p as usize)
+                } else {
+                    sig.ranks.iter().position(|&r| r == rank)
+                }
+                .ok_or_else(keys_err)?;
+                values[pos] = arrival(v)?;
+            }
+        } else {
+            return Err(self.err(
+                "rank_arrival_us",
+                "must be an object keyed by rank or a list aligned with ranks",
+            ));
         }
-        if rank_count == 1 && !scalar_skew.is_nan() && scalar_skew > 0.001 {
-            return Err(err("arrival_skew_us", "must be 0 for a single-rank event"));
+        if values.iter().any(|v| v.is_nan()) {
+            return Ok(false);
         }
-        if partial_arrival {
-            flags |= flag::PARTIAL_ARRIVAL;
+        let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if !scalar_skew.is_nan() && ((hi - lo) - scalar_skew).abs() > 0.001 {
+            return Err(self.err(
+                "arrival_skew_us",
+                &format!(
+                    "must equal max-min of rank_arrival_us ({}) within 0.001",
+                    crate::pyfloat::repr(hi - lo)
+                ),
+            ));
         }
-        if skew_unknown {
-            flags |= flag::SKEW_UNKNOWN;
-        }
-        if uncertain {
-            flags |= flag::FIELDS_UNCERTAIN;
-        }
-        if overlap_unknown {
-            flags |= flag::OVERLAP_UNKNOWN;
-        }
+        Ok(true)
+    }
+}
 
-        // Intern the signature.
-        let sig_id = match self.sig_index.get(&*sig) {
-            Some(&id) => id,
-            None => {
-                let id = self.trace.signatures.len() as u32;
-                self.trace.signatures.push(sig.clone());
-                self.sig_index.insert(sig.clone(), id);
-                id
-            }
-        };
-        let ev: &mut Events = &mut self.trace.events;
-        ev.signature.push(sig_id);
-        ev.start_us.push(start_us);
-        ev.gap_us.push(gap_us);
-        ev.arrival_skew_us.push(scalar_skew);
-        ev.compute_before_us.push(compute_before);
-        ev.compute_overlap_us.push(compute_overlap);
-        ev.compute_pressure.push(pressure);
-        ev.observed_exposed_us.push(observed);
-        ev.flags.push(flags);
-        ev.arrival_at.push(arrival_at);
-        Ok(())
+/// The first rank listed twice (by value order for long lists).
+fn first_duplicate(ranks: &[i64]) -> Option<i64> {
+    if ranks.len() <= 32 {
+        (1..ranks.len())
+            .find(|&a| ranks[..a].contains(&ranks[a]))
+            .map(|a| ranks[a])
+    } else {
+        let mut sorted = ranks.to_vec();
+        sorted.sort_unstable();
+        sorted.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
     }
 }
 
@@ -995,6 +1027,44 @@ struct EventFields {
     tag: Option<NodeId>,
     channel: Option<NodeId>,
     metadata: Option<NodeId>,
+}
+
+impl EventFields {
+    /// The slot of recognised field `key`, if it is one.
+    fn slot(&mut self, key: &[u8]) -> Option<&mut Option<NodeId>> {
+        Some(match key {
+            b"op" => &mut self.op,
+            b"custom_op" => &mut self.custom_op,
+            b"bytes" => &mut self.bytes,
+            b"ranks" => &mut self.ranks,
+            b"rank_count" => &mut self.rank_count,
+            b"phase" => &mut self.phase,
+            b"group" => &mut self.group,
+            b"start_us" => &mut self.start_us,
+            b"gap_us" => &mut self.gap_us,
+            b"rank_arrival_us" => &mut self.rank_arrival_us,
+            b"arrival_skew_us" => &mut self.arrival_skew_us,
+            b"arrival_skew_unknown" => &mut self.arrival_skew_unknown,
+            b"partial_rank_arrival" => &mut self.partial_rank_arrival,
+            b"compute_before_us" => &mut self.compute_before_us,
+            b"compute_overlap_us" => &mut self.compute_overlap_us,
+            b"compute_overlap_unknown" => &mut self.compute_overlap_unknown,
+            b"compute_pressure" => &mut self.compute_pressure,
+            b"observed_exposed_us" => &mut self.observed_exposed_us,
+            b"concurrent_groups" => &mut self.concurrent_groups,
+            b"compute_fields_uncertain" => &mut self.compute_fields_uncertain,
+            b"dtype" => &mut self.dtype,
+            b"root_rank" => &mut self.root_rank,
+            b"reduction_op" => &mut self.reduction_op,
+            b"sender_rank" => &mut self.sender_rank,
+            b"receiver_rank" => &mut self.receiver_rank,
+            b"message_sequence" => &mut self.message_sequence,
+            b"tag" => &mut self.tag,
+            b"channel" => &mut self.channel,
+            b"metadata" => &mut self.metadata,
+            _ => return None,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,10 @@
 //! and reports the first problem as `trace event N field 'F' ...`, where `N` is
 //! the event's position in the input.
 
+mod builder;
 mod load;
+
+pub use builder::{EventTiming, TraceBuilder};
 
 pub use load::{LoadOptions, load, load_bytes, load_owned};
 
