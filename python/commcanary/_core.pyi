@@ -1,26 +1,76 @@
-"""Type stubs for the Rust extension ``commcanary._core``."""
+"""Type stubs for the Rust extension ``commcanary._core``.
 
-from typing import Any
+The extension raises the exception classes of :mod:`commcanary.errors`.
+"""
+
+from typing import Any, Final, final
 
 import numpy as np
 import numpy.typing as npt
 
-__version__: str
-CANARY_FORMAT: str
-TRACE_FORMAT: str
+__all__ = [
+    "ABLATIONS",
+    "CANARY_FORMAT",
+    "CONFIGURATION_COUNT_RANGE",
+    "DEFAULT_SETTINGS",
+    "DEFAULT_TIMING_SAMPLE_LIMIT",
+    "DEFAULT_TOLERANCES",
+    "FIDELITY_FIELDS",
+    "FORMATS",
+    "INJECT_PANIC_VAR",
+    "MAX_INPUT_BYTES",
+    "MAX_REPLAY_EVENTS_LIMIT",
+    "REPLAY_MODEL",
+    "REPORT_FORMAT",
+    "TRACE_COLUMNS",
+    "TRACE_FORMAT",
+    "BehaviorReference",
+    "CompiledCanary",
+    "ReplayReport",
+    "ReportDocument",
+    "Trace",
+    "__version__",
+    "behavior_reference",
+    "behavior_search",
+    "canonical_json",
+    "check_canary",
+    "compile_file",
+    "evaluate_behavior",
+    "float_repr",
+    "load_trace",
+    "load_trace_bytes",
+    "py_round",
+    "read_input_file",
+    "read_report_file",
+    "replay_canary",
+    "verify_report_files",
+    "write_atomic",
+]
 
-class CommCanaryError(Exception):
-    """Base class of every commcanary error."""
+__version__: Final[str]
+CANARY_FORMAT: Final[str]
+TRACE_FORMAT: Final[str]
+REPORT_FORMAT: Final[str]
+REPLAY_MODEL: Final[str]
+#: Every document format, by kind.
+FORMATS: Final[dict[str, str]]
+#: The eight fidelity bound / budget names, in check order.
+FIDELITY_FIELDS: Final[tuple[str, ...]]
+#: The replay model's ablation names, sorted.
+ABLATIONS: Final[tuple[str, ...]]
+#: Timing columns of a trace.
+TRACE_COLUMNS: Final[tuple[str, ...]]
+#: The default replay settings (label, bandwidth_gbps, ..., max_replay_events).
+DEFAULT_SETTINGS: Final[dict[str, Any]]
+#: The default behaviour tolerances, by API name.
+DEFAULT_TOLERANCES: Final[dict[str, float]]
+DEFAULT_TIMING_SAMPLE_LIMIT: Final[int]
+MAX_REPLAY_EVENTS_LIMIT: Final[int]
+MAX_INPUT_BYTES: Final[int]
+CONFIGURATION_COUNT_RANGE: Final[tuple[int, int]]
+INJECT_PANIC_VAR: Final[str]
 
-class InputError(CommCanaryError):
-    """An input is missing, unreadable, not JSON, over a resource limit, or invalid."""
-
-class OutputError(CommCanaryError):
-    """An artifact could not be written."""
-
-class BudgetError(CommCanaryError):
-    """Compilation cannot meet a requested fidelity guarantee."""
-
+@final
 class Trace:
     """A parsed ``commcanary.trace.v1`` trace held in columnar form."""
 
@@ -37,7 +87,7 @@ class Trace:
     def compile(
         self,
         *,
-        timing_sample_limit: int = 128,
+        timing_sample_limit: int | None = None,
         timing_sample_limits_by_group: list[tuple[int, int]] | None = None,
         max_events: int | None = None,
         budgets: list[tuple[str, float]] | None = None,
@@ -47,6 +97,7 @@ class Trace:
         compiler_members: list[tuple[str, bytes]] | None = None,
     ) -> CompiledCanary: ...
 
+@final
 class CompiledCanary:
     """A compiled canary: its canonical bytes and its summary."""
 
@@ -58,7 +109,7 @@ class CompiledCanary:
 def compile_file(
     path: str,
     *,
-    timing_sample_limit: int = 128,
+    timing_sample_limit: int | None = None,
     timing_sample_limits_by_group: list[tuple[int, int]] | None = None,
     max_events: int | None = None,
     budgets: list[tuple[str, float]] | None = None,
@@ -73,6 +124,7 @@ def canonical_json(data: bytes) -> bytes: ...
 def float_repr(x: float) -> str: ...
 def py_round(x: float, ndigits: int) -> float: ...
 
+@final
 class ReplayReport:
     """A replay report: canonical bytes, sections and sample columns."""
 
@@ -83,6 +135,7 @@ class ReplayReport:
     def sample_signatures(self) -> list[bytes]: ...
     def sample_resources(self) -> list[str]: ...
 
+@final
 class ReportDocument:
     """A structurally validated report read from disk."""
 
@@ -96,14 +149,14 @@ def replay_canary(
     path: str,
     *,
     data: bytes | None = None,
-    label: str = "simulated-nccl",
-    bandwidth_gbps: float = 55.0,
-    latency_floor_us: float = 7.5,
-    compute_pressure: float = 0.55,
-    overlap_efficiency: float = 0.72,
-    iterations: int = 1,
-    seed: int = 7,
-    max_replay_events: int = 1_000_000,
+    label: str | None = None,
+    bandwidth_gbps: float | None = None,
+    latency_floor_us: float | None = None,
+    compute_pressure: float | None = None,
+    overlap_efficiency: float | None = None,
+    iterations: int | None = None,
+    seed: int | None = None,
+    max_replay_events: int | None = None,
     ablations: list[str] = ...,
     include_samples: bool = False,
 ) -> ReplayReport: ...
@@ -112,6 +165,7 @@ def verify_report_files(
     report_path: str, canary_path: str
 ) -> list[tuple[str, bool, bytes | None, bytes | None]]: ...
 
+@final
 class BehaviorReference:
     """The source side of behaviour checks: the trace's lossless program replayed per configuration."""
 

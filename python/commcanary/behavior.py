@@ -56,17 +56,11 @@ __all__ = [
 
 #: Replay defaults every configuration starts from.
 CONFIGURATION_DEFAULTS: dict[str, Any] = {
-    "bandwidth_gbps": 55.0,
-    "latency_floor_us": 7.5,
-    "compute_pressure": 0.55,
-    "overlap_efficiency": 0.72,
-    "iterations": 1,
-    "seed": 7,
-    "max_replay_events": 1_000_000,
+    key: value for key, value in _core.DEFAULT_SETTINGS.items() if key != "label"
 }
 CONFIGURATION_KEYS = frozenset({"name", *CONFIGURATION_DEFAULTS})
 #: Ceiling on replayed occurrences per configuration (the replay model's own limit).
-MAX_REPLAY_EVENTS = 10_000_000
+MAX_REPLAY_EVENTS: int = _core.MAX_REPLAY_EVENTS_LIMIT
 
 #: The five configurations behaviour is checked under by default.
 DEFAULT_CONFIGURATIONS: tuple[dict[str, Any], ...] = (
@@ -420,7 +414,7 @@ def search(
     trace: str | os.PathLike[str],
     *,
     min_limit: int = 2,
-    max_limit: int = 128,
+    max_limit: int = _core.DEFAULT_TIMING_SAMPLE_LIMIT,
     configurations: Sequence[Mapping[str, Any]] | None = None,
     tolerances: Tolerances | None = None,
     max_events: int | None = None,

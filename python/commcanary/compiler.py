@@ -139,7 +139,7 @@ class Canary:
 def compile(
     source: str | os.PathLike[str] | bytes | _core.Trace,
     *,
-    timing_sample_limit: int = 128,
+    timing_sample_limit: int = _core.DEFAULT_TIMING_SAMPLE_LIMIT,
     timing_sample_limits_by_group: Mapping[int, int] | None = None,
     max_events: int | None = None,
     budgets: Mapping[str, float] | None = None,

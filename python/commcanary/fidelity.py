@@ -30,9 +30,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from commcanary.formats import FIDELITY_VERIFICATION_FORMAT
+
 __all__ = ["FIDELITY_FORMAT", "SourceTrace", "verify_fidelity"]
 
-FIDELITY_FORMAT = "commcanary.fidelity_verification.v1"
+FIDELITY_FORMAT = FIDELITY_VERIFICATION_FORMAT
 KNOWN_OPS = {
     "all_reduce",
     "reduce_scatter",

@@ -29,27 +29,19 @@ if TYPE_CHECKING:
 
 __all__ = ["ABLATIONS", "Backend", "Report", "replay"]
 
-#: Ablation names accepted by :func:`replay`.
-ABLATIONS: tuple[str, ...] = (
-    "arrival_skew",
-    "compute_overlap",
-    "observed_exposed_us",
-    "operation_ordering",
-    "pressure",
-    "queue_reset_gaps",
-    "rare_tail_windows",
-)
+#: The replay model's ablation names, sorted (from the core).
+ABLATIONS: tuple[str, ...] = tuple(_core.ABLATIONS)
 
 
 @dataclass(frozen=True)
 class Backend:
     """The simulated backend: the knobs an A/B comparison varies."""
 
-    label: str = "simulated-nccl"
-    bandwidth_gbps: float = 55.0
-    latency_floor_us: float = 7.5
-    compute_pressure: float = 0.55
-    overlap_efficiency: float = 0.72
+    label: str = _core.DEFAULT_SETTINGS["label"]
+    bandwidth_gbps: float = _core.DEFAULT_SETTINGS["bandwidth_gbps"]
+    latency_floor_us: float = _core.DEFAULT_SETTINGS["latency_floor_us"]
+    compute_pressure: float = _core.DEFAULT_SETTINGS["compute_pressure"]
+    overlap_efficiency: float = _core.DEFAULT_SETTINGS["overlap_efficiency"]
 
 
 class Report:
@@ -173,11 +165,11 @@ def replay(
     canary: Canary | str | os.PathLike[str] | bytes,
     *,
     backend: Backend | None = None,
-    iterations: int = 1,
-    seed: int = 7,
+    iterations: int = _core.DEFAULT_SETTINGS["iterations"],
+    seed: int = _core.DEFAULT_SETTINGS["seed"],
     ablations: tuple[str, ...] | list[str] = (),
     include_samples: bool = False,
-    max_replay_events: int = 1_000_000,
+    max_replay_events: int = _core.DEFAULT_SETTINGS["max_replay_events"],
 ) -> Report:
     """Replay a canary (a compiled :class:`~commcanary.Canary`, a path or bytes)."""
     from commcanary.compiler import Canary as CanaryType

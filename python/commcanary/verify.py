@@ -21,7 +21,7 @@ from commcanary import _core
 
 __all__ = ["REPORT_VERIFICATION_FORMAT", "verify_report"]
 
-REPORT_VERIFICATION_FORMAT = "commcanary.report_verification.v1"
+from commcanary.formats import REPORT_VERIFICATION_FORMAT
 
 
 def verify_report(report: str | os.PathLike[str], canary: str | os.PathLike[str]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from commcanary import _core
 from commcanary.cli import EXIT_USAGE, check_paths, errors_exit, fail
 from commcanary.cli._output import behavior_lines, fmt, progress
 
@@ -114,7 +115,7 @@ def compile_command(
     trace: Trace,
     output: Output,
     max_events: MaxEvents = None,
-    timing_sample_limit: TimingSampleLimit = 128,
+    timing_sample_limit: TimingSampleLimit = _core.DEFAULT_TIMING_SAMPLE_LIMIT,
     max_gap_error_us: MaxGap = None,
     max_skew_error_us: MaxSkew = None,
     max_arrival_offset_error_us: MaxArrivalOffset = None,

@@ -15,17 +15,8 @@ from commcanary.replay import Backend
 __all__ = ["ABLATION_NAMES", "replay_command"]
 
 
-def _ablation_names() -> tuple[str, ...]:
-    names: Any = getattr(_core, "ABLATIONS", None)
-    if names:
-        return tuple(str(name) for name in names)
-    from commcanary.replay import ABLATIONS
-
-    return tuple(ABLATIONS)
-
-
 #: What ``--ablate`` accepts: the replay model's ablations.
-ABLATION_NAMES = _ablation_names()
+ABLATION_NAMES: tuple[str, ...] = tuple(_core.ABLATIONS)
 #: The backend defaults, from the library.
 DEFAULT = Backend()
 
@@ -120,7 +111,7 @@ def replay_command(
     iterations: Iterations = 1,
     seed: Seed = 7,
     include_samples: IncludeSamples = False,
-    max_replay_events: MaxReplayEvents = 1_000_000,
+    max_replay_events: MaxReplayEvents = _core.DEFAULT_SETTINGS["max_replay_events"],
     ablations: Ablations = None,
 ) -> None:
     """Replay a canary in the deterministic scheduler model."""
