@@ -1,0 +1,67 @@
+# Developer tasks for commcanary. `make` (or `make help`) lists them.
+# Every tool runs from the project's virtual environment, .venv/bin/.
+
+VENV   := .venv
+BIN    := $(VENV)/bin
+PYTHON := $(BIN)/python
+PY_SRC := python tests benches
+
+# The development tools; the same list scripts/test.sh installs.
+DEV_PACKAGES := "maturin>=1.9.4,<2" "numpy>=1.26" "typer>=0.12" "orjson>=3.10" \
+	"pytest>=8" "hypothesis>=6.100" "jsonschema>=4.20" "ruff>=0.6" "mypy>=1.10" "selenium>=4.20"
+
+# Quick benchmark options; override, e.g. `make bench BENCH_ARGS="--repeat 3"`.
+BENCH_ARGS ?=
+COMPILE_BENCH_ARGS  ?= --sizes 1000,10000 --repeat 1
+GATE_BENCH_ARGS     ?= --sizes 10000 --repeat 1
+BEHAVIOR_BENCH_ARGS ?= --search-sizes 1000 --verify-sizes 10000 --repeat 1
+
+# Path to the shape check, for `make shape`.
+SHAPE ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help dev test lint fmt bench shape clean
+
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+dev: ## Create .venv if missing, install the dev tools, build the extension (quick profile)
+	@[ -x $(PYTHON) ] || python3 -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m pip install --quiet $(DEV_PACKAGES)
+	VIRTUAL_ENV="$(CURDIR)/$(VENV)" PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/maturin develop --profile quick
+
+test: ## Run every check CI runs (./scripts/test.sh, in its own venv)
+	./scripts/test.sh
+
+lint: ## Rust fmt + clippy, ruff check + format, mypy, stubtest (no changes made)
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	$(BIN)/ruff check $(PY_SRC)
+	$(BIN)/ruff format --check $(PY_SRC)
+	$(BIN)/mypy
+	$(PYTHON) -m mypy.stubtest commcanary._core
+
+fmt: ## Format Rust (cargo fmt) and Python (ruff format)
+	cargo fmt --all
+	$(BIN)/ruff format $(PY_SRC)
+
+bench: ## Run the benchmarks with quick options (see docs/benchmarks.md)
+	@export PATH="$(CURDIR)/$(BIN):$$PATH"; set -e; \
+	if [ -f benches/compare_builds.py ]; then \
+		$(PYTHON) benches/compare_builds.py $(BENCH_ARGS); \
+	else \
+		$(PYTHON) benches/compile_bench.py $(COMPILE_BENCH_ARGS) $(BENCH_ARGS); \
+		$(PYTHON) benches/gate_bench.py $(GATE_BENCH_ARGS) $(BENCH_ARGS); \
+		$(PYTHON) benches/behavior_bench.py $(BEHAVIOR_BENCH_ARGS) $(BENCH_ARGS); \
+	fi
+
+shape: ## Run the shape check (cycles, long functions): make shape SHAPE=path/to/shape.py
+	@[ -n "$(SHAPE)" ] || { echo "set SHAPE to the path of the shape check"; exit 2; }
+	python3 $(SHAPE) rust/commcanary-core/src python/commcanary 120
+
+clean: ## Remove build outputs and caches (keeps .venv)
+	cargo clean
+	rm -rf dist .pytest_cache .mypy_cache .ruff_cache .hypothesis benches/results
+	find python -name '*.so' -delete
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
