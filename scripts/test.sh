@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Builds commcanary from a fresh checkout and runs every check: Rust format,
-# lints and tests; the Python extension (release build); Python lints, types
-# and the test suite (which includes the walkthrough conformance transcript).
+# lints and tests; the Python extension (release build); Python lints, types,
+# the extension's stub (stubtest) and the test suite (which includes the
+# walkthrough conformance transcript).
+#
+# It works in its own environment, target/test-venv, so a `pip install .` in
+# your .venv is left alone. Quiet on success; a failing step prints its log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,25 +17,30 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 
-python3 -m venv .venv
+VENV=target/test-venv
+mkdir -p target
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 # shellcheck disable=SC1091
-. .venv/bin/activate
-python -m pip install --quiet --upgrade pip
-python -m pip install --quiet "maturin>=1.9.4,<2" "numpy>=1.26" "typer>=0.12" "orjson>=3.10" "blake3>=0.4" \
+. "$VENV/bin/activate"
+LOG=target/test-setup.log
+quietly() { "$@" >"$LOG" 2>&1 || { cat "$LOG"; echo "failed: $*"; exit 1; }; }
+quietly python -m pip install --upgrade pip
+quietly python -m pip install "maturin>=1.9.4,<2" "numpy>=1.26" "typer>=0.12" "orjson>=3.10" \
     "pytest>=8" "hypothesis>=6.100" "jsonschema>=4.20" "ruff>=0.6" "mypy>=1.10" "selenium>=4.20"
 
 echo "== rust: fmt, clippy, tests"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test -p commcanary-core --locked
+cargo test -q -p commcanary-core --locked
 
 echo "== build the extension"
-maturin develop --release --locked --quiet
+quietly maturin develop --release --locked
 
 echo "== python: ruff, mypy"
 ruff check python tests benches
 ruff format --check python tests benches
 mypy
+python -m mypy.stubtest commcanary._core
 
 echo "== python tests"
 HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" python -m pytest -q

@@ -23,7 +23,6 @@ pub mod compile;
 pub mod document;
 pub mod error;
 pub mod fault;
-pub mod fxhash;
 pub mod input;
 pub mod json;
 pub mod output;

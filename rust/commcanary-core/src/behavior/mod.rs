@@ -27,6 +27,8 @@ pub mod search;
 
 pub use config::{MAX_CONFIGURATIONS, MIN_CONFIGURATIONS, checked_configurations};
 
+use rayon::prelude::*;
+
 use crate::canary::Program;
 use crate::compile::{CompileOptions, compile};
 use crate::error::{Error, Result};
@@ -204,7 +206,7 @@ impl Slowest {
     }
 }
 
-/// Replays `program` under every configuration (two at a time).
+/// Replays `program` under every configuration (in parallel).
 ///
 /// # Errors
 /// Replay errors (settings, expansion limits).
@@ -228,16 +230,10 @@ pub fn runs(program: &Program, configurations: &[Configuration]) -> Result<Vec<R
             exposed: Slowest::new(&exposed),
         })
     };
-    let (a, b) = configurations.split_at(configurations.len().div_ceil(2));
-    std::thread::scope(|scope| {
-        let second = scope.spawn(|| b.iter().map(one).collect::<Result<Vec<Run>>>());
-        let mut first = a.iter().map(one).collect::<Result<Vec<Run>>>()?;
-        let second = second
-            .join()
-            .map_err(|_| Error::invalid("internal error: behaviour worker panicked"))??;
-        first.extend(second);
-        Ok(first)
-    })
+    // In parallel, collected in order; the first error in configuration
+    // order wins, whatever finished first.
+    let results: Vec<Result<Run>> = configurations.par_iter().map(one).collect();
+    results.into_iter().collect()
 }
 
 /// The outcome of comparing candidate runs with source runs.

@@ -225,24 +225,23 @@ fn parse_top(bytes: &[u8], limits: JsonLimits) -> Result<TopLevel> {
                         events.extend(ids.into_iter().map(|id| (0, id)));
                     }
                     Some(split) => {
-                        let (first, second) = std::thread::scope(|scope| {
-                            let second = scope.spawn(
-                                move || -> Result<(Doc, Vec<NodeId>, usize, u64, bool)> {
-                                    let mut q = Parser::new(bytes, limits)?;
-                                    q.seek(split);
-                                    q.reset_canonical();
-                                    let mut doc = Doc::new();
-                                    let (ids, _) = parse_elements(&mut q, &mut doc, None)?;
-                                    Ok((doc, ids, q.pos(), q.items(), q.was_canonical()))
-                                },
-                            );
-                            let first = parse_elements(&mut p, &mut top.docs[0], Some(split));
-                            (first, second.join())
-                        });
+                        let second_pass =
+                            move || -> Result<(Doc, Vec<NodeId>, usize, u64, bool)> {
+                                let mut q = Parser::new(bytes, limits)?;
+                                q.seek(split);
+                                q.reset_canonical();
+                                let mut doc = Doc::new();
+                                let (ids, _) = parse_elements(&mut q, &mut doc, None)?;
+                                Ok((doc, ids, q.pos(), q.items(), q.was_canonical()))
+                            };
+                        let (first, second) = rayon::join(
+                            || parse_elements(&mut p, &mut top.docs[0], Some(split)),
+                            second_pass,
+                        );
                         let (ids, reached) = first?;
                         events.extend(ids.into_iter().map(|id| (0, id)));
                         match (reached, second) {
-                            (true, Ok(Ok((doc, ids, end, items, canonical)))) => {
+                            (true, Ok((doc, ids, end, items, canonical))) => {
                                 top.docs.push(doc);
                                 events.extend(ids.into_iter().map(|id| (1, id)));
                                 p.seek(end);
@@ -614,12 +613,10 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
             canonical.len()
         )));
     }
-    let (provenance, sha256) = std::thread::scope(|scope| {
-        let sha = scope.spawn(|| hex(&Sha256::digest(canonical)));
-        let provenance = provenance_digest(compiler, canonical);
-        (provenance, sha.join())
-    });
-    let sha256 = sha256.map_err(|_| Error::invalid("internal error: digest worker panicked"))?;
+    let (provenance, sha256) = rayon::join(
+        || provenance_digest(compiler, canonical),
+        || hex(&Sha256::digest(canonical)),
+    );
     let claimed = c("artifact_provenance_sha256")
         .and_then(|v| v.as_str())
         .unwrap_or("");

@@ -7,9 +7,11 @@
 //! Every `_us` value of a sample is `round(·, 9)`, pressure `round(·, 6)`.
 
 use crate::error::{Error, Result};
-use crate::fxhash::{FxMap, hash_words};
+use std::hash::Hasher;
+
 use crate::pyfloat::round;
 use crate::trace::{Events, Trace, flag};
+use rustc_hash::{FxHashMap, FxHasher};
 
 /// How gaps were derived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,7 +184,7 @@ pub fn build_samples(trace: &Trace, ordering: &Ordering, count: usize) -> Result
     let mut s = Samples::default();
     // Sample classes: hash → first class with that hash; classes with equal
     // hashes are chained and compared value by value.
-    let mut class_by_hash: FxMap<u64, u32> = FxMap::default();
+    let mut class_by_hash: FxHashMap<u64, u32> = FxHashMap::default();
     let mut class_rep: Vec<u32> = Vec::new();
     let mut class_next: Vec<u32> = Vec::new();
     let mut with_observed = 0usize;
@@ -319,4 +321,14 @@ pub fn build_samples(trace: &Trace, ordering: &Ordering, count: usize) -> Result
         ));
     }
     Ok(s)
+}
+
+/// Hashes a sequence of words (sample class keys; equal hashes are then
+/// compared value by value, so the hash never decides a class).
+fn hash_words(words: impl IntoIterator<Item = u64>) -> u64 {
+    let mut h = FxHasher::default();
+    for w in words {
+        h.write_u64(w);
+    }
+    h.finish()
 }

@@ -330,12 +330,9 @@ pub fn samples_pieces(r: &Replay) -> Vec<Vec<u8>> {
         format(&specs)
     } else {
         let (a, b) = specs.split_at(specs.len() / 2);
-        std::thread::scope(|scope| {
-            let second = scope.spawn(|| format(b));
-            let mut first = format(a);
-            first.extend(second.join().unwrap_or_else(|_| format(b)));
-            first
-        })
+        let (mut first, second) = rayon::join(|| format(a), || format(b));
+        first.extend(second);
+        first
     };
     let mut signature = Vec::with_capacity(r.len() * 3 + 2);
     signature.push(b'[');
@@ -404,15 +401,10 @@ pub fn sections(
     include_samples: bool,
 ) -> Vec<Section> {
     // Aggregation (sorting) and sample formatting run side by side.
-    let (agg, samples) = std::thread::scope(|scope| {
-        let samples = scope.spawn(|| include_samples.then(|| samples_pieces(replay)));
-        let agg = aggregate(replay);
-        (agg, samples.join())
-    });
-    let samples = match samples {
-        Ok(s) => s,
-        Err(_) => include_samples.then(|| samples_pieces(replay)),
-    };
+    let (agg, samples) = rayon::join(
+        || aggregate(replay),
+        || include_samples.then(|| samples_pieces(replay)),
+    );
     let one = |name: &'static str, json: Vec<u8>| (name, vec![json]);
     let mut out: Vec<Section> = vec![
         one("backend", backend_json(settings)),

@@ -235,6 +235,8 @@ pub fn read_report(bytes: &[u8], mode: SampleMode) -> Result<Report> {
         samples,
         settings: Settings::default(),
     };
+    let format = report.section("format").and_then(|v| v.as_str());
+    crate::document::expect_format(format, REPORT_FORMAT)?;
     let settings = validate(&report)?;
     Ok(Report { settings, ..report })
 }
@@ -808,7 +810,7 @@ fn reconcile_samples(s: &Samples, settings: &Settings, count: u64) -> Result<()>
         c("total_us"),
     );
     // Previous completion per (iteration, resource).
-    let mut first_of: crate::fxhash::FxMap<&str, usize> = crate::fxhash::FxMap::default();
+    let mut first_of: rustc_hash::FxHashMap<&str, usize> = rustc_hash::FxHashMap::default();
     let resource_ids: Vec<usize> = s
         .resources
         .iter()

@@ -358,34 +358,30 @@ impl Reader {
         // simply carries on (errors are then reported with exact indices).
         let options = self.options;
         let limits = p.limits();
-        std::thread::scope(|scope| {
-            let second = scope.spawn(move || -> Result<(Reader, usize, u64)> {
-                let mut reader = Reader::new(options);
-                let mut q = Parser::new(bytes, limits)?;
-                q.seek(split);
-                match reader.event_pass(&mut q, 0, None)? {
-                    Pass::Closed if reader.first_invalid.is_none() => {
-                        Ok((reader, q.pos(), q.items()))
-                    }
-                    _ => Err(Error::invalid("second pass did not finish cleanly")),
-                }
-            });
-            let first = self.event_pass(p, 0, Some(split));
-            let second = second.join();
-            match first? {
-                Pass::Closed => Ok(()),
-                Pass::Split(count) => match second {
-                    Ok(Ok((reader, end, items)))
-                        if count + reader.builder.len() as u64 <= self.options.max_events =>
-                    {
-                        self.absorb(reader);
-                        p.seek(end);
-                        p.add_items(items)
-                    }
-                    _ => self.event_pass(p, count, None).map(|_| ()),
-                },
+        let second_pass = move || -> Result<(Reader, usize, u64)> {
+            crate::fault::check("trace-second-pass");
+            let mut reader = Reader::new(options);
+            let mut q = Parser::new(bytes, limits)?;
+            q.seek(split);
+            match reader.event_pass(&mut q, 0, None)? {
+                Pass::Closed if reader.first_invalid.is_none() => Ok((reader, q.pos(), q.items())),
+                _ => Err(Error::invalid("second pass did not finish cleanly")),
             }
-        })
+        };
+        let (first, second) = rayon::join(|| self.event_pass(p, 0, Some(split)), second_pass);
+        match first? {
+            Pass::Closed => Ok(()),
+            Pass::Split(count) => match second {
+                Ok((reader, end, items))
+                    if count + reader.builder.len() as u64 <= self.options.max_events =>
+                {
+                    self.absorb(reader);
+                    p.seek(end);
+                    p.add_items(items)
+                }
+                _ => self.event_pass(p, count, None).map(|_| ()),
+            },
+        }
     }
 
     /// Reads events from the current position; `start` is the index of the
