@@ -27,6 +27,53 @@ struct Item {
     point: u32,
 }
 
+/// The `timing_runs` items of one logical event (run-length encoded).
+fn write_timing_runs(buf: &mut Vec<u8>, program: &Program, runs: &[(Item, u64)], ranks: usize) {
+    for (i, (item, weight)) in runs.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        let p = &program.points[item.point as usize];
+        buf.extend_from_slice(b"{\"item\":{\"arrival_offsets_us\":[");
+        for (k, &o) in program.point_offsets(p, ranks).iter().enumerate() {
+            if k > 0 {
+                buf.push(b',');
+            }
+            canon::write_f64_rounded(buf, round(o, 9), 9);
+        }
+        buf.extend_from_slice(b"],\"compute_overlap_us\":");
+        canon::write_f64_rounded(buf, round(p.compute_overlap_us, 9), 9);
+        buf.extend_from_slice(b",\"compute_pressure\":");
+        canon::write_f64_rounded(buf, round(p.compute_pressure, 9), 9);
+        buf.extend_from_slice(b",\"gap_us\":");
+        canon::write_f64_rounded(buf, item.gap, 9);
+        buf.extend_from_slice(b"},\"weight\":");
+        canon::write_i64(buf, *weight as i64);
+        buf.push(b'}');
+    }
+}
+
+/// The `observed_runs` of one logical event, or `null` when some occurrence
+/// lacks an observed latency.
+fn write_observed_runs(cbuf: &mut Vec<u8>, observed_runs: Option<&[(f64, u64)]>) {
+    let Some(observed_runs) = observed_runs else {
+        cbuf.extend_from_slice(b"null");
+        return;
+    };
+    cbuf.push(b'[');
+    for (i, (v, w)) in observed_runs.iter().enumerate() {
+        if i > 0 {
+            cbuf.push(b',');
+        }
+        cbuf.extend_from_slice(b"{\"item\":");
+        canon::write_f64(cbuf, *v);
+        cbuf.extend_from_slice(b",\"weight\":");
+        canon::write_i64(cbuf, *w as i64);
+        cbuf.push(b'}');
+    }
+    cbuf.push(b']');
+}
+
 /// `(execution_semantic_sha256, calibration_evaluation_sha256)` of a program.
 #[must_use]
 pub fn program_digests(program: &Program) -> (String, String) {
@@ -98,45 +145,9 @@ pub fn program_digests(program: &Program) -> (String, String) {
                 }
             }
         });
-        for (i, (item, weight)) in runs.iter().enumerate() {
-            if i > 0 {
-                buf.push(b',');
-            }
-            let p = &program.points[item.point as usize];
-            buf.extend_from_slice(b"{\"item\":{\"arrival_offsets_us\":[");
-            for (k, &o) in program.point_offsets(p, ranks).iter().enumerate() {
-                if k > 0 {
-                    buf.push(b',');
-                }
-                canon::write_f64_rounded(&mut buf, round(o, 9), 9);
-            }
-            buf.extend_from_slice(b"],\"compute_overlap_us\":");
-            canon::write_f64_rounded(&mut buf, round(p.compute_overlap_us, 9), 9);
-            buf.extend_from_slice(b",\"compute_pressure\":");
-            canon::write_f64_rounded(&mut buf, round(p.compute_pressure, 9), 9);
-            buf.extend_from_slice(b",\"gap_us\":");
-            canon::write_f64_rounded(&mut buf, item.gap, 9);
-            buf.extend_from_slice(b"},\"weight\":");
-            canon::write_i64(&mut buf, *weight as i64);
-            buf.push(b'}');
-        }
+        write_timing_runs(&mut buf, program, &runs, ranks);
         buf.extend_from_slice(b"]}");
-        if observed {
-            cbuf.push(b'[');
-            for (i, (v, w)) in observed_runs.iter().enumerate() {
-                if i > 0 {
-                    cbuf.push(b',');
-                }
-                cbuf.extend_from_slice(b"{\"item\":");
-                canon::write_f64(&mut cbuf, *v);
-                cbuf.extend_from_slice(b",\"weight\":");
-                canon::write_i64(&mut cbuf, *w as i64);
-                cbuf.push(b'}');
-            }
-            cbuf.push(b']');
-        } else {
-            cbuf.extend_from_slice(b"null");
-        }
+        write_observed_runs(&mut cbuf, observed.then_some(observed_runs.as_slice()));
         cbuf.extend_from_slice(b",\"signature\":");
         cbuf.extend_from_slice(&signatures[event.signature as usize]);
         cbuf.push(b'}');

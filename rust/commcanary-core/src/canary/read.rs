@@ -388,7 +388,6 @@ pub fn verify_program_digests(canary: &Canary) -> Result<()> {
 ///
 /// # Errors
 /// As [`read_canary`], minus the program commitments.
-#[allow(clippy::too_many_lines)]
 pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
     let limits = JsonLimits {
         max_items: 400_000_000,
@@ -396,7 +395,29 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
     };
     let top = parse_top(bytes, limits)?;
     crate::document::expect_format(top.get("format").and_then(|f| f.as_str()), CANARY_FORMAT)?;
-    let input_is_canonical = top.canonical;
+    check_top_members(&top)?;
+    let compiler = top.get("compiler").expect("checked above");
+    let (has_observed, has_uncertain) = timing_layout(&top)?;
+    let program = read_program(&top, has_observed, has_uncertain)?;
+    let source_events = check_counts(compiler, &program)?;
+    check_fidelity(compiler, &program)?;
+    let digests = check_commitments(bytes, &top, compiler)?;
+    let TopLevel { docs, members, .. } = top;
+    let doc = docs.into_iter().next().unwrap_or_default();
+    Ok(Canary {
+        program,
+        sha256: digests.sha256,
+        source_events,
+        execution_semantic_sha256: digests.execution_semantic_sha256,
+        calibration_evaluation_sha256: digests.calibration_evaluation_sha256,
+        doc,
+        members,
+    })
+}
+
+/// Stage 1: only known top-level members, the format, and the members that
+/// must be objects.
+fn check_top_members(top: &TopLevel) -> Result<()> {
     let allowed = [
         "compiler",
         "events",
@@ -437,9 +458,11 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
             return Err(bad(format_args!("field '{key}' must be an object")));
         }
     }
-    let compiler = root.get("compiler").expect("checked above");
+    Ok(())
+}
 
-    // Column layouts.
+/// Stage 2: the `timing_columns` layout, `(has_observed, has_uncertain)`.
+fn timing_layout(root: &TopLevel) -> Result<(bool, bool)> {
     let columns = string_list(root.get("timing_columns"), "field 'timing_columns'")?;
     let base = [
         "weight",
@@ -461,6 +484,12 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
     if columns.len() != uncertain_at + usize::from(has_uncertain) {
         return Err(bad("field 'timing_columns' has unknown columns"));
     }
+    Ok((has_observed, has_uncertain))
+}
+
+/// Stage 3: signatures and events into the program.
+fn read_program(top: &TopLevel, has_observed: bool, has_uncertain: bool) -> Result<Program> {
+    let root = top;
     let mut program = Program {
         has_observed,
         ..Program::default()
@@ -517,8 +546,14 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
         }
     }
 
+    Ok(program)
+}
+
+/// Stage 4: expansion bounds, then the counts the `compiler` block claims;
+/// returns `source_events`.
+fn check_counts(compiler: Value<'_>, program: &Program) -> Result<u64> {
     // Expansion bounds before anything is expanded.
-    let (logical_events, occurrences) = expanded_counts(&program);
+    let (logical_events, occurrences) = expanded_counts(program);
     if occurrences > MAX_EXPANDED_OCCURRENCES {
         return Err(Error::limit(format!(
             "violates resource constraints: canary expands to {occurrences} occurrences, above {MAX_EXPANDED_OCCURRENCES}"
@@ -554,6 +589,12 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
             )));
         }
     }
+    Ok(source_events)
+}
+
+/// Stage 5: the fidelity block against the bounded intervals.
+fn check_fidelity(compiler: Value<'_>, program: &Program) -> Result<()> {
+    let c = |key: &str| compiler.get(key);
     let fidelity = c("fidelity")
         .filter(Value::is_object)
         .ok_or_else(|| bad("compiler.fidelity must be an object"))?;
@@ -596,6 +637,21 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
         )));
     }
 
+    Ok(())
+}
+
+/// The digests a canary's bytes and `compiler` block establish.
+struct Digests {
+    sha256: String,
+    execution_semantic_sha256: String,
+    calibration_evaluation_sha256: String,
+}
+
+/// Stage 6: sizes and the provenance commitment.
+fn check_commitments(bytes: &[u8], top: &TopLevel, compiler: Value<'_>) -> Result<Digests> {
+    let c = |key: &str| compiler.get(key);
+    let count = |key: &str| integer(c(key), 0, &|| format!("compiler.{key}"));
+    let input_is_canonical = top.canonical;
     // Sizes and commitments. Canonical input (what commcanary writes) is
     // hashed as it is; anything else is re-serialized first. The three
     // digests are independent and computed side by side.
@@ -632,18 +688,10 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
             .map(str::to_owned)
             .ok_or_else(|| bad(format_args!("compiler.{key} must be a SHA-256 hex digest")))
     };
-    let execution_semantic_sha256 = claimed_digest("execution_semantic_sha256")?;
-    let calibration_evaluation_sha256 = claimed_digest("calibration_evaluation_sha256")?;
-    let TopLevel { docs, members, .. } = top;
-    let doc = docs.into_iter().next().unwrap_or_default();
-    Ok(Canary {
-        program,
+    Ok(Digests {
         sha256,
-        source_events,
-        execution_semantic_sha256,
-        calibration_evaluation_sha256,
-        doc,
-        members,
+        execution_semantic_sha256: claimed_digest("execution_semantic_sha256")?,
+        calibration_evaluation_sha256: claimed_digest("calibration_evaluation_sha256")?,
     })
 }
 
