@@ -1,21 +1,30 @@
 //! # commcanary-core
 //!
 //! The pure-Rust engines behind commcanary. Nothing here knows about Python.
+//! Modules in layers, each using only those below it (no cycles):
 //!
-//! * [`json`]: a strict, bounded JSON reader and the canonical JSON writer
-//!   every hash and byte count is defined over.
-//! * [`pyfloat`]: CPython-exact `repr(float)`, `round(x, n)`, `sum` and `fsum`,
-//!   so printed numbers match what a Python verifier recomputes.
-//! * [`trace`]: `commcanary.trace.v1` parsed from bytes into columnar storage.
-//! * [`compile`]: the trace-to-canary compiler (ordering, grouping, the timing
-//!   compression ladder, bounded intervals with SHA-256 segment commitments,
-//!   sequence motifs, fidelity accounting, canonical canary bytes).
-//! * [`behavior`]: behavioural fidelity of a canary against its source under
-//!   several replay configurations, and the search for the smallest canary
-//!   that keeps it.
+//! * base: [`error`] (the one error type), [`fault`] (a test-only panic
+//!   hook), [`pyfloat`] (CPython-exact `repr`, `round`, `sum`, `fsum`),
+//!   [`json`] (strict bounded reader, canonical writer), [`input`] (the
+//!   bounded file reader), [`output`] (atomic writes), [`document`] (format
+//!   identifiers; wrong-kind detection);
+//! * [`trace`]: `commcanary.trace.v1` read from bytes into columns through
+//!   [`trace::TraceBuilder`], which importers feed too;
+//! * [`canary`]: the program model, its canonical reader and writer, the
+//!   occurrence expansion and the execution commitments;
+//! * [`compile`]: the trace-to-canary compiler (options, ordering, the timing
+//!   ladder, bounded intervals, motifs, fidelity, bytes);
+//! * [`sim`]: the replay model `deterministic-scheduler-v4`;
+//! * [`report`]: reports — sections, the reader, recomputation, one replay run;
+//! * [`behavior`]: behavioural fidelity under several configurations, and the
+//!   search for the smallest canary that keeps it.
 //!
 //! All data crosses module boundaries as plain Rust values; errors are one
-//! [`Error`] type with a kind and a path-free one-line message.
+//! [`Error`] type with a kind and a path-free one-line message. Parallel work
+//! uses rayon with ordered joins and indexed collection, so output never
+//! depends on scheduling.
+
+#![warn(missing_docs)]
 
 pub mod behavior;
 pub mod canary;
