@@ -10,7 +10,7 @@ function of its inputs (same report or comparison, same bytes).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -195,27 +195,85 @@ class Layout:
 LAYOUTS = (Layout("wide", 900, 6, 32, 240), Layout("narrow", 440, 4, 20, 200))
 
 
-def _histogram(series: list[Series], title: str, layout: Layout, named: bool) -> str:
-    """Inline, responsive SVG: the series' histograms on shared bins, quantile markers, axes, legend.
+@dataclass(frozen=True)
+class _Geometry:
+    """One drawing's shared bins, axis ranges and plot box, and the maps from values to coordinates.
 
-    ``named`` prefixes marker labels and legend entries with the series' names.
+    ``label_rows`` (the rows of marker labels above the plot) is known only once the labels are
+    placed; the horizontal map the placement uses does not depend on it.
     """
+
+    width: int
+    plot_h: int
+    x_lo: float
+    x_hi: float
+    x_step: float
+    x_decimals: int
+    intervals: int
+    buckets: int
+    bin_w: float
+    y_step: int
+    y_hi: int
+    label_rows: int = 1
+    left: int = 64
+    right: int = 16
+
+    @property
+    def plot_w(self) -> int:
+        return self.width - self.left - self.right
+
+    @property
+    def top_pad(self) -> int:
+        return 14 + 17 * self.label_rows
+
+    @property
+    def plot_top(self) -> int:
+        return self.top_pad
+
+    @property
+    def plot_bottom(self) -> int:
+        return self.top_pad + self.plot_h
+
+    @property
+    def legend_top(self) -> int:
+        return self.plot_bottom + 62
+
+    def sx(self, value: float) -> float:
+        return self.left + (value - self.x_lo) / (self.x_hi - self.x_lo) * self.plot_w
+
+    def sy(self, count: float) -> float:
+        return self.plot_bottom - count / self.y_hi * self.plot_h
+
+
+#: A placed marker label: marker x, label x, label row, text, series, quantile name.
+_Placed = tuple[float, float, int, str, Series, str]
+#: A legend entry: x, kind ("bar" or "line"), colour, text.
+_LegendEntry = tuple[float, str, str, str]
+
+
+def _x_range(drawn: list[Series], x_ticks: int) -> tuple[float, float, float, int]:
+    """The latency axis: low and high ends on whole steps, covering every value and marker."""
     import numpy as np
 
-    drawn = [s for s in series if len(s.values)]
-    if not drawn:
-        return ""
     everything = np.concatenate([np.asarray(s.values, dtype=np.float64) for s in drawn])
     lo, hi = float(everything.min()), float(everything.max())
     for s in drawn:
         for _, q in s.quantiles:
             lo, hi = min(lo, q), max(hi, q)
     span = hi - lo if hi > lo else max(abs(hi) * 0.1, 1.0)
-    x_step, x_decimals = _nice_step(span, layout.x_ticks)
+    x_step, x_decimals = _nice_step(span, x_ticks)
     x_lo = math.floor(lo / x_step + 1e-9) * x_step
     x_hi = math.ceil(hi / x_step - 1e-9) * x_step
     if x_hi <= x_lo or x_hi < hi:
         x_hi = x_lo + x_step * max(1, math.ceil((hi - x_lo) / x_step))
+    return x_lo, x_hi, x_step, x_decimals
+
+
+def _scales(drawn: list[Series], layout: Layout) -> tuple[_Geometry, list[list[int]]]:
+    """Shared bins (whole per tick interval), every series' counts in them, and both axes."""
+    import numpy as np
+
+    x_lo, x_hi, x_step, x_decimals = _x_range(drawn, layout.x_ticks)
     intervals = max(1, round((x_hi - x_lo) / x_step))
     per_interval = max(1, round(layout.bins / intervals))
     buckets = intervals * per_interval
@@ -229,132 +287,155 @@ def _histogram(series: list[Series], title: str, layout: Layout, named: bool) ->
     y_step_f, _ = _nice_step(float(top), 5)
     y_step = max(1, math.ceil(y_step_f))
     y_hi = y_step * math.ceil(top / y_step)
+    geometry = _Geometry(
+        width=layout.width,
+        plot_h=layout.plot_h,
+        x_lo=x_lo,
+        x_hi=x_hi,
+        x_step=x_step,
+        x_decimals=x_decimals,
+        intervals=intervals,
+        buckets=buckets,
+        bin_w=bin_w,
+        y_step=y_step,
+        y_hi=y_hi,
+    )
+    return geometry, counts
 
-    width, left, right = layout.width, 64, 16
-    plot_w = width - left - right
 
-    def sx(value: float) -> float:
-        return left + (value - x_lo) / (x_hi - x_lo) * plot_w
-
-    # Marker labels above the plot, in as many rows as they need not to overlap.
+def _place_labels(drawn: list[Series], g: _Geometry, named: bool) -> tuple[list[_Placed], int]:
+    """Marker labels above the plot, in as many rows as they need not to overlap; and the row count."""
     labels = []
     for s in drawn:
         for q_name, q in s.quantiles:
             prefix = f"{s.name} " if named else ""
             text = f"{prefix}{q_name} {q:.1f} µs"
-            labels.append((sx(q), text, s, q_name))
+            labels.append((g.sx(q), text, s, q_name))
     labels.sort(key=lambda item: (item[0], item[1]))
     rows_end: list[float] = []
-    placed = []
+    placed: list[_Placed] = []
     for x, text, s, q_name in labels:
         w = _text_width(text, 12)
-        x0 = min(max(x - w / 2, left - 40), width - 4 - w)
+        x0 = min(max(x - w / 2, g.left - 40), g.width - 4 - w)
         row = next((r for r, end in enumerate(rows_end) if x0 >= end + 8), len(rows_end))
         if row == len(rows_end):
             rows_end.append(0.0)
         rows_end[row] = x0 + w
         placed.append((x, x0, row, text, s, q_name))
-    label_rows = max(1, len(rows_end))
-    top_pad = 14 + 17 * label_rows
-    plot_h = layout.plot_h
-    plot_top, plot_bottom = top_pad, top_pad + plot_h
+    return placed, max(1, len(rows_end))
 
-    def sy(count: float) -> float:
-        return plot_bottom - count / y_hi * plot_h
 
-    # Legend entries: every bar colour and every marker colour.
+def _legend_rows(drawn: list[Series], g: _Geometry, named: bool) -> list[list[_LegendEntry]]:
+    """Legend entries (every bar colour, then every marker colour), wrapped to the plot's width."""
     legend: list[tuple[str, str, str]] = []
     for s in drawn:
         legend.append(("bar", s.colour, f"{s.name} ({len(s.values)} events)"))
     for s in drawn:
         prefix = f"{s.name} " if named else ""
         legend.append(("line", s.marker_colour, f"{prefix}p50 / p95 / p99 markers"))
-    legend_rows: list[list[tuple[float, str, str, str]]] = [[]]
-    cursor: float = left
+    rows: list[list[_LegendEntry]] = [[]]
+    cursor: float = g.left
     for kind, colour, text in legend:
         w = 22 + _text_width(text) + 22
-        if cursor + w > width - right and legend_rows[-1]:
-            legend_rows.append([])
-            cursor = left
-        legend_rows[-1].append((cursor, kind, colour, text))
+        if cursor + w > g.width - g.right and rows[-1]:
+            rows.append([])
+            cursor = g.left
+        rows[-1].append((cursor, kind, colour, text))
         cursor += w
-    legend_top = plot_bottom + 62
-    height = legend_top + 20 * len(legend_rows) + 4
+    return rows
 
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" '
-        f'preserveAspectRatio="xMidYMid meet" role="img" aria-label="{escape(title)}" '
-        f'class="histogram {layout.name}">',
-        f"<title>{escape(title)}</title>",
-    ]
-    # Count axis: gridlines, ticks, labels, title.
-    out.append('<g class="y-axis">')
-    for k in range(y_hi // y_step + 1):
-        c = k * y_step
-        y = sy(c)
+
+def _count_axis(g: _Geometry) -> str:
+    """Count axis: gridlines, ticks, labels, title."""
+    left, right = g.left, g.right
+    out = ['<g class="y-axis">']
+    for k in range(g.y_hi // g.y_step + 1):
+        c = k * g.y_step
+        y = g.sy(c)
         out.append(
-            f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#e6e8eb"/>'
+            f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{g.width - right}" y2="{y:.1f}" stroke="#e6e8eb"/>'
             f'<line x1="{left - 5}" y1="{y:.1f}" x2="{left}" y2="{y:.1f}" stroke="#9aa3ad"/>'
             f'<text class="tick" x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">{c}</text>'
         )
-    out.append(f'<line x1="{left}" y1="{plot_top}" x2="{left}" y2="{plot_bottom}" stroke="#9aa3ad"/>')
-    mid = (plot_top + plot_bottom) / 2
+    out.append(f'<line x1="{left}" y1="{g.plot_top}" x2="{left}" y2="{g.plot_bottom}" stroke="#9aa3ad"/>')
+    mid = (g.plot_top + g.plot_bottom) / 2
     out.append(
         f'<text class="axis-title" x="16" y="{mid:.1f}" text-anchor="middle" '
         f'transform="rotate(-90 16 {mid:.1f})">Events (count)</text></g>'
     )
-    # Bars.
-    group_w = plot_w / buckets
+    return "".join(out)
+
+
+def _bars(drawn: list[Series], counts: list[list[int]], g: _Geometry) -> str:
+    """Every series' bars, side by side within each bin, each titled with its count and range."""
+    group_w = g.plot_w / g.buckets
     bar_w = group_w / len(drawn)
-    out.append('<g class="bars">')
+    decimals = g.x_decimals + 1
+    out = ['<g class="bars">']
     for s_index, (s, c) in enumerate(zip(drawn, counts, strict=True)):
         for b, n in enumerate(c):
             if n == 0:
                 continue
-            x = left + b * group_w + s_index * bar_w
-            y = sy(n)
-            b_lo, b_hi = x_lo + b * bin_w, x_lo + (b + 1) * bin_w
+            x = g.left + b * group_w + s_index * bar_w
+            y = g.sy(n)
+            b_lo, b_hi = g.x_lo + b * g.bin_w, g.x_lo + (b + 1) * g.bin_w
             out.append(
                 f'<rect class="bar" x="{x + 0.5:.1f}" y="{y:.1f}" width="{max(bar_w - 1, 0.8):.1f}" '
-                f'height="{plot_bottom - y:.1f}" fill="{s.colour}"><title>{escape(s.name)}: {n} events in '
-                f"{b_lo:.{x_decimals + 1}f} to {b_hi:.{x_decimals + 1}f} µs</title></rect>"
+                f'height="{g.plot_bottom - y:.1f}" fill="{s.colour}"><title>{escape(s.name)}: {n} events in '
+                f"{b_lo:.{decimals}f} to {b_hi:.{decimals}f} µs</title></rect>"
             )
     out.append("</g>")
-    # Latency axis.
-    out.append('<g class="x-axis">')
-    out.append(
-        f'<line x1="{left}" y1="{plot_bottom}" x2="{width - right}" y2="{plot_bottom}" stroke="#9aa3ad"/>'
-    )
-    for k in range(intervals + 1):
-        value = x_lo + k * x_step
-        x = sx(value)
+    return "".join(out)
+
+
+def _latency_axis(g: _Geometry) -> str:
+    """Latency axis: baseline, ticks on whole steps, labels, title."""
+    bottom = g.plot_bottom
+    out = [
+        '<g class="x-axis">',
+        f'<line x1="{g.left}" y1="{bottom}" x2="{g.width - g.right}" y2="{bottom}" stroke="#9aa3ad"/>',
+    ]
+    for k in range(g.intervals + 1):
+        value = g.x_lo + k * g.x_step
+        x = g.sx(value)
         out.append(
-            f'<line x1="{x:.1f}" y1="{plot_bottom}" x2="{x:.1f}" y2="{plot_bottom + 5}" stroke="#9aa3ad"/>'
-            f'<text class="tick" x="{x:.1f}" y="{plot_bottom + 19}" text-anchor="middle">'
-            f"{value:.{x_decimals}f}</text>"
+            f'<line x1="{x:.1f}" y1="{bottom}" x2="{x:.1f}" y2="{bottom + 5}" stroke="#9aa3ad"/>'
+            f'<text class="tick" x="{x:.1f}" y="{bottom + 19}" text-anchor="middle">'
+            f"{value:.{g.x_decimals}f}</text>"
         )
     out.append(
-        f'<text class="axis-title" x="{left + plot_w / 2:.1f}" y="{plot_bottom + 42}" '
+        f'<text class="axis-title" x="{g.left + g.plot_w / 2:.1f}" y="{bottom + 42}" '
         'text-anchor="middle">Exposed latency (µs)</text></g>'
     )
-    # Quantile markers and their labels.
-    out.append('<g class="markers">')
-    dashes = {"p50": "", "p95": ' stroke-dasharray="7 4"', "p99": ' stroke-dasharray="2 3"'}
+    return "".join(out)
+
+
+#: Stroke pattern of each quantile's marker line.
+_DASHES = {"p50": "", "p95": ' stroke-dasharray="7 4"', "p99": ' stroke-dasharray="2 3"'}
+
+
+def _markers(placed: list[_Placed], g: _Geometry) -> str:
+    """Quantile markers across the plot, and their labels in the rows above it."""
+    out = ['<g class="markers">']
     for x, x0, row, text, s, q_name in placed:
-        label_y = top_pad - 8 - 17 * row
+        label_y = g.top_pad - 8 - 17 * row
         out.append(
             f'<line class="marker" data-series="{escape(s.name)}" data-quantile="{q_name}" x1="{x:.1f}" '
-            f'y1="{plot_top - 4}" x2="{x:.1f}" y2="{plot_bottom}" stroke="{s.marker_colour}" '
-            f'stroke-width="1.6"{dashes.get(q_name, "")}/>'
+            f'y1="{g.plot_top - 4}" x2="{x:.1f}" y2="{g.plot_bottom}" stroke="{s.marker_colour}" '
+            f'stroke-width="1.6"{_DASHES.get(q_name, "")}/>'
             f'<text class="marker-label" data-series="{escape(s.name)}" data-quantile="{q_name}" '
             f'x="{x0:.1f}" y="{label_y}" style="fill:{s.marker_colour}">'
             f"{escape(text)}</text>"
         )
     out.append("</g>")
-    # Legend.
-    out.append('<g class="legend">')
-    for r, entries in enumerate(legend_rows):
-        y = legend_top + 20 * r
+    return "".join(out)
+
+
+def _legend(rows: list[list[_LegendEntry]], g: _Geometry) -> str:
+    """The legend below the latency axis: a swatch (bar or line) and a text per entry."""
+    out = ['<g class="legend">']
+    for r, entries in enumerate(rows):
+        y = g.legend_top + 20 * r
         for x, kind, colour, text in entries:
             if kind == "bar":
                 swatch = (
@@ -369,8 +450,37 @@ def _histogram(series: list[Series], title: str, layout: Layout, named: bool) ->
                 f'<g class="legend-item" data-colour="{colour}">{swatch}'
                 f'<text x="{x + 22:.1f}" y="{y + 4}">{escape(text)}</text></g>'
             )
-    out.append("</g></svg>")
+    out.append("</g>")
     return "".join(out)
+
+
+def _histogram(series: list[Series], title: str, layout: Layout, named: bool) -> str:
+    """Inline, responsive SVG: the series' histograms on shared bins, quantile markers, axes, legend.
+
+    ``named`` prefixes marker labels and legend entries with the series' names.
+    """
+    drawn = [s for s in series if len(s.values)]
+    if not drawn:
+        return ""
+    geometry, counts = _scales(drawn, layout)
+    placed, label_rows = _place_labels(drawn, geometry, named)
+    g = replace(geometry, label_rows=label_rows)
+    legend_rows = _legend_rows(drawn, g, named)
+    height = g.legend_top + 20 * len(legend_rows) + 4
+    return "".join(
+        [
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {g.width} {height}" width="100%" '
+            f'preserveAspectRatio="xMidYMid meet" role="img" aria-label="{escape(title)}" '
+            f'class="histogram {layout.name}">',
+            f"<title>{escape(title)}</title>",
+            _count_axis(g),
+            _bars(drawn, counts, g),
+            _latency_axis(g),
+            _markers(placed, g),
+            _legend(legend_rows, g),
+            "</svg>",
+        ]
+    )
 
 
 def _exposed(report: Report) -> npt.NDArray[Any] | None:
