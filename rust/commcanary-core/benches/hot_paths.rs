@@ -27,7 +27,9 @@ fn synthetic_trace(events: usize) -> Vec<u8> {
         }
         let bytes = [262_144, 131_072, 65_536][i % 3];
         let skew = 1.0 + (i % 7) as f64 * 0.25;
-        s.push_str(r#"{"op":"all_reduce","group":"tp0","phase":"decode","ranks":[0,1,2,3,4,5,6,7],"#);
+        s.push_str(
+            r#"{"op":"all_reduce","group":"tp0","phase":"decode","ranks":[0,1,2,3,4,5,6,7],"#,
+        );
         let _ = write!(
             s,
             r#""bytes":{bytes},"start_us":{start:.3},"compute_before_us":{:.3},"compute_overlap_us":{:.3},"compute_pressure":0.6,"rank_arrival_us":["#,

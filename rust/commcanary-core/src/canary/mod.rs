@@ -88,6 +88,28 @@ pub struct IntervalErrors {
     pub representative_gap: f64,
 }
 
+impl IntervalErrors {
+    /// The errors a canary's fidelity bounds are maxima of, in
+    /// [`FIDELITY_FIELDS`] order (a missing observed error counts as 0).
+    #[must_use]
+    pub fn fidelity_values(&self) -> [f64; 8] {
+        [
+            self.gap,
+            self.skew,
+            self.arrival_offset,
+            self.compute_before,
+            self.overlap,
+            self.pressure,
+            if self.observed.is_nan() {
+                0.0
+            } else {
+                self.observed
+            },
+            self.prefix_gap,
+        ]
+    }
+}
+
 /// A bounded-interval record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bounded {

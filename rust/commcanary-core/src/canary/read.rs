@@ -600,17 +600,7 @@ fn check_fidelity(compiler: Value<'_>, program: &Program) -> Result<()> {
         .ok_or_else(|| bad("compiler.fidelity must be an object"))?;
     let mut maxima = [0.0f64; 8];
     for b in &program.bounded {
-        let e = &b.errors;
-        let values = [
-            e.gap,
-            e.skew,
-            e.arrival_offset,
-            e.compute_before,
-            e.overlap,
-            e.pressure,
-            if e.observed.is_nan() { 0.0 } else { e.observed },
-            e.prefix_gap,
-        ];
+        let values = b.errors.fidelity_values();
         for (m, v) in maxima.iter_mut().zip(values) {
             *m = m.max(v);
         }

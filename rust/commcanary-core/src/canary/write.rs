@@ -103,15 +103,7 @@ pub fn write_signature(out: &mut Vec<u8>, sig: &Signature) {
     }
     canon::write_wtf8(o.key("op"), &sig.op);
     canon::write_wtf8(o.key("phase"), &sig.phase);
-    let ranks = o.key("ranks");
-    ranks.push(b'[');
-    for (i, &r) in sig.ranks.iter().enumerate() {
-        if i > 0 {
-            ranks.push(b',');
-        }
-        canon::write_i64(ranks, r);
-    }
-    ranks.push(b']');
+    canon::write_i64_array(o.key("ranks"), &sig.ranks);
     if let Some(r) = sig.receiver_rank {
         o.i64("receiver_rank", r);
     }

@@ -163,17 +163,7 @@ impl Built {
             }
             GroupRecord::Bounded(b) => {
                 self.approximate += 1;
-                let e = &b.errors;
-                for (slot, v) in self.maxima.iter_mut().zip([
-                    e.gap,
-                    e.skew,
-                    e.arrival_offset,
-                    e.compute_before,
-                    e.overlap,
-                    e.pressure,
-                    if e.observed.is_nan() { 0.0 } else { e.observed },
-                    e.prefix_gap,
-                ]) {
+                for (slot, v) in self.maxima.iter_mut().zip(b.errors.fidelity_values()) {
                     *slot = slot.max(v);
                 }
                 self.encoded_gap_sums.push(b.gap_sum_us);

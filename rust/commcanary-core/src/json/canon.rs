@@ -175,6 +175,18 @@ pub fn write_i64(out: &mut Vec<u8>, x: i64) {
     out.extend_from_slice(&buf[i..]);
 }
 
+/// Appends a JSON array of integers.
+pub fn write_i64_array(out: &mut Vec<u8>, values: &[i64]) {
+    out.push(b'[');
+    for (i, &v) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_i64(out, v);
+    }
+    out.push(b']');
+}
+
 /// Appends a JSON array of floats.
 pub fn write_f64_array(out: &mut Vec<u8>, values: &[f64]) {
     out.push(b'[');

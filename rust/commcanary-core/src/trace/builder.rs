@@ -285,15 +285,7 @@ fn write_event(
     if let Some(values) = arrivals {
         canon::write_f64_array(o.key("rank_arrival_us"), values);
     }
-    let ranks = o.key("ranks");
-    ranks.push(b'[');
-    for (i, r) in sig.ranks.iter().enumerate() {
-        if i > 0 {
-            ranks.push(b',');
-        }
-        canon::write_i64(ranks, *r);
-    }
-    ranks.push(b']');
+    canon::write_i64_array(o.key("ranks"), &sig.ranks);
     if let Some(r) = sig.receiver_rank {
         o.i64("receiver_rank", r);
     }
