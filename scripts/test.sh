@@ -30,7 +30,7 @@ quietly python -m pip install "maturin>=1.9.4,<2" "numpy>=1.26" "typer>=0.12" "o
 
 echo "== rust: fmt, clippy, tests"
 cargo fmt --all --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy -q --workspace --all-targets --locked -- -D warnings
 cargo test -q -p commcanary-core --locked
 
 echo "== build the extension"
