@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::json::canon::{self, ObjectWriter};
 use crate::pyfloat::{quantile_sorted, round};
 use crate::report::{Aggregates, aggregate};
-use crate::sim::metrics::{Row, Summary, summarize};
+use crate::sim::metrics::{Metrics, Row, Summary, summarize};
 use crate::sim::{Settings, replay};
 use crate::trace::Trace;
 
@@ -415,7 +415,6 @@ fn ranking_value(run: &Run, metric: &str) -> f64 {
 
 /// Compares candidate runs with source runs, configuration by configuration.
 #[must_use]
-#[allow(clippy::too_many_lines)]
 pub fn evaluate(
     source: &[Run],
     canary: &[Run],
@@ -428,125 +427,175 @@ pub fn evaluate(
         if k > 0 {
             rows_json.push(b',');
         }
-        let sm = &s.aggregates.metrics;
-        let cm = &c.aggregates.metrics;
-        let mut checks = vec![b'['];
-        let count_pass = sm.exposed.count == cm.exposed.count;
-        {
-            let mut o = ObjectWriter::new(&mut checks);
-            o.i64(
-                "absolute_delta",
-                cm.exposed.count as i64 - sm.exposed.count as i64,
-            );
-            o.i64("canary", cm.exposed.count as i64);
-            o.str("metric", "count");
-            match relative_pct(sm.exposed.count as f64, cm.exposed.count as f64) {
-                Some(p) => o.f64("relative_delta_pct", p),
-                None => o.raw("relative_delta_pct", b"null"),
-            }
-            o.i64("source", sm.exposed.count as i64);
-            o.str("status", if count_pass { "pass" } else { "fail" });
-            o.end();
-        }
-        let mut first = false;
-        let mut pass = count_pass;
-        pass &= summary_checks(&mut checks, None, &sm.exposed, &cm.exposed, t, &mut first);
-        checks.push(b',');
-        let hidden_delta = cm.communication_hidden_pct - sm.communication_hidden_pct;
-        let hidden_pass = hidden_delta.abs() <= t.hidden_points;
-        pass &= hidden_pass;
-        {
-            let mut o = ObjectWriter::new(&mut checks);
-            o.f64("absolute_delta", round(hidden_delta, 2));
-            o.f64("canary", cm.communication_hidden_pct);
-            o.str("metric", "communication_hidden_pct");
-            o.raw("relative_delta_pct", b"null");
-            o.f64("source", sm.communication_hidden_pct);
-            o.str("status", if hidden_pass { "pass" } else { "fail" });
-            o.end();
-        }
-        checks.push(b']');
-
-        let mut queue = vec![b'['];
-        let mut qfirst = true;
-        pass &= summary_checks(&mut queue, None, &s.queue, &c.queue, t, &mut qfirst);
-        queue.push(b']');
-        let mut phase = Vec::new();
-        pass &= breakdown_checks(
-            &mut phase,
-            "phase",
-            &s.aggregates.by_phase,
-            &c.aggregates.by_phase,
-            t,
-        );
-        let mut op = Vec::new();
-        pass &= breakdown_checks(
-            &mut op,
-            "operation",
-            &s.aggregates.by_op,
-            &c.aggregates.by_op,
-            t,
-        );
-        let mut recall = Vec::new();
-        {
-            let mut o = ObjectWriter::new(&mut recall);
-            for (key, q) in [("q95", 95.0), ("q99", 99.0)] {
-                let (value, cutoff, size) = tail_recall(&s.exposed, &c.exposed, q);
-                let ok = value >= t.tail_recall;
-                pass &= ok;
-                let v = o.key(key);
-                let mut r = ObjectWriter::new(v);
-                r.f64("cutoff_us", round(cutoff, 3));
-                r.f64("quantile", q);
-                r.f64("recall", round(value, 4));
-                r.i64("source_tail_events", size as i64);
-                r.str("status", if ok { "pass" } else { "fail" });
-                r.f64("threshold", t.tail_recall);
-                r.end();
-            }
-            o.end();
-        }
-        rows_pass.push(pass);
-        let metrics_json = |m: &crate::sim::metrics::Metrics| {
-            let mut out = Vec::new();
-            let mut o = ObjectWriter::new(&mut out);
-            o.f64("communication_hidden_pct", m.communication_hidden_pct);
-            o.f64("max_us", m.exposed.max_us);
-            o.f64("mean_us", m.exposed.mean_us);
-            o.f64("median_us", m.exposed.median_us);
-            o.f64("p95_us", m.exposed.p95_us);
-            o.f64("p99_us", m.exposed.p99_us);
-            o.end();
-            out
-        };
-        let queue_json = |q: &Summary| {
-            let mut out = Vec::new();
-            let mut o = ObjectWriter::new(&mut out);
-            o.f64("max_us", q.max_us);
-            o.f64("mean_us", q.mean_us);
-            o.f64("median_us", q.median_us);
-            o.f64("p95_us", q.p95_us);
-            o.f64("p99_us", q.p99_us);
-            o.end();
-            out
-        };
-        let mut o = ObjectWriter::new(&mut rows_json);
-        o.raw("canary_metrics", &metrics_json(cm));
-        o.raw("canary_queue_wait_metrics", &queue_json(&c.queue));
-        o.raw("checks", &checks);
-        o.str("name", &config.name);
-        o.raw("op_checks", &op);
-        o.raw("phase_checks", &phase);
-        o.raw("queue_wait_checks", &queue);
-        o.raw("source_metrics", &metrics_json(sm));
-        o.raw("source_queue_wait_metrics", &queue_json(&s.queue));
-        o.str("status", if pass { "pass" } else { "fail" });
-        o.raw("tail_event_recall", &recall);
-        o.end();
+        rows_pass.push(write_row(&mut rows_json, s, c, &config.name, t));
     }
     rows_json.push(b']');
+    let pairwise = pairwise_decisions(source, canary, configurations, t);
+    let ranking_json = ranking_json(source, canary, configurations, t, &pairwise);
+    Evaluation {
+        rows_pass,
+        ranking_pass: pairwise.passed == pairwise.total,
+        passed_pairs: pairwise.passed,
+        total_pairs: pairwise.total,
+        rows_json,
+        ranking_json,
+    }
+}
 
-    // Ranking.
+/// Evaluation stage 1: appends the row object of configuration `name`
+/// (source run `s` against candidate run `c`); returns whether every check
+/// in it passed.
+fn write_row(out: &mut Vec<u8>, s: &Run, c: &Run, name: &str, t: &Tolerances) -> bool {
+    let sm = &s.aggregates.metrics;
+    let cm = &c.aggregates.metrics;
+    let (checks, mut pass) = metric_checks(sm, cm, t);
+    let mut queue = vec![b'['];
+    let mut qfirst = true;
+    pass &= summary_checks(&mut queue, None, &s.queue, &c.queue, t, &mut qfirst);
+    queue.push(b']');
+    let mut phase = Vec::new();
+    pass &= breakdown_checks(
+        &mut phase,
+        "phase",
+        &s.aggregates.by_phase,
+        &c.aggregates.by_phase,
+        t,
+    );
+    let mut op = Vec::new();
+    pass &= breakdown_checks(
+        &mut op,
+        "operation",
+        &s.aggregates.by_op,
+        &c.aggregates.by_op,
+        t,
+    );
+    let (recall, recall_pass) = tail_recall_checks(&s.exposed, &c.exposed, t);
+    pass &= recall_pass;
+    let mut o = ObjectWriter::new(out);
+    o.raw("canary_metrics", &row_metrics_json(cm));
+    o.raw("canary_queue_wait_metrics", &queue_metrics_json(&c.queue));
+    o.raw("checks", &checks);
+    o.str("name", name);
+    o.raw("op_checks", &op);
+    o.raw("phase_checks", &phase);
+    o.raw("queue_wait_checks", &queue);
+    o.raw("source_metrics", &row_metrics_json(sm));
+    o.raw("source_queue_wait_metrics", &queue_metrics_json(&s.queue));
+    o.str("status", if pass { "pass" } else { "fail" });
+    o.raw("tail_event_recall", &recall);
+    o.end();
+    pass
+}
+
+/// Row stage 1: the `checks` list (event count, the five exposed-latency
+/// statistics, the hidden share) and whether all of them passed.
+fn metric_checks(sm: &Metrics, cm: &Metrics, t: &Tolerances) -> (Vec<u8>, bool) {
+    let mut checks = vec![b'['];
+    let count_pass = sm.exposed.count == cm.exposed.count;
+    {
+        let mut o = ObjectWriter::new(&mut checks);
+        o.i64(
+            "absolute_delta",
+            cm.exposed.count as i64 - sm.exposed.count as i64,
+        );
+        o.i64("canary", cm.exposed.count as i64);
+        o.str("metric", "count");
+        match relative_pct(sm.exposed.count as f64, cm.exposed.count as f64) {
+            Some(p) => o.f64("relative_delta_pct", p),
+            None => o.raw("relative_delta_pct", b"null"),
+        }
+        o.i64("source", sm.exposed.count as i64);
+        o.str("status", if count_pass { "pass" } else { "fail" });
+        o.end();
+    }
+    let mut first = false;
+    let mut pass = count_pass;
+    pass &= summary_checks(&mut checks, None, &sm.exposed, &cm.exposed, t, &mut first);
+    checks.push(b',');
+    let hidden_delta = cm.communication_hidden_pct - sm.communication_hidden_pct;
+    let hidden_pass = hidden_delta.abs() <= t.hidden_points;
+    pass &= hidden_pass;
+    {
+        let mut o = ObjectWriter::new(&mut checks);
+        o.f64("absolute_delta", round(hidden_delta, 2));
+        o.f64("canary", cm.communication_hidden_pct);
+        o.str("metric", "communication_hidden_pct");
+        o.raw("relative_delta_pct", b"null");
+        o.f64("source", sm.communication_hidden_pct);
+        o.str("status", if hidden_pass { "pass" } else { "fail" });
+        o.end();
+    }
+    checks.push(b']');
+    (checks, pass)
+}
+
+/// Row stage 2: the `tail_event_recall` object (q95 and q99) and whether
+/// both recalls reach the threshold.
+fn tail_recall_checks(source: &Slowest, canary: &Slowest, t: &Tolerances) -> (Vec<u8>, bool) {
+    let mut recall = Vec::new();
+    let mut pass = true;
+    let mut o = ObjectWriter::new(&mut recall);
+    for (key, q) in [("q95", 95.0), ("q99", 99.0)] {
+        let (value, cutoff, size) = tail_recall(source, canary, q);
+        let ok = value >= t.tail_recall;
+        pass &= ok;
+        let v = o.key(key);
+        let mut r = ObjectWriter::new(v);
+        r.f64("cutoff_us", round(cutoff, 3));
+        r.f64("quantile", q);
+        r.f64("recall", round(value, 4));
+        r.i64("source_tail_events", size as i64);
+        r.str("status", if ok { "pass" } else { "fail" });
+        r.f64("threshold", t.tail_recall);
+        r.end();
+    }
+    o.end();
+    (recall, pass)
+}
+
+/// The exposed-latency metrics a row shows for one side.
+fn row_metrics_json(m: &Metrics) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut o = ObjectWriter::new(&mut out);
+    o.f64("communication_hidden_pct", m.communication_hidden_pct);
+    o.f64("max_us", m.exposed.max_us);
+    o.f64("mean_us", m.exposed.mean_us);
+    o.f64("median_us", m.exposed.median_us);
+    o.f64("p95_us", m.exposed.p95_us);
+    o.f64("p99_us", m.exposed.p99_us);
+    o.end();
+    out
+}
+
+/// The queue-wait metrics a row shows for one side.
+fn queue_metrics_json(q: &Summary) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut o = ObjectWriter::new(&mut out);
+    o.f64("max_us", q.max_us);
+    o.f64("mean_us", q.mean_us);
+    o.f64("median_us", q.median_us);
+    o.f64("p95_us", q.p95_us);
+    o.f64("p99_us", q.p99_us);
+    o.end();
+    out
+}
+
+/// The pairwise ranking decisions: their canonical JSON list and how many
+/// agree of how many were made.
+struct Pairwise {
+    json: Vec<u8>,
+    passed: u64,
+    total: u64,
+}
+
+/// Evaluation stage 2: for each ranking metric and each pair of
+/// configurations, the source's relation against the candidate's.
+fn pairwise_decisions(
+    source: &[Run],
+    canary: &[Run],
+    configurations: &[Configuration],
+    t: &Tolerances,
+) -> Pairwise {
     let n = configurations.len();
     let mut pairwise = vec![b'['];
     let mut passed = 0u64;
@@ -586,63 +635,79 @@ pub fn evaluate(
         }
     }
     pairwise.push(b']');
-    let order = |runs: &[Run], metric: &str| -> Vec<u8> {
-        let mut idx: Vec<usize> = (0..n).collect();
-        idx.sort_by(|&a, &b| {
-            ranking_value(&runs[a], metric)
-                .total_cmp(&ranking_value(&runs[b], metric))
-                .then(configurations[a].name.cmp(&configurations[b].name))
-        });
-        let mut out = vec![b'['];
-        for (k, i) in idx.iter().enumerate() {
-            if k > 0 {
-                out.push(b',');
-            }
-            canon::write_str(&mut out, &configurations[*i].name);
+    Pairwise {
+        json: pairwise,
+        passed,
+        total,
+    }
+}
+
+/// Configuration names ordered by `metric` of `runs`, ties by name, as a
+/// canonical JSON list.
+fn ranking_order(runs: &[Run], configurations: &[Configuration], metric: &str) -> Vec<u8> {
+    let mut idx: Vec<usize> = (0..configurations.len()).collect();
+    idx.sort_by(|&a, &b| {
+        ranking_value(&runs[a], metric)
+            .total_cmp(&ranking_value(&runs[b], metric))
+            .then(configurations[a].name.cmp(&configurations[b].name))
+    });
+    let mut out = vec![b'['];
+    for (k, i) in idx.iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
         }
-        out.push(b']');
-        out
-    };
-    let ranking_pass = passed == total;
+        canon::write_str(&mut out, &configurations[*i].name);
+    }
+    out.push(b']');
+    out
+}
+
+/// Evaluation stage 3: the ranking summary (agreement, both sides' orders
+/// per metric, the pairwise decisions).
+fn ranking_json(
+    source: &[Run],
+    canary: &[Run],
+    configurations: &[Configuration],
+    t: &Tolerances,
+    pairwise: &Pairwise,
+) -> Vec<u8> {
+    let (passed, total) = (pairwise.passed, pairwise.total);
     let mut ranking_json = Vec::new();
-    {
-        let mut o = ObjectWriter::new(&mut ranking_json);
-        o.f64(
-            "agreement",
-            if total == 0 {
-                1.0
-            } else {
-                round(passed as f64 / total as f64, 4)
-            },
+    let mut o = ObjectWriter::new(&mut ranking_json);
+    o.f64(
+        "agreement",
+        if total == 0 {
+            1.0
+        } else {
+            round(passed as f64 / total as f64, 4)
+        },
+    );
+    o.str("metric", "pairwise_latency_metrics");
+    let orders = o.key("orders");
+    let mut oo = ObjectWriter::new(orders);
+    let mut sorted_metrics = RANKING_METRICS;
+    sorted_metrics.sort_unstable();
+    for metric in sorted_metrics {
+        let v = oo.key(metric);
+        let mut m = ObjectWriter::new(v);
+        m.raw(
+            "canary_order",
+            &ranking_order(canary, configurations, metric),
         );
-        o.str("metric", "pairwise_latency_metrics");
-        let orders = o.key("orders");
-        let mut oo = ObjectWriter::new(orders);
-        let mut sorted_metrics = RANKING_METRICS;
-        sorted_metrics.sort_unstable();
-        for metric in sorted_metrics {
-            let v = oo.key(metric);
-            let mut m = ObjectWriter::new(v);
-            m.raw("canary_order", &order(canary, metric));
-            m.raw("source_order", &order(source, metric));
-            m.end();
-        }
-        oo.end();
-        o.raw("pairwise", &pairwise);
-        o.i64("passed_pairs", passed as i64);
-        o.str("status", if ranking_pass { "pass" } else { "fail" });
-        o.f64("tie_tolerance_us", t.tie_us);
-        o.i64("total_pairs", total as i64);
-        o.end();
+        m.raw(
+            "source_order",
+            &ranking_order(source, configurations, metric),
+        );
+        m.end();
     }
-    Evaluation {
-        rows_pass,
-        ranking_pass,
-        passed_pairs: passed,
-        total_pairs: total,
-        rows_json,
-        ranking_json,
-    }
+    oo.end();
+    o.raw("pairwise", &pairwise.json);
+    o.i64("passed_pairs", passed as i64);
+    o.str("status", if passed == total { "pass" } else { "fail" });
+    o.f64("tie_tolerance_us", t.tie_us);
+    o.i64("total_pairs", total as i64);
+    o.end();
+    ranking_json
 }
 
 #[cfg(test)]

@@ -297,13 +297,82 @@ fn group_sizes(compiled: &Compiled) -> Vec<u64> {
 /// # Errors
 /// Invalid limits, a search larger than [`MAX_CANDIDATES`], replay errors,
 /// and no verified candidate in the range (a budget error).
-#[allow(clippy::too_many_lines)]
 pub fn search(
     trace: &Trace,
     source_runs: &[Run],
     configurations: &[Configuration],
     options: &SearchOptions,
 ) -> Result<SearchOutcome> {
+    let uniform_count = check_range(options)?;
+    let mut searcher = Searcher {
+        trace,
+        source_runs,
+        configurations,
+        options,
+        cache: HashMap::new(),
+        compiled: 0,
+    };
+    let (uniform, best) = searcher.uniform_stage()?;
+    let Some((uniform_winner, key, compiled)) = best else {
+        return Err(Error::new(
+            ErrorKind::Budget,
+            format!(
+                "no behaviorally verified canary found in the requested timing sample limit range ({})",
+                rejection_summary(&uniform)
+            ),
+        ));
+    };
+    let mut selection = Selection {
+        limit: uniform[uniform_winner].limit,
+        current: Vec::new(),
+        key,
+        compiled,
+    };
+    let refinement = searcher.refine(&mut selection, MAX_CANDIDATES - uniform_count)?;
+
+    let selected_map: Vec<(usize, usize)> = selection
+        .current
+        .iter()
+        .enumerate()
+        .filter(|&(_, &l)| l != selection.limit)
+        .map(|(g, &l)| (g, l))
+        .collect();
+    let mut selected_options = options.compile.clone();
+    selected_options.timing_sample_limit = selection.limit;
+    selected_options
+        .timing_sample_limits_by_group
+        .clone_from(&selected_map);
+    selected_options.compiler_members.clear();
+    let accepted = uniform
+        .iter()
+        .chain(&refinement.rows)
+        .filter(|r| r.verified_key().is_some())
+        .count() as u64;
+    let ledger = Ledger {
+        accepted,
+        compiled: searcher.compiled,
+        evaluated: searcher.cache.len(),
+        options,
+        uniform_count,
+        uniform: &uniform,
+        uniform_winner,
+        refinement: &refinement,
+        selection: &selection,
+        selected_map: &selected_map,
+    }
+    .to_json();
+    Ok(SearchOutcome {
+        selected: selection.compiled,
+        selected_options,
+        candidate_count: searcher.compiled,
+        accepted_candidates: accepted,
+        ledger,
+    })
+}
+
+/// Search stage 0: the limit range and tolerances are valid and the
+/// uniform stage fits the candidate budget. Returns its candidate count.
+fn check_range(options: &SearchOptions) -> Result<usize> {
     let (min, max) = (options.min_limit, options.max_limit);
     if min < 2 {
         return Err(Error::invalid(
@@ -322,188 +391,235 @@ pub fn search(
         )));
     }
     options.tolerances.validate()?;
-    let mut searcher = Searcher {
-        trace,
-        source_runs,
-        configurations,
-        options,
-        cache: HashMap::new(),
-        compiled: 0,
-    };
+    Ok(uniform_count)
+}
 
-    // Stage 1: uniform limits.
-    let mut uniform: Vec<Row> = Vec::with_capacity(uniform_count);
-    let mut best: Option<(usize, SizeKey, Compiled)> = None;
-    for limit in min..=max {
-        let (row, compiled) = searcher.candidate(limit, Vec::new(), None)?;
-        if let (Some(key), Some(c)) = (row.verified_key(), compiled)
-            && best.as_ref().is_none_or(|(_, k, _)| key < *k)
-        {
-            best = Some((uniform.len(), key, c));
-        }
-        uniform.push(row);
-    }
-    let Some((uniform_winner, mut current_key, mut selected)) = best else {
-        return Err(Error::new(
-            ErrorKind::Budget,
-            format!(
-                "no behaviorally verified canary found in the requested timing sample limit range ({})",
-                rejection_summary(&uniform)
-            ),
-        ));
-    };
-    let selected_limit = uniform[uniform_winner].limit;
+/// The best candidate of a stage so far: its row index, size key and
+/// compilation.
+type Best = (usize, SizeKey, Compiled);
 
-    // Stage 2: per-group refinement.
-    let sizes = group_sizes(&selected);
-    let mut current: Vec<usize> = vec![selected_limit; sizes.len()];
-    let planned: usize = sizes
-        .iter()
-        .map(|&n| (n as usize).min(selected_limit).saturating_sub(min))
-        .sum();
-    let remaining = MAX_CANDIDATES - uniform_count;
-    let mut refinement_rows: Vec<Row> = Vec::new();
-    let mut accepted_groups = 0u64;
-    let mut selected_refinement: Option<usize> = None;
-    let skip_reason = if sizes.is_empty() || min >= selected_limit {
-        Some("no lower per-group limits are available".to_owned())
-    } else if planned == 0 {
-        Some("no group has more events than the lowest limit".to_owned())
-    } else if planned > remaining {
-        Some(format!(
-            "refinement would compile {planned} candidates; {remaining} remain of the {MAX_CANDIDATES}-candidate budget"
-        ))
-    } else {
-        None
-    };
-    if skip_reason.is_none() {
-        for g in 0..sizes.len() {
-            let top = (sizes[g] as usize).min(current[g]);
-            let mut group_best: Option<(usize, SizeKey, Compiled)> = None;
-            for l in min..top {
-                let map: Vec<(usize, usize)> = current
-                    .iter()
-                    .enumerate()
-                    .map(|(h, &cl)| (h, if h == g { l } else { cl }))
-                    .filter(|&(_, cl)| cl != selected_limit)
-                    .collect();
-                let (row, compiled) = searcher.candidate(selected_limit, map, Some(g))?;
-                if let (Some(key), Some(c)) = (row.verified_key(), compiled)
-                    && key < current_key
-                    && group_best.as_ref().is_none_or(|(_, k, _)| key < *k)
-                {
-                    group_best = Some((refinement_rows.len(), key, c));
-                }
-                refinement_rows.push(row);
+/// The candidate currently selected.
+struct Selection {
+    /// The uniform winner's limit, the default for every group.
+    limit: usize,
+    /// The limit of each group (filled in by the refinement).
+    current: Vec<usize>,
+    /// Its size key.
+    key: SizeKey,
+    /// Its compilation.
+    compiled: Compiled,
+}
+
+/// What the per-group refinement did.
+struct Refinement {
+    /// Every candidate tried, in order.
+    rows: Vec<Row>,
+    /// Candidates it planned to try.
+    planned: usize,
+    /// Groups of the uniform winner.
+    group_count: usize,
+    /// Groups whose limit was lowered.
+    accepted_groups: u64,
+    /// The row of the finally selected candidate, if one was accepted.
+    selected: Option<usize>,
+    /// Why it did not run, if it did not.
+    skip_reason: Option<String>,
+}
+
+impl Searcher<'_> {
+    /// Search stage 1: every uniform limit in `min..=max`, with the smallest
+    /// verified candidate (first found on ties).
+    fn uniform_stage(&mut self) -> Result<(Vec<Row>, Option<Best>)> {
+        let (min, max) = (self.options.min_limit, self.options.max_limit);
+        let mut uniform: Vec<Row> = Vec::with_capacity(max - min + 1);
+        let mut best: Option<Best> = None;
+        for limit in min..=max {
+            let (row, compiled) = self.candidate(limit, Vec::new(), None)?;
+            if let (Some(key), Some(c)) = (row.verified_key(), compiled)
+                && best.as_ref().is_none_or(|(_, k, _)| key < *k)
+            {
+                best = Some((uniform.len(), key, c));
             }
-            if let Some((index, key, c)) = group_best {
-                current[g] = refinement_rows[index].limit_of(g);
-                current_key = key;
-                selected = c;
-                selected_refinement = Some(index);
-                accepted_groups += 1;
-            }
+            uniform.push(row);
         }
+        Ok((uniform, best))
     }
 
-    let selected_map: Vec<(usize, usize)> = current
-        .iter()
-        .enumerate()
-        .filter(|&(_, &l)| l != selected_limit)
-        .map(|(g, &l)| (g, l))
-        .collect();
-    let mut selected_options = options.compile.clone();
-    selected_options.timing_sample_limit = selected_limit;
-    selected_options
-        .timing_sample_limits_by_group
-        .clone_from(&selected_map);
-    selected_options.compiler_members.clear();
+    /// Search stage 2: per-group refinement of `selection`, group by group,
+    /// within `remaining` candidates (else skipped).
+    fn refine(&mut self, selection: &mut Selection, remaining: usize) -> Result<Refinement> {
+        let min = self.options.min_limit;
+        let sizes = group_sizes(&selection.compiled);
+        selection.current = vec![selection.limit; sizes.len()];
+        let planned: usize = sizes
+            .iter()
+            .map(|&n| (n as usize).min(selection.limit).saturating_sub(min))
+            .sum();
+        let skip_reason = if sizes.is_empty() || min >= selection.limit {
+            Some("no lower per-group limits are available".to_owned())
+        } else if planned == 0 {
+            Some("no group has more events than the lowest limit".to_owned())
+        } else if planned > remaining {
+            Some(format!(
+                "refinement would compile {planned} candidates; {remaining} remain of the {MAX_CANDIDATES}-candidate budget"
+            ))
+        } else {
+            None
+        };
+        let mut refinement = Refinement {
+            rows: Vec::new(),
+            planned,
+            group_count: sizes.len(),
+            accepted_groups: 0,
+            selected: None,
+            skip_reason,
+        };
+        if refinement.skip_reason.is_some() {
+            return Ok(refinement);
+        }
+        for (g, &size) in sizes.iter().enumerate() {
+            let top = (size as usize).min(selection.current[g]);
+            if let Some((index, key, c)) =
+                self.refine_group(g, top, selection, &mut refinement.rows)?
+            {
+                selection.current[g] = refinement.rows[index].limit_of(g);
+                selection.key = key;
+                selection.compiled = c;
+                refinement.selected = Some(index);
+                refinement.accepted_groups += 1;
+            }
+        }
+        Ok(refinement)
+    }
 
-    let accepted = uniform
-        .iter()
-        .chain(&refinement_rows)
-        .filter(|r| r.verified_key().is_some())
-        .count() as u64;
+    /// Refinement of group `g`: each limit in `min..top` for it alone (rows
+    /// appended to `rows`); the best verified candidate smaller than the
+    /// selection, if any.
+    fn refine_group(
+        &mut self,
+        g: usize,
+        top: usize,
+        selection: &Selection,
+        rows: &mut Vec<Row>,
+    ) -> Result<Option<Best>> {
+        let mut group_best: Option<Best> = None;
+        for l in self.options.min_limit..top {
+            let map: Vec<(usize, usize)> = selection
+                .current
+                .iter()
+                .enumerate()
+                .map(|(h, &cl)| (h, if h == g { l } else { cl }))
+                .filter(|&(_, cl)| cl != selection.limit)
+                .collect();
+            let (row, compiled) = self.candidate(selection.limit, map, Some(g))?;
+            if let (Some(key), Some(c)) = (row.verified_key(), compiled)
+                && key < selection.key
+                && group_best.as_ref().is_none_or(|(_, k, _)| key < *k)
+            {
+                group_best = Some((rows.len(), key, c));
+            }
+            rows.push(row);
+        }
+        Ok(group_best)
+    }
+}
 
-    // The ledger.
-    let mut ledger = Vec::new();
-    {
+/// Everything the ledger shows, borrowed from a finished search.
+struct Ledger<'a> {
+    accepted: u64,
+    compiled: u64,
+    evaluated: usize,
+    options: &'a SearchOptions,
+    uniform_count: usize,
+    uniform: &'a [Row],
+    uniform_winner: usize,
+    refinement: &'a Refinement,
+    selection: &'a Selection,
+    selected_map: &'a [(usize, usize)],
+}
+
+impl Ledger<'_> {
+    /// The ledger's canonical JSON.
+    fn to_json(&self) -> Vec<u8> {
+        let mut ledger = Vec::new();
         let mut o = ObjectWriter::new(&mut ledger);
-        o.i64("accepted_candidates", accepted as i64);
-        o.i64("candidate_count", searcher.compiled as i64);
-        o.i64("evaluated_programs", searcher.cache.len() as i64);
-        {
-            let v = o.key("per_group_refinement");
-            let mut r = ObjectWriter::new(v);
-            r.i64("accepted_groups", accepted_groups as i64);
-            r.i64("attempted_candidates", refinement_rows.len() as i64);
-            let c = r.key("candidates");
-            write_rows(c, &refinement_rows, selected_refinement);
-            r.i64("group_count", sizes.len() as i64);
-            r.str("mode", "greedy_per_group_timing_sample_limit_refinement");
-            r.i64("planned_candidates", planned as i64);
-            if let Some(reason) = &skip_reason {
-                r.str("reason", reason);
-            }
-            write_map(r.key("selected_limits_by_group"), &selected_map);
-            write_key(r.key("selected_size_key"), current_key);
-            r.str(
-                "status",
-                match (&skip_reason, accepted_groups) {
-                    (Some(_), _) => "skipped",
-                    (None, 0) => "no_smaller_verified_candidate",
-                    _ => "refined",
-                },
-            );
-            r.end();
-        }
+        o.i64("accepted_candidates", self.accepted as i64);
+        o.i64("candidate_count", self.compiled as i64);
+        o.i64("evaluated_programs", self.evaluated as i64);
+        self.write_refinement(o.key("per_group_refinement"));
         {
             let v = o.key("search_space");
             let mut s = ObjectWriter::new(v);
-            s.i64("max_timing_sample_limit", max as i64);
-            s.i64("min_timing_sample_limit", min as i64);
-            s.i64("uniform_candidate_count", uniform_count as i64);
+            s.i64("max_timing_sample_limit", self.options.max_limit as i64);
+            s.i64("min_timing_sample_limit", self.options.min_limit as i64);
+            s.i64("uniform_candidate_count", self.uniform_count as i64);
             s.end();
         }
-        {
-            let v = o.key("selected_candidate");
-            let sm = &selected.summary;
-            let mut s = ObjectWriter::new(v);
-            s.i64("canary_bytes", sm.canary_bytes as i64);
-            s.i64("canary_events", sm.canary_events as i64);
-            s.str("execution_semantic_sha256", &sm.execution_semantic_sha256);
-            write_key(s.key("size_key"), current_key);
-            s.i64(
-                "stored_recursive_timing_records",
-                sm.stored_recursive_timing_records as i64,
-            );
-            s.i64("timing_sample_limit", selected_limit as i64);
-            s.str(
-                "timing_sample_limit_mode",
-                if selected_map.is_empty() {
-                    "uniform"
-                } else {
-                    "per_group"
-                },
-            );
-            write_map(s.key("timing_sample_limits_by_group"), &selected_map);
-            s.end();
-        }
+        self.write_selected(o.key("selected_candidate"));
         let u = o.key("uniform_candidates");
         write_rows(
             u,
-            &uniform,
-            selected_refinement.is_none().then_some(uniform_winner),
+            self.uniform,
+            self.refinement
+                .selected
+                .is_none()
+                .then_some(self.uniform_winner),
         );
         o.end();
+        ledger
     }
-    Ok(SearchOutcome {
-        selected,
-        selected_options,
-        candidate_count: searcher.compiled,
-        accepted_candidates: accepted,
-        ledger,
-    })
+
+    /// The `per_group_refinement` object.
+    fn write_refinement(&self, out: &mut Vec<u8>) {
+        let refinement = self.refinement;
+        let mut r = ObjectWriter::new(out);
+        r.i64("accepted_groups", refinement.accepted_groups as i64);
+        r.i64("attempted_candidates", refinement.rows.len() as i64);
+        let c = r.key("candidates");
+        write_rows(c, &refinement.rows, refinement.selected);
+        r.i64("group_count", refinement.group_count as i64);
+        r.str("mode", "greedy_per_group_timing_sample_limit_refinement");
+        r.i64("planned_candidates", refinement.planned as i64);
+        if let Some(reason) = &refinement.skip_reason {
+            r.str("reason", reason);
+        }
+        write_map(r.key("selected_limits_by_group"), self.selected_map);
+        write_key(r.key("selected_size_key"), self.selection.key);
+        r.str(
+            "status",
+            match (&refinement.skip_reason, refinement.accepted_groups) {
+                (Some(_), _) => "skipped",
+                (None, 0) => "no_smaller_verified_candidate",
+                _ => "refined",
+            },
+        );
+        r.end();
+    }
+
+    /// The `selected_candidate` object.
+    fn write_selected(&self, out: &mut Vec<u8>) {
+        let sm = &self.selection.compiled.summary;
+        let mut s = ObjectWriter::new(out);
+        s.i64("canary_bytes", sm.canary_bytes as i64);
+        s.i64("canary_events", sm.canary_events as i64);
+        s.str("execution_semantic_sha256", &sm.execution_semantic_sha256);
+        write_key(s.key("size_key"), self.selection.key);
+        s.i64(
+            "stored_recursive_timing_records",
+            sm.stored_recursive_timing_records as i64,
+        );
+        s.i64("timing_sample_limit", self.selection.limit as i64);
+        s.str(
+            "timing_sample_limit_mode",
+            if self.selected_map.is_empty() {
+                "uniform"
+            } else {
+                "per_group"
+            },
+        );
+        write_map(s.key("timing_sample_limits_by_group"), self.selected_map);
+        s.end();
+    }
 }
 
 /// "N candidates: K failed (first: limit L, reason); ..." for an error message.

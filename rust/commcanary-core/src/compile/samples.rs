@@ -6,12 +6,13 @@
 //! (else `compute_before_us`, else 0). Mixed traces need `gap_us` everywhere.
 //! Every `_us` value of a sample is `round(·, 9)`, pressure `round(·, 6)`.
 
-use crate::error::{Error, Result};
 use std::hash::Hasher;
 
+use rustc_hash::{FxHashMap, FxHasher};
+
+use crate::error::{Error, Result};
 use crate::pyfloat::round;
 use crate::trace::{Events, Trace, flag};
-use rustc_hash::{FxHashMap, FxHasher};
 
 /// How gaps were derived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,87 +183,184 @@ impl Samples {
 pub fn build_samples(trace: &Trace, ordering: &Ordering, count: usize) -> Result<Samples> {
     let ev = &trace.events;
     let mut s = Samples::default();
-    // Sample classes: hash → first class with that hash; classes with equal
-    // hashes are chained and compared value by value.
-    let mut class_by_hash: FxHashMap<u64, u32> = FxHashMap::default();
-    let mut class_rep: Vec<u32> = Vec::new();
-    let mut class_next: Vec<u32> = Vec::new();
+    let mut classes = Classes::default();
     let mut with_observed = 0usize;
     for (k, &idx) in ordering.order[..count].iter().enumerate() {
         let i = idx as usize;
         let flags = ev.flags[i];
-        if flags & flag::SKEW_UNKNOWN != 0 {
-            return Err(Error::invalid(
-                "cannot compile uncalibrated cross-rank arrival skew",
-            ));
-        }
-        if flags & flag::OVERLAP_UNKNOWN != 0 {
-            return Err(Error::invalid(format!(
-                "trace event {i} has unknown compute overlap; a measured or deliberately constructed compute_overlap_us value is required"
-            )));
-        }
-        if flags & flag::PARTIAL_ARRIVAL != 0 {
-            return Err(Error::invalid(format!(
-                "trace event {i} has a partial rank_arrival_us map; merge the capture shards before compiling"
-            )));
-        }
+        check_compilable(flags, i)?;
         let sig = ev.signature[i];
         let ranks = trace.signatures[sig as usize].rank_count();
         let at = s.offsets.len() as u32;
-        let skew = if flags & flag::HAS_ARRIVAL_MAP != 0 {
-            let a = ev.arrival_at[i] as usize;
-            let raw = &ev.arrivals[a..a + ranks];
-            let lo = raw.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = raw.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            s.offsets.extend(raw.iter().map(|&v| round(v - lo, 9)));
-            round(hi - lo, 9)
-        } else {
-            let scalar = ev.arrival_skew_us[i];
-            let scalar = if scalar.is_nan() || ranks == 1 {
-                0.0
-            } else {
-                round(scalar, 9)
-            };
-            s.offsets.extend(std::iter::repeat_n(0.0, ranks - 1));
-            s.offsets.push(scalar);
-            scalar
+        let skew = push_offsets(ev, i, flags, ranks, &mut s.offsets);
+        with_observed += usize::from(!ev.observed_exposed_us[i].is_nan());
+        let new = NewSample {
+            k,
+            sig,
+            ranks,
+            at,
+            values: sample_values(ev, i, flags, skew, ordering.gaps[k]),
         };
-        let or_zero = |v: f64| if v.is_nan() { 0.0 } else { round(v, 9) };
-        let before = or_zero(ev.compute_before_us[i]);
-        let overlap = or_zero(ev.compute_overlap_us[i]);
-        let pressure = {
-            let p = ev.compute_pressure[i];
-            if p.is_nan() { 0.5 } else { round(p, 6) }
-        };
-        let observed = {
-            let o = ev.observed_exposed_us[i];
-            if o.is_nan() {
-                o
-            } else {
-                with_observed += 1;
-                round(o, 9)
-            }
-        };
-        let uncertain = flags & flag::FIELDS_UNCERTAIN != 0;
-        let gap = ordering.gaps[k];
+        let class = classes.classify(&s, &new);
+        s.push(&new, class);
+    }
+    if with_observed != 0 && with_observed != count {
+        return Err(Error::invalid(
+            "observed_exposed_us must be present on every selected event or on none",
+        ));
+    }
+    Ok(s)
+}
 
-        // `+ 0.0` folds -0.0 into 0.0: equality is numeric, as in Python.
-        let word = |v: f64| {
-            if v.is_nan() {
-                u64::MAX
-            } else {
-                (v + 0.0).to_bits()
-            }
+/// Sample stage 1: refuses event `i` when its flags say its skew, overlap
+/// or arrivals are not known well enough to compile.
+#[inline]
+fn check_compilable(flags: u8, i: usize) -> Result<()> {
+    if flags & flag::SKEW_UNKNOWN != 0 {
+        return Err(Error::invalid(
+            "cannot compile uncalibrated cross-rank arrival skew",
+        ));
+    }
+    if flags & flag::OVERLAP_UNKNOWN != 0 {
+        return Err(Error::invalid(format!(
+            "trace event {i} has unknown compute overlap; a measured or deliberately constructed compute_overlap_us value is required"
+        )));
+    }
+    if flags & flag::PARTIAL_ARRIVAL != 0 {
+        return Err(Error::invalid(format!(
+            "trace event {i} has a partial rank_arrival_us map; merge the capture shards before compiling"
+        )));
+    }
+    Ok(())
+}
+
+/// Sample stage 2: appends event `i`'s `ranks` arrival offsets to `offsets`
+/// (from its arrival map, minimum subtracted; else zeros with the scalar
+/// skew on the last rank) and returns its arrival skew.
+#[inline]
+fn push_offsets(ev: &Events, i: usize, flags: u8, ranks: usize, offsets: &mut Vec<f64>) -> f64 {
+    if flags & flag::HAS_ARRIVAL_MAP != 0 {
+        let a = ev.arrival_at[i] as usize;
+        let raw = &ev.arrivals[a..a + ranks];
+        let lo = raw.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = raw.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        offsets.extend(raw.iter().map(|&v| round(v - lo, 9)));
+        round(hi - lo, 9)
+    } else {
+        let scalar = ev.arrival_skew_us[i];
+        let scalar = if scalar.is_nan() || ranks == 1 {
+            0.0
+        } else {
+            round(scalar, 9)
         };
-        let scalars = [gap, skew, before, overlap, pressure, observed];
+        offsets.extend(std::iter::repeat_n(0.0, ranks - 1));
+        offsets.push(scalar);
+        scalar
+    }
+}
+
+/// One sample's normalised scalar fields.
+#[derive(Clone, Copy)]
+struct SampleValues {
+    gap: f64,
+    skew: f64,
+    before: f64,
+    overlap: f64,
+    pressure: f64,
+    observed: f64,
+    uncertain: bool,
+}
+
+impl SampleValues {
+    /// The scalars in the order classes hash and compare them.
+    #[inline]
+    fn scalars(&self) -> [f64; 6] {
+        [
+            self.gap,
+            self.skew,
+            self.before,
+            self.overlap,
+            self.pressure,
+            self.observed,
+        ]
+    }
+}
+
+/// Sample stage 3: event `i`'s scalar fields, rounded (missing compute
+/// fields 0, missing pressure 0.5, a missing observation stays `NaN`).
+#[inline]
+fn sample_values(ev: &Events, i: usize, flags: u8, skew: f64, gap: f64) -> SampleValues {
+    let or_zero = |v: f64| if v.is_nan() { 0.0 } else { round(v, 9) };
+    let pressure = ev.compute_pressure[i];
+    let observed = ev.observed_exposed_us[i];
+    SampleValues {
+        gap,
+        skew,
+        before: or_zero(ev.compute_before_us[i]),
+        overlap: or_zero(ev.compute_overlap_us[i]),
+        pressure: if pressure.is_nan() {
+            0.5
+        } else {
+            round(pressure, 6)
+        },
+        observed: if observed.is_nan() {
+            observed
+        } else {
+            round(observed, 9)
+        },
+        uncertain: flags & flag::FIELDS_UNCERTAIN != 0,
+    }
+}
+
+/// A sample about to be added: its position `k`, signature, rank count,
+/// where its offsets start in [`Samples::offsets`] (already appended) and
+/// its scalar fields.
+struct NewSample {
+    k: usize,
+    sig: u32,
+    ranks: usize,
+    at: u32,
+    values: SampleValues,
+}
+
+/// The word a value contributes to a class hash: `+ 0.0` folds -0.0 into
+/// 0.0, so equality is numeric, as in Python; every `NaN` is one word.
+#[inline]
+fn class_word(v: f64) -> u64 {
+    if v.is_nan() {
+        u64::MAX
+    } else {
+        (v + 0.0).to_bits()
+    }
+}
+
+/// Sample classes under construction: hash → first class with that hash;
+/// classes with equal hashes are chained and compared value by value.
+#[derive(Default)]
+struct Classes {
+    by_hash: FxHashMap<u64, u32>,
+    /// The first sample of each class.
+    rep: Vec<u32>,
+    /// The next class with the same hash, or `u32::MAX`.
+    next: Vec<u32>,
+}
+
+impl Classes {
+    /// Sample stage 4: the class of `new` among the samples `s` holds so far
+    /// (a new class when none is equal to it).
+    #[inline]
+    fn classify(&mut self, s: &Samples, new: &NewSample) -> u32 {
+        let at = new.at as usize;
+        let scalars = new.values.scalars();
+        let uncertain = new.values.uncertain;
         let hash = hash_words(
             scalars
                 .iter()
-                .map(|&v| word(v))
+                .map(|&v| class_word(v))
                 .chain([u64::from(uncertain)])
-                .chain(s.offsets[at as usize..].iter().map(|&v| word(v))),
+                .chain(s.offsets[at..].iter().map(|&v| class_word(v))),
         );
-        let same = |rep: usize, s: &Samples| -> bool {
+        let same = |rep: usize| -> bool {
             [
                 s.gap[rep],
                 s.skew[rep],
@@ -273,54 +371,53 @@ pub fn build_samples(trace: &Trace, ordering: &Ordering, count: usize) -> Result
             ]
             .iter()
             .zip(scalars)
-            .all(|(&a, b)| word(a) == word(b))
+            .all(|(&a, b)| class_word(a) == class_word(b))
                 && s.uncertain[rep] == uncertain
-                && s.offsets_of(rep, ranks)
+                && s.offsets_of(rep, new.ranks)
                     .iter()
-                    .zip(&s.offsets[at as usize..])
-                    .all(|(&a, &b)| word(a) == word(b))
+                    .zip(&s.offsets[at..])
+                    .all(|(&a, &b)| class_word(a) == class_word(b))
         };
-        let mut class = u32::MAX;
         let mut last_in_chain = u32::MAX;
-        if let Some(&head) = class_by_hash.get(&hash) {
+        if let Some(&head) = self.by_hash.get(&hash) {
             let mut c = head;
             while c != u32::MAX {
-                let rep = class_rep[c as usize] as usize;
-                if s.signature[rep] == sig && same(rep, &s) {
-                    class = c;
-                    break;
+                let rep = self.rep[c as usize] as usize;
+                if s.signature[rep] == new.sig && same(rep) {
+                    return c;
                 }
                 last_in_chain = c;
-                c = class_next[c as usize];
+                c = self.next[c as usize];
             }
         }
-        if class == u32::MAX {
-            class = class_rep.len() as u32;
-            class_rep.push(k as u32);
-            class_next.push(u32::MAX);
-            if last_in_chain == u32::MAX {
-                class_by_hash.insert(hash, class);
-            } else {
-                class_next[last_in_chain as usize] = class;
-            }
+        let class = self.rep.len() as u32;
+        self.rep.push(new.k as u32);
+        self.next.push(u32::MAX);
+        if last_in_chain == u32::MAX {
+            self.by_hash.insert(hash, class);
+        } else {
+            self.next[last_in_chain as usize] = class;
         }
-        s.signature.push(sig);
-        s.gap.push(gap);
-        s.skew.push(skew);
-        s.before.push(before);
-        s.overlap.push(overlap);
-        s.pressure.push(pressure);
-        s.observed.push(observed);
-        s.uncertain.push(uncertain);
-        s.offsets_at.push(at);
-        s.class.push(class);
+        class
     }
-    if with_observed != 0 && with_observed != count {
-        return Err(Error::invalid(
-            "observed_exposed_us must be present on every selected event or on none",
-        ));
+}
+
+impl Samples {
+    /// Sample stage 5: appends `new` as a sample of class `class`.
+    #[inline]
+    fn push(&mut self, new: &NewSample, class: u32) {
+        let v = &new.values;
+        self.signature.push(new.sig);
+        self.gap.push(v.gap);
+        self.skew.push(v.skew);
+        self.before.push(v.before);
+        self.overlap.push(v.overlap);
+        self.pressure.push(v.pressure);
+        self.observed.push(v.observed);
+        self.uncertain.push(v.uncertain);
+        self.offsets_at.push(new.at);
+        self.class.push(class);
     }
-    Ok(s)
 }
 
 /// Hashes a sequence of words (sample class keys; equal hashes are then

@@ -11,7 +11,7 @@
 //! primitive writers the canary and report emitters use directly, and
 //! [`ObjectWriter`], which checks in debug builds that keys arrive sorted.
 
-use super::{Doc, Node, Value};
+use super::{CLOSE_BRACE, Doc, Node, OPEN_BRACE, Value};
 use crate::pyfloat;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -235,7 +235,7 @@ fn write_node(out: &mut Vec<u8>, doc: &Doc, id: u32) {
                 _ => &[][..],
             };
             let sorted = (1..len).all(|i| key(i - 1) < key(i));
-            out.push(b'{');
+            out.push(OPEN_BRACE);
             if sorted {
                 for i in 0..len {
                     if i > 0 {
@@ -257,7 +257,7 @@ fn write_node(out: &mut Vec<u8>, doc: &Doc, id: u32) {
                     write_node(out, doc, first + 2 * i + 1);
                 }
             }
-            out.push(b'}');
+            out.push(CLOSE_BRACE);
         }
     }
 }
@@ -283,7 +283,7 @@ pub struct ObjectWriter<'o> {
 impl<'o> ObjectWriter<'o> {
     /// Opens an object.
     pub fn new(out: &'o mut Vec<u8>) -> Self {
-        out.push(b'{');
+        out.push(OPEN_BRACE);
         Self {
             out,
             first: true,
@@ -341,7 +341,7 @@ impl<'o> ObjectWriter<'o> {
 
     /// Closes the object.
     pub fn end(self) {
-        self.out.push(b'}');
+        self.out.push(CLOSE_BRACE);
     }
 }
 

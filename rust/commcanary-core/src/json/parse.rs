@@ -6,7 +6,7 @@
 //! object keys, numbers longer than the limit, floats that overflow to
 //! infinity, and a leading byte-order mark.
 
-use super::{Doc, JsonLimits, Node, NodeId};
+use super::{CLOSE_BRACE, Doc, JsonLimits, Node, NodeId, OPEN_BRACE};
 use crate::error::{Error, ErrorKind, Result};
 
 /// A JSON reader over a byte slice. The trace loader drives it token by token
@@ -266,109 +266,107 @@ impl<'a> Parser<'a> {
         }
         self.pos += 1;
         let out_start = out.len();
-        let bytes = self.bytes;
         loop {
-            // Fast scan of plain bytes.
-            let run_start = self.pos;
-            let mut plain = true;
-            // Eight bytes at a time while none is '"', '\\', a control
-            // character or outside printable ASCII.
-            while let Some(chunk) = bytes.get(self.pos..self.pos + 8) {
-                let mut word = [0u8; 8];
-                word.copy_from_slice(chunk);
-                let w = u64::from_le_bytes(word);
-                const ONES: u64 = 0x0101_0101_0101_0101;
-                const HIGHS: u64 = 0x8080_8080_8080_8080;
-                let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
-                let special = has_zero(w ^ (ONES * u64::from(b'"')))
-                    | has_zero(w ^ (ONES * u64::from(b'\\')))
-                    | has_zero(w ^ (ONES * 0x7F))
-                    | (w.wrapping_sub(ONES * 0x20) & !w & HIGHS)
-                    | (w & HIGHS);
-                if special != 0 {
-                    break;
-                }
-                self.pos += 8;
-            }
-            while self.pos < bytes.len() {
-                let b = bytes[self.pos];
-                if b == b'"' || b == b'\\' || b < 0x20 {
-                    break;
-                }
-                plain &= b < 0x7F;
-                self.pos += 1;
-            }
-            self.canonical &= plain;
-            let run = &bytes[run_start..self.pos];
-            // Only strings can hold non-ASCII bytes in valid JSON; outside
-            // them any such byte is a syntax error anyway.
-            if !plain && !run.is_ascii() {
-                if let Err(e) = std::str::from_utf8(run) {
-                    return Err(Error::new(
-                        ErrorKind::Json,
-                        format!(
-                            "is not UTF-8 JSON: invalid byte at offset {}",
-                            run_start + e.valid_up_to()
-                        ),
-                    ));
-                }
-            }
-            out.extend_from_slice(run);
-            if out.len() - out_start > self.limits.max_string_bytes {
-                return Err(self.limit(format!(
-                    "string exceeds max_json_string_bytes={}",
-                    self.limits.max_string_bytes
-                )));
-            }
-            match bytes.get(self.pos) {
+            self.copy_plain_run(out, out_start)?;
+            match self.bytes.get(self.pos) {
                 None => return Err(self.error_at("Unterminated string starting at", begin)),
                 Some(b'"') => {
                     self.pos += 1;
                     return Ok(());
                 }
-                Some(b'\\') => {
-                    self.canonical = false;
-                    self.pos += 1;
-                    let esc = bytes.get(self.pos).copied();
-                    self.pos += 1;
-                    let simple = match esc {
-                        Some(b'"') => Some(b'"'),
-                        Some(b'\\') => Some(b'\\'),
-                        Some(b'/') => Some(b'/'),
-                        Some(b'b') => Some(0x08),
-                        Some(b'f') => Some(0x0c),
-                        Some(b'n') => Some(b'\n'),
-                        Some(b'r') => Some(b'\r'),
-                        Some(b't') => Some(b'\t'),
-                        Some(b'u') => None,
-                        _ => return Err(self.error_at("Invalid \\escape", self.pos - 2)),
-                    };
-                    if let Some(c) = simple {
-                        out.push(c);
-                        continue;
-                    }
-                    let unit = self.hex4()?;
-                    let mut cp = u32::from(unit);
-                    if (0xD800..0xDC00).contains(&unit)
-                        && bytes.get(self.pos) == Some(&b'\\')
-                        && bytes.get(self.pos + 1) == Some(&b'u')
-                    {
-                        let save = self.pos;
-                        self.pos += 2;
-                        let low = self.hex4()?;
-                        if (0xDC00..0xE000).contains(&low) {
-                            cp = 0x10000 + ((cp - 0xD800) << 10) + (u32::from(low) - 0xDC00);
-                        } else {
-                            self.pos = save;
-                        }
-                    }
-                    push_wtf8(out, cp);
-                }
+                Some(b'\\') => self.read_escape(out)?,
                 Some(_) => {
                     return Err(self.error("Invalid control character at"));
                 }
             }
         }
+    }
+
+    /// String stage 1: copies the run of plain bytes at the cursor (up to a
+    /// quote, a backslash or a control character) onto `out`, checking its
+    /// UTF-8 and the string-length limit (`out_start` is where the string
+    /// began in `out`).
+    #[inline]
+    fn copy_plain_run(&mut self, out: &mut Vec<u8>, out_start: usize) -> Result<()> {
+        let bytes = self.bytes;
+        let run_start = self.pos;
+        let mut plain = true;
+        self.pos = skip_plain_words(bytes, self.pos);
+        while self.pos < bytes.len() {
+            let b = bytes[self.pos];
+            if b == b'"' || b == b'\\' || b < 0x20 {
+                break;
+            }
+            plain &= b < 0x7F;
+            self.pos += 1;
+        }
+        self.canonical &= plain;
+        let run = &bytes[run_start..self.pos];
+        // Only strings can hold non-ASCII bytes in valid JSON; outside
+        // them any such byte is a syntax error anyway.
+        if !plain && !run.is_ascii() {
+            if let Err(e) = std::str::from_utf8(run) {
+                return Err(Error::new(
+                    ErrorKind::Json,
+                    format!(
+                        "is not UTF-8 JSON: invalid byte at offset {}",
+                        run_start + e.valid_up_to()
+                    ),
+                ));
+            }
+        }
+        out.extend_from_slice(run);
+        if out.len() - out_start > self.limits.max_string_bytes {
+            return Err(self.limit(format!(
+                "string exceeds max_json_string_bytes={}",
+                self.limits.max_string_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// String stage 2: decodes the escape sequence at the cursor (its
+    /// backslash) onto `out`, pairing a high surrogate with a following low
+    /// one.
+    fn read_escape(&mut self, out: &mut Vec<u8>) -> Result<()> {
+        let bytes = self.bytes;
+        self.canonical = false;
+        self.pos += 1;
+        let esc = bytes.get(self.pos).copied();
+        self.pos += 1;
+        let simple = match esc {
+            Some(b'"') => Some(b'"'),
+            Some(b'\\') => Some(b'\\'),
+            Some(b'/') => Some(b'/'),
+            Some(b'b') => Some(0x08),
+            Some(b'f') => Some(0x0c),
+            Some(b'n') => Some(b'\n'),
+            Some(b'r') => Some(b'\r'),
+            Some(b't') => Some(b'\t'),
+            Some(b'u') => None,
+            _ => return Err(self.error_at("Invalid \\escape", self.pos - 2)),
+        };
+        if let Some(c) = simple {
+            out.push(c);
+            return Ok(());
+        }
+        let unit = self.hex4()?;
+        let mut cp = u32::from(unit);
+        if (0xD800..0xDC00).contains(&unit)
+            && bytes.get(self.pos) == Some(&b'\\')
+            && bytes.get(self.pos + 1) == Some(&b'u')
+        {
+            let save = self.pos;
+            self.pos += 2;
+            let low = self.hex4()?;
+            if (0xDC00..0xE000).contains(&low) {
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+            } else {
+                self.pos = save;
+            }
+        }
+        push_wtf8(out, cp);
+        Ok(())
     }
 
     fn hex4(&mut self) -> Result<u16> {
@@ -411,7 +409,7 @@ impl<'a> Parser<'a> {
             return Err(self.error("Expecting value"));
         };
         match b {
-            b'{' => self.object(doc, depth),
+            OPEN_BRACE => self.object(doc, depth),
             b'[' => self.array(doc, depth),
             b'"' => {
                 let start = doc.arena.len() as u32;
@@ -444,108 +442,104 @@ impl<'a> Parser<'a> {
 
     /// Scans one numeric token at the current position.
     fn scan_number(&mut self) -> Result<Scanned> {
-        let bytes = self.bytes;
         let start = self.pos;
-        let mut p = start;
-        let negative = bytes.get(p) == Some(&b'-');
-        if negative {
-            p += 1;
-        }
-        // Accumulate up to 19 significant digits while scanning, for the exact
-        // fast paths below.
-        let mut mantissa: u64 = 0;
-        let mut digits = 0u32;
-        fn push(mantissa: &mut u64, digits: &mut u32, d: u8) {
-            if *digits < 19 {
-                *mantissa = *mantissa * 10 + u64::from(d - b'0');
-            }
-            *digits += 1;
-        }
-        match bytes.get(p) {
-            Some(b'0') => p += 1,
-            Some(b'1'..=b'9') => {
-                while let Some(&d @ b'0'..=b'9') = bytes.get(p) {
-                    push(&mut mantissa, &mut digits, d);
-                    p += 1;
-                }
-            }
-            Some(b'I') => return Err(self.error("NaN and Infinity are not allowed")),
-            _ => return Err(self.error("Expecting value")),
-        }
-        let mut is_float = false;
-        let mut fraction_digits = 0i32;
-        if bytes.get(p) == Some(&b'.') && matches!(bytes.get(p + 1), Some(b'0'..=b'9')) {
-            is_float = true;
-            p += 1;
-            while let Some(&d @ b'0'..=b'9') = bytes.get(p) {
-                if digits > 0 || d != b'0' {
-                    push(&mut mantissa, &mut digits, d);
-                }
-                fraction_digits += 1;
-                p += 1;
-            }
-        }
-        let mut exponent = 0i32;
-        if matches!(bytes.get(p), Some(b'e' | b'E')) {
-            let mut q = p + 1;
-            let exp_negative = bytes.get(q) == Some(&b'-');
-            if matches!(bytes.get(q), Some(b'+' | b'-')) {
-                q += 1;
-            }
-            if matches!(bytes.get(q), Some(b'0'..=b'9')) {
-                is_float = true;
-                while let Some(&d @ b'0'..=b'9') = bytes.get(q) {
-                    exponent = exponent
-                        .saturating_mul(10)
-                        .saturating_add(i32::from(d - b'0'));
-                    q += 1;
-                }
-                if exp_negative {
-                    exponent = -exponent;
-                }
-                p = q;
-            }
-        }
-        if p - start > self.limits.max_number_chars {
+        let token = self.lex_number(start)?;
+        if token.end - start > self.limits.max_number_chars {
             return Err(self.limit(format!(
                 "numeric token exceeds max_json_number_chars={}",
                 self.limits.max_number_chars
             )));
         }
-        self.pos = p;
-        let token = &bytes[start..p];
-        if !is_float {
-            if digits <= 18 {
-                let v = mantissa as i64;
-                if negative && v == 0 {
-                    self.canonical = false; // "-0" is spelled "0"
-                }
-                return Ok(Scanned::Int(if negative { -v } else { v }));
-            }
-            // The token is ASCII by construction.
-            let text = std::str::from_utf8(token).unwrap_or("0");
-            return Ok(match text.parse::<i64>() {
-                Ok(i) => Scanned::Int(i),
-                Err(_) => Scanned::BigInt(start),
-            });
+        self.pos = token.end;
+        if token.is_float {
+            self.float_value(&token, start)
+                .map(|v| Scanned::Float(v, start))
+        } else {
+            Ok(self.int_value(&token, start))
         }
-        let fast = if digits <= 19 && mantissa <= (1u64 << 53) {
+    }
+
+    /// Number stage 1: finds the extent of the numeric token starting at
+    /// `start`, accumulating up to 19 significant digits for the exact fast
+    /// paths of the later stages. Moves nothing.
+    #[inline]
+    fn lex_number(&self, start: usize) -> Result<NumberToken> {
+        let bytes = self.bytes;
+        let negative = bytes.get(start) == Some(&b'-');
+        let mut t = NumberToken {
+            end: start + usize::from(negative),
+            negative,
+            is_float: false,
+            mantissa: 0,
+            digits: 0,
+            fraction_digits: 0,
+            exponent: 0,
+        };
+        match bytes.get(t.end) {
+            Some(b'0') => t.end += 1,
+            Some(b'1'..=b'9') => {
+                while let Some(&d @ b'0'..=b'9') = bytes.get(t.end) {
+                    t.push_digit(d);
+                    t.end += 1;
+                }
+            }
+            Some(b'I') => return Err(self.error("NaN and Infinity are not allowed")),
+            _ => return Err(self.error("Expecting value")),
+        }
+        if bytes.get(t.end) == Some(&b'.') && matches!(bytes.get(t.end + 1), Some(b'0'..=b'9')) {
+            t.is_float = true;
+            t.end += 1;
+            while let Some(&d @ b'0'..=b'9') = bytes.get(t.end) {
+                if t.digits > 0 || d != b'0' {
+                    t.push_digit(d);
+                }
+                t.fraction_digits += 1;
+                t.end += 1;
+            }
+        }
+        t.lex_exponent(bytes);
+        Ok(t)
+    }
+
+    /// Number stage 2 for integer tokens: the value, exact for up to 18
+    /// digits, else parsed (out of `i64` range: a big integer).
+    #[inline]
+    fn int_value(&mut self, t: &NumberToken, start: usize) -> Scanned {
+        if t.digits <= 18 {
+            let v = t.mantissa as i64;
+            if t.negative && v == 0 {
+                self.canonical = false; // "-0" is spelled "0"
+            }
+            return Scanned::Int(if t.negative { -v } else { v });
+        }
+        // The token is ASCII by construction.
+        let text = std::str::from_utf8(&self.bytes[start..t.end]).unwrap_or("0");
+        match text.parse::<i64>() {
+            Ok(i) => Scanned::Int(i),
+            Err(_) => Scanned::BigInt(start),
+        }
+    }
+
+    /// Number stage 2 for float tokens: the correctly rounded, finite value.
+    #[inline]
+    fn float_value(&self, t: &NumberToken, start: usize) -> Result<f64> {
+        let fast = if t.digits <= 19 && t.mantissa <= (1u64 << 53) {
             // Clinger's fast path: an exact integer times or over an exact
             // power of ten rounds once, so the result is correctly rounded.
-            let e10 = exponent.saturating_sub(fraction_digits);
-            let m = mantissa as f64;
+            let e10 = t.exponent.saturating_sub(t.fraction_digits);
+            let m = t.mantissa as f64;
             match e10 {
                 0..=22 => Some(m * POW10[e10 as usize]),
                 -22..=-1 => Some(m / POW10[(-e10) as usize]),
                 _ => None,
             }
-            .map(|v| if negative { -v } else { v })
+            .map(|v| if t.negative { -v } else { v })
         } else {
             None
         };
         let value: f64 = match fast {
             Some(v) => v,
-            None => std::str::from_utf8(token)
+            None => std::str::from_utf8(&self.bytes[start..t.end])
                 .unwrap_or("0")
                 .parse()
                 .map_err(|_| self.error_at("Invalid number", start))?,
@@ -553,7 +547,7 @@ impl<'a> Parser<'a> {
         if !value.is_finite() {
             return Err(self.error_at("number out of range (floats must be finite)", start));
         }
-        Ok(Scanned::Float(value, start))
+        Ok(value)
     }
 
     fn number(&mut self, doc: &mut Doc) -> Result<()> {
@@ -649,7 +643,7 @@ impl<'a> Parser<'a> {
     /// # Errors
     /// Unbalanced or truncated input, forbidden tokens, the depth limit.
     pub fn skim_value(&mut self, depth: u32) -> Result<()> {
-        if !matches!(self.peek(), Some(b'[' | b'{')) {
+        if !matches!(self.peek(), Some(b'[' | OPEN_BRACE)) {
             return self.skip_value(depth);
         }
         let bytes = self.bytes;
@@ -696,11 +690,11 @@ impl<'a> Parser<'a> {
                         return Err(self.error_at("Unterminated string", start));
                     }
                 }
-                b'[' | b'{' => {
+                b'[' | OPEN_BRACE => {
                     nesting += 1;
                     self.check_depth(depth + nesting - 1)?;
                 }
-                b']' | b'}' => {
+                b']' | CLOSE_BRACE => {
                     nesting -= 1;
                     if nesting == 0 {
                         self.pos = p + 1;
@@ -731,11 +725,11 @@ impl<'a> Parser<'a> {
 
     fn skip_inner(&mut self, depth: u32, scratch: &mut Vec<u8>) -> Result<()> {
         match self.peek() {
-            Some(b'{') => {
+            Some(OPEN_BRACE) => {
                 self.check_depth(depth)?;
                 self.pos += 1;
                 self.skip_ws();
-                if self.peek() == Some(b'}') {
+                if self.peek() == Some(CLOSE_BRACE) {
                     self.pos += 1;
                     return Ok(());
                 }
@@ -750,7 +744,7 @@ impl<'a> Parser<'a> {
                     self.skip_ws();
                     match self.peek() {
                         Some(b',') => self.pos += 1,
-                        Some(b'}') => {
+                        Some(CLOSE_BRACE) => {
                             self.pos += 1;
                             return Ok(());
                         }
@@ -832,7 +826,7 @@ impl<'a> Parser<'a> {
         self.pos += 1; // '{'
         let base = self.stack.len();
         self.skip_ws();
-        if self.peek() == Some(b'}') {
+        if self.peek() == Some(CLOSE_BRACE) {
             self.pos += 1;
         } else {
             loop {
@@ -854,7 +848,7 @@ impl<'a> Parser<'a> {
                 self.skip_ws();
                 match self.peek() {
                     Some(b',') => self.pos += 1,
-                    Some(b'}') => {
+                    Some(CLOSE_BRACE) => {
                         self.pos += 1;
                         break;
                     }
@@ -940,6 +934,63 @@ const POW10: [f64; 23] = [
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
 
+/// A numeric token as [`Parser::scan_number`] lexes it.
+struct NumberToken {
+    /// Offset just past the token.
+    end: usize,
+    /// A leading `-`.
+    negative: bool,
+    /// A fraction or an exponent is present.
+    is_float: bool,
+    /// The first 19 significant digits, as an integer.
+    mantissa: u64,
+    /// Significant digits seen (leading fractional zeros of `0.0…` excluded).
+    digits: u32,
+    /// Digits after the decimal point.
+    fraction_digits: i32,
+    /// The decimal exponent (saturating).
+    exponent: i32,
+}
+
+impl NumberToken {
+    /// Adds one significant digit (kept only among the first 19).
+    #[inline]
+    fn push_digit(&mut self, d: u8) {
+        if self.digits < 19 {
+            self.mantissa = self.mantissa * 10 + u64::from(d - b'0');
+        }
+        self.digits += 1;
+    }
+
+    /// Number stage 1, continued: an exponent at `end` (one with no digits
+    /// is not part of the token).
+    #[inline]
+    fn lex_exponent(&mut self, bytes: &[u8]) {
+        if !matches!(bytes.get(self.end), Some(b'e' | b'E')) {
+            return;
+        }
+        let mut q = self.end + 1;
+        let exp_negative = bytes.get(q) == Some(&b'-');
+        if matches!(bytes.get(q), Some(b'+' | b'-')) {
+            q += 1;
+        }
+        if matches!(bytes.get(q), Some(b'0'..=b'9')) {
+            self.is_float = true;
+            while let Some(&d @ b'0'..=b'9') = bytes.get(q) {
+                self.exponent = self
+                    .exponent
+                    .saturating_mul(10)
+                    .saturating_add(i32::from(d - b'0'));
+                q += 1;
+            }
+            if exp_negative {
+                self.exponent = -self.exponent;
+            }
+            self.end = q;
+        }
+    }
+}
+
 /// A scanned numeric token (with its start offset).
 enum Scanned {
     Int(i64),
@@ -977,6 +1028,31 @@ fn is_repr_spelling(token: &[u8]) -> bool {
     } else {
         int[0] != b'0' && int.len() + if frac == b"0" { 0 } else { frac.len() } <= 15
     }
+}
+
+/// The first offset at or after `pos`, in steps of eight bytes, where the
+/// eight bytes from there are not all plain string bytes (printable ASCII
+/// other than `"` and `\`): the fast scan of [`Parser::read_string_into`].
+#[inline]
+fn skip_plain_words(bytes: &[u8], mut pos: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    while let Some(chunk) = bytes.get(pos..pos + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let special = has_zero(w ^ (ONES * u64::from(b'"')))
+            | has_zero(w ^ (ONES * u64::from(b'\\')))
+            | has_zero(w ^ (ONES * 0x7F))
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGHS)
+            | (w & HIGHS);
+        if special != 0 {
+            break;
+        }
+        pos += 8;
+    }
+    pos
 }
 
 /// Appends code point `cp` (which may be a lone surrogate) as WTF-8.

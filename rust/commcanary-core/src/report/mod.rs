@@ -14,6 +14,7 @@ pub mod run;
 use sha2::{Digest, Sha256};
 
 use crate::canary::read::Canary;
+use crate::json::OPEN_BRACE;
 use crate::json::canon::{self, ObjectWriter};
 use crate::pyfloat::round;
 use crate::sim::metrics::{Calibration, Metrics, Row, Summary, breakdown, calibration, metrics};
@@ -436,7 +437,7 @@ pub fn section_pieces<'a>(sections: &'a [Section], keys: &'a mut Vec<Vec<u8>>) -
     keys.clear();
     for (i, (key, _)) in sections.iter().enumerate() {
         let mut k = Vec::new();
-        k.push(if i == 0 { b'{' } else { b',' });
+        k.push(if i == 0 { OPEN_BRACE } else { b',' });
         canon::write_str(&mut k, key);
         k.push(b':');
         keys.push(k);
@@ -490,6 +491,20 @@ pub struct Check {
 /// A canary that is not the one the report was produced from, or a replay
 /// error.
 pub fn verify(report: &read::Report, canary: &Canary) -> crate::Result<Vec<Check>> {
+    check_belongs(report, canary)?;
+    let replay = crate::sim::replay(&canary.program, &report.settings)?;
+    let fresh = sections(canary, &replay, &report.settings, false);
+    let columns = sample_columns(&replay);
+    let contradicted = backend_contradicted(report.samples.as_ref(), &columns);
+    let mut checks = section_checks(report, &fresh, contradicted);
+    if report.has_samples {
+        checks.push(samples_check(report.samples.as_ref(), &replay, &columns));
+    }
+    Ok(checks)
+}
+
+/// Verification stage 1: the report names `canary` (by its SHA-256).
+fn check_belongs(report: &read::Report, canary: &Canary) -> crate::Result<()> {
     let claimed = report
         .section("canary")
         .and_then(|c| c.get("sha256"))
@@ -501,14 +516,14 @@ pub fn verify(report: &read::Report, canary: &Canary) -> crate::Result<Vec<Check
             canary.sha256
         )));
     }
-    let replay = crate::sim::replay(&canary.program, &report.settings)?;
-    let fresh = sections(canary, &replay, &report.settings, false);
-    let fresh_of = |name: &str| fresh.iter().find(|(n, _)| *n == name).map(section_json);
-    let columns = sample_columns(&replay);
-    // With samples, a backend that was edited after the replay shows as
-    // collective latencies that no longer match while everything the canary
-    // determines (gaps, skew, overlap) still does.
-    let backend_contradicted = report.samples.as_ref().is_some_and(|s| {
+    Ok(())
+}
+
+/// Verification stage 2: whether embedded samples show a backend edited
+/// after the replay: collective latencies that no longer match while
+/// everything the canary determines (gaps, skew, overlap) still does.
+fn backend_contradicted(samples: Option<&read::Samples>, columns: &SampleColumns) -> bool {
+    samples.is_some_and(|s| {
         let same = |name: &str| {
             let fresh = columns
                 .floats
@@ -526,7 +541,17 @@ pub fn verify(report: &read::Report, canary: &Canary) -> crate::Result<Vec<Check
             && same("arrival_skew_us")
             && same("compute_overlap_us")
             && !same("collective_us")
-    });
+    })
+}
+
+/// Verification stage 3: one check per summary section, the `fresh`
+/// recomputation against the report, in [`verify`]'s order.
+fn section_checks(
+    report: &read::Report,
+    fresh: &[Section],
+    backend_contradicted: bool,
+) -> Vec<Check> {
+    let fresh_of = |name: &str| fresh.iter().find(|(n, _)| *n == name).map(section_json);
     let mut checks = Vec::new();
     for name in [
         "canary",
@@ -564,75 +589,81 @@ pub fn verify(report: &read::Report, canary: &Canary) -> crate::Result<Vec<Check
             actual: (!pass).then(|| actual.unwrap_or_else(|| b"null".to_vec())),
         });
     }
-    if report.has_samples {
-        let mut check = Check {
-            name: "samples",
-            pass: true,
-            expected: None,
-            actual: None,
-        };
-        match &report.samples {
-            None => check.pass = false,
-            Some(s) => {
-                let mut mismatch: Option<String> = None;
-                if s.count != replay.len()
-                    || s.per_iteration != replay.per_iteration
-                    || s.signature != columns.signature
-                {
-                    mismatch = Some("sample count, iteration size or signatures".to_owned());
-                }
-                let signatures: Vec<Vec<u8>> =
-                    replay.signatures.iter().map(signature_json).collect();
-                if mismatch.is_none() && s.signatures != signatures {
-                    mismatch = Some("samples.signatures".to_owned());
-                }
-                if mismatch.is_none() && s.resources != replay.resources {
-                    mismatch = Some("samples.scheduler_resources".to_owned());
-                }
-                if mismatch.is_none() && s.uncertain != columns.uncertain {
-                    mismatch = Some("samples.compute_fields_uncertain".to_owned());
-                }
-                if mismatch.is_none() && s.columns.len() != columns.floats.len() {
-                    mismatch = Some("the set of sample columns".to_owned());
-                }
-                if mismatch.is_none() {
-                    for (name, want) in &columns.floats {
-                        match s.column(name) {
-                            Some(got)
-                                if got
-                                    .iter()
-                                    .zip(want)
-                                    .all(|(a, b)| a.to_bits() == b.to_bits()) => {}
-                            Some(got) => {
-                                let i = got
-                                    .iter()
-                                    .zip(want)
-                                    .position(|(a, b)| a.to_bits() != b.to_bits())
-                                    .unwrap_or(0);
-                                mismatch = Some(format!(
-                                    "samples.{name}[{i}]: recomputed {} vs report {}",
-                                    crate::pyfloat::repr(want[i]),
-                                    crate::pyfloat::repr(got[i])
-                                ));
-                                break;
-                            }
-                            None => {
-                                mismatch = Some(format!("samples.{name} is missing"));
-                                break;
-                            }
-                        }
-                    }
-                }
-                if let Some(m) = mismatch {
-                    check.pass = false;
-                    let mut note = Vec::new();
-                    canon::write_str(&mut note, &m);
-                    check.expected = Some(note.clone());
-                    check.actual = Some(note);
-                }
+    checks
+}
+
+/// Verification stage 4: the `samples` check. Missing samples fail; a
+/// mismatch fails with its description as both `expected` and `actual`.
+fn samples_check(
+    samples: Option<&read::Samples>,
+    replay: &Replay,
+    columns: &SampleColumns,
+) -> Check {
+    let mut check = Check {
+        name: "samples",
+        pass: true,
+        expected: None,
+        actual: None,
+    };
+    match samples {
+        None => check.pass = false,
+        Some(s) => {
+            if let Some(m) = samples_mismatch(s, replay, columns) {
+                check.pass = false;
+                let mut note = Vec::new();
+                canon::write_str(&mut note, &m);
+                check.expected = Some(note.clone());
+                check.actual = Some(note);
             }
         }
-        checks.push(check);
     }
-    Ok(checks)
+    check
+}
+
+/// The first part of embedded samples that differs from the fresh replay
+/// (shape, signatures, resources, flags, column set, then each column's
+/// first differing value), described; `None` when they are identical.
+fn samples_mismatch(s: &read::Samples, replay: &Replay, columns: &SampleColumns) -> Option<String> {
+    if s.count != replay.len()
+        || s.per_iteration != replay.per_iteration
+        || s.signature != columns.signature
+    {
+        return Some("sample count, iteration size or signatures".to_owned());
+    }
+    let signatures: Vec<Vec<u8>> = replay.signatures.iter().map(signature_json).collect();
+    if s.signatures != signatures {
+        return Some("samples.signatures".to_owned());
+    }
+    if s.resources != replay.resources {
+        return Some("samples.scheduler_resources".to_owned());
+    }
+    if s.uncertain != columns.uncertain {
+        return Some("samples.compute_fields_uncertain".to_owned());
+    }
+    if s.columns.len() != columns.floats.len() {
+        return Some("the set of sample columns".to_owned());
+    }
+    for (name, want) in &columns.floats {
+        match s.column(name) {
+            Some(got)
+                if got
+                    .iter()
+                    .zip(want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()) => {}
+            Some(got) => {
+                let i = got
+                    .iter()
+                    .zip(want)
+                    .position(|(a, b)| a.to_bits() != b.to_bits())
+                    .unwrap_or(0);
+                return Some(format!(
+                    "samples.{name}[{i}]: recomputed {} vs report {}",
+                    crate::pyfloat::repr(want[i]),
+                    crate::pyfloat::repr(got[i])
+                ));
+            }
+            None => return Some(format!("samples.{name} is missing")),
+        }
+    }
+    None
 }

@@ -14,8 +14,8 @@
 
 use super::{QUANTILE_METHOD, REPORT_FORMAT, protocol_sha256};
 use crate::error::{Error, ErrorKind, Result};
-use crate::json::{Doc, JsonLimits, NodeId, Parser, Value, canon};
-use crate::sim::metrics::{Calibration, Summary, breakdown, calibration, metrics};
+use crate::json::{CLOSE_BRACE, Doc, JsonLimits, NodeId, OPEN_BRACE, Parser, Value, canon};
+use crate::sim::metrics::{Calibration, Metrics, Summary, breakdown, calibration, metrics};
 use crate::sim::{Ablations, Settings};
 
 /// What to do with embedded samples.
@@ -172,7 +172,6 @@ fn summary(v: Value<'_>, path: &str) -> Result<Summary> {
 ///
 /// # Errors
 /// JSON errors, limits, and the first structural problem found.
-#[allow(clippy::too_many_lines)]
 pub fn read_report(bytes: &[u8], mode: SampleMode) -> Result<Report> {
     let limits = JsonLimits {
         max_items: 400_000_000,
@@ -180,20 +179,20 @@ pub fn read_report(bytes: &[u8], mode: SampleMode) -> Result<Report> {
     };
     let mut p = Parser::new(bytes, limits)?;
     p.skip_ws();
-    if p.peek() != Some(b'{') {
+    if p.peek() != Some(OPEN_BRACE) {
         let mut scratch = Doc::new();
         p.parse_value(&mut scratch, 1)?;
         p.finish()?;
         return Err(Error::new(ErrorKind::Json, "must contain a JSON object"));
     }
-    p.expect(b'{', "")?;
+    p.expect(OPEN_BRACE, "")?;
     let mut doc = Doc::new();
     let mut sections: Vec<(String, NodeId)> = Vec::new();
     let mut samples = None;
     let mut has_samples = false;
     p.skip_ws();
-    if p.peek() == Some(b'}') {
-        p.expect(b'}', "")?;
+    if p.peek() == Some(CLOSE_BRACE) {
+        p.expect(CLOSE_BRACE, "")?;
     } else {
         loop {
             p.skip_ws();
@@ -219,8 +218,8 @@ pub fn read_report(bytes: &[u8], mode: SampleMode) -> Result<Report> {
             p.skip_ws();
             match p.peek() {
                 Some(b',') => p.expect(b',', "")?,
-                Some(b'}') => {
-                    p.expect(b'}', "")?;
+                Some(CLOSE_BRACE) => {
+                    p.expect(CLOSE_BRACE, "")?;
                     break;
                 }
                 _ => return Err(p.error("Expecting ',' delimiter")),
@@ -241,20 +240,29 @@ pub fn read_report(bytes: &[u8], mode: SampleMode) -> Result<Report> {
     Ok(Report { settings, ..report })
 }
 
+/// Node ids of the small members of `samples` (parsed into a side document)
+/// and whether `columns` was seen.
+#[derive(Default)]
+struct SampleMembers {
+    count: Option<NodeId>,
+    per_iteration: Option<NodeId>,
+    signatures: Option<NodeId>,
+    resources: Option<NodeId>,
+    seen_columns: bool,
+}
+
+/// Reads the `samples` object at the cursor: columns straight into vectors,
+/// the small members into a side document, then checks those.
 fn parse_samples(p: &mut Parser<'_>) -> Result<Samples> {
     p.check_depth(2)?;
-    p.expect(b'{', "Expecting value")?;
+    p.expect(OPEN_BRACE, "Expecting value")?;
     let mut s = Samples::default();
     let mut small = Doc::new();
-    let mut count = None;
-    let mut per_iteration = None;
-    let mut signatures = None;
-    let mut resources = None;
-    let mut seen_columns = false;
+    let mut members = SampleMembers::default();
     loop {
         p.skip_ws();
-        if p.peek() == Some(b'}') {
-            p.expect(b'}', "")?;
+        if p.peek() == Some(CLOSE_BRACE) {
+            p.expect(CLOSE_BRACE, "")?;
             break;
         }
         p.count_item()?;
@@ -264,61 +272,13 @@ fn parse_samples(p: &mut Parser<'_>) -> Result<Samples> {
         p.skip_ws();
         match key.as_slice() {
             b"columns" => {
-                seen_columns = true;
-                p.check_depth(3)?;
-                p.expect(b'{', "Expecting value")?;
-                loop {
-                    p.skip_ws();
-                    if p.peek() == Some(b'}') {
-                        p.expect(b'}', "")?;
-                        break;
-                    }
-                    p.count_item()?;
-                    let mut name = Vec::new();
-                    p.read_string_into(&mut name)?;
-                    let name = String::from_utf8_lossy(&name).into_owned();
-                    p.expect(b':', "Expecting ':' delimiter")?;
-                    p.skip_ws();
-                    let what = format!("report samples.{name}");
-                    if name == "compute_fields_uncertain" {
-                        let id = p.parse_value(&mut small, 4)?;
-                        let flags: Option<Vec<bool>> =
-                            small.value(id).elements().map(|v| v.as_bool()).collect();
-                        s.uncertain =
-                            Some(flags.ok_or_else(|| {
-                                bad(format_args!("samples.{name} must be booleans"))
-                            })?);
-                    } else {
-                        let mut values = Vec::new();
-                        p.read_number_array(4, &mut values, &what)?;
-                        if name == "signature" {
-                            s.signature = values
-                                .iter()
-                                .map(|&v| {
-                                    (v >= 0.0 && v.fract() == 0.0 && v < 4e9)
-                                        .then_some(v as u32)
-                                        .ok_or_else(|| {
-                                            bad("samples.signature must hold signature indices")
-                                        })
-                                })
-                                .collect::<Result<_>>()?;
-                        } else {
-                            if s.columns.iter().any(|(n, _)| *n == name) {
-                                return Err(bad(format_args!("samples.{name} appears twice")));
-                            }
-                            s.columns.push((name, values));
-                        }
-                    }
-                    p.skip_ws();
-                    if p.peek() == Some(b',') {
-                        p.expect(b',', "")?;
-                    }
-                }
+                members.seen_columns = true;
+                parse_sample_columns(p, &mut s, &mut small)?;
             }
-            b"count" => count = Some(p.parse_value(&mut small, 3)?),
-            b"events_per_iteration" => per_iteration = Some(p.parse_value(&mut small, 3)?),
-            b"signatures" => signatures = Some(p.parse_value(&mut small, 3)?),
-            b"scheduler_resources" => resources = Some(p.parse_value(&mut small, 3)?),
+            b"count" => members.count = Some(p.parse_value(&mut small, 3)?),
+            b"events_per_iteration" => members.per_iteration = Some(p.parse_value(&mut small, 3)?),
+            b"signatures" => members.signatures = Some(p.parse_value(&mut small, 3)?),
+            b"scheduler_resources" => members.resources = Some(p.parse_value(&mut small, 3)?),
             other => {
                 return Err(bad(format_args!(
                     "samples has unknown field '{}'",
@@ -331,16 +291,73 @@ fn parse_samples(p: &mut Parser<'_>) -> Result<Samples> {
             p.expect(b',', "")?;
         }
     }
-    if !seen_columns {
+    finish_samples(s, &small, &members)
+}
+
+/// Samples stage 1: the `columns` object at the cursor, each column read as
+/// a number array (the uncertainty flags as booleans) into `s`.
+fn parse_sample_columns(p: &mut Parser<'_>, s: &mut Samples, small: &mut Doc) -> Result<()> {
+    p.check_depth(3)?;
+    p.expect(OPEN_BRACE, "Expecting value")?;
+    loop {
+        p.skip_ws();
+        if p.peek() == Some(CLOSE_BRACE) {
+            p.expect(CLOSE_BRACE, "")?;
+            return Ok(());
+        }
+        p.count_item()?;
+        let mut name = Vec::new();
+        p.read_string_into(&mut name)?;
+        let name = String::from_utf8_lossy(&name).into_owned();
+        p.expect(b':', "Expecting ':' delimiter")?;
+        p.skip_ws();
+        let what = format!("report samples.{name}");
+        if name == "compute_fields_uncertain" {
+            let id = p.parse_value(small, 4)?;
+            let flags: Option<Vec<bool>> =
+                small.value(id).elements().map(|v| v.as_bool()).collect();
+            s.uncertain =
+                Some(flags.ok_or_else(|| bad(format_args!("samples.{name} must be booleans")))?);
+        } else {
+            let mut values = Vec::new();
+            p.read_number_array(4, &mut values, &what)?;
+            if name == "signature" {
+                s.signature = values
+                    .iter()
+                    .map(|&v| {
+                        (v >= 0.0 && v.fract() == 0.0 && v < 4e9)
+                            .then_some(v as u32)
+                            .ok_or_else(|| bad("samples.signature must hold signature indices"))
+                    })
+                    .collect::<Result<_>>()?;
+            } else {
+                if s.columns.iter().any(|(n, _)| *n == name) {
+                    return Err(bad(format_args!("samples.{name} appears twice")));
+                }
+                s.columns.push((name, values));
+            }
+        }
+        p.skip_ws();
+        if p.peek() == Some(b',') {
+            p.expect(b',', "")?;
+        }
+    }
+}
+
+/// Samples stage 2: the small members (count, iteration size, signatures,
+/// scheduler resources) checked and moved into `s`.
+fn finish_samples(mut s: Samples, small: &Doc, members: &SampleMembers) -> Result<Samples> {
+    if !members.seen_columns {
         return Err(bad("samples.columns is required"));
     }
-    s.count = int(count.map(|c| small.value(c)), "samples.count", 0)? as usize;
+    s.count = int(members.count.map(|c| small.value(c)), "samples.count", 0)? as usize;
     s.per_iteration = int(
-        per_iteration.map(|c| small.value(c)),
+        members.per_iteration.map(|c| small.value(c)),
         "samples.events_per_iteration",
         0,
     )? as usize;
-    let sigs = signatures
+    let sigs = members
+        .signatures
         .map(|id| small.value(id))
         .filter(Value::is_array)
         .ok_or_else(|| bad("samples.signatures must be a list"))?;
@@ -351,7 +368,8 @@ fn parse_samples(p: &mut Parser<'_>) -> Result<Samples> {
         s.ops.push(text(sig.get("op"), &path)?.as_bytes().to_vec());
         s.signatures.push(canon::to_vec(sig));
     }
-    let res = resources
+    let res = members
+        .resources
         .map(|id| small.value(id))
         .filter(Value::is_array)
         .ok_or_else(|| bad("samples.scheduler_resources must be a list"))?;
@@ -368,9 +386,42 @@ fn parse_samples(p: &mut Parser<'_>) -> Result<Samples> {
     Ok(s)
 }
 
+/// What a report's summary sections declare, for checking against its
+/// samples.
+struct Declared {
+    /// The `metrics` section.
+    metrics: Metrics,
+    /// `by_phase` and `by_op`, rows in report order.
+    breakdowns: Vec<(&'static str, Vec<NamedSummary>)>,
+    /// The `calibration` section, when present.
+    calibration: Option<Calibration>,
+}
+
 /// The structural checks; returns the settings the report declares.
-#[allow(clippy::too_many_lines)]
+///
+/// Stages, in order (the first problem found is the error): the report's
+/// identity, its settings, its metrics, breakdowns and calibration, and
+/// when samples are embedded, everything recomputed from them.
 fn validate(r: &Report) -> Result<Settings> {
+    let source_events = check_identity(r)?;
+    let settings = declared_settings(r)?;
+    let metrics = declared_metrics(r, &settings, source_events)?;
+    let breakdowns = declared_breakdowns(r, &metrics.exposed)?;
+    let calibration = declared_calibration(r, metrics.exposed.count)?;
+    if let Some(s) = &r.samples {
+        let declared = Declared {
+            metrics,
+            breakdowns,
+            calibration,
+        };
+        check_against_samples(s, &settings, &declared)?;
+    }
+    Ok(settings)
+}
+
+/// Validation stage 1: the format, the required sections and the canary
+/// reference. Returns `canary.source_events`.
+fn check_identity(r: &Report) -> Result<u64> {
     match r.section("format").and_then(|f| f.as_str()) {
         Some(REPORT_FORMAT) => {}
         Some(other) => {
@@ -403,53 +454,16 @@ fn validate(r: &Report) -> Result<Settings> {
     let source_events = int(canary.get("source_events"), "canary.source_events", 0)? as u64;
     object(r.section("canary_summary"), "canary_summary")?;
     object(r.section("workload"), "workload")?;
+    Ok(source_events)
+}
 
+/// Validation stage 2: the settings that `simulation_model`,
+/// `replay_protocol` and `backend` declare, including the protocol hash.
+fn declared_settings(r: &Report) -> Result<Settings> {
     let model = object(r.section("simulation_model"), "simulation_model")?;
     let protocol = object(r.section("replay_protocol"), "replay_protocol")?;
-    let model_name = text(model.get("name"), "simulation_model.name")?;
-    let model_version = text(model.get("version"), "simulation_model.version")?;
-    if text(protocol.get("model_name"), "replay_protocol.model_name")? != model_name
-        || text(
-            protocol.get("model_version"),
-            "replay_protocol.model_version",
-        )? != model_version
-    {
-        return Err(bad(
-            "simulation_model does not match replay_protocol model_name/model_version",
-        ));
-    }
-    if text(
-        protocol.get("quantile_method"),
-        "replay_protocol.quantile_method",
-    )? != QUANTILE_METHOD
-    {
-        return Err(bad(format_args!(
-            "replay_protocol.quantile_method must be '{QUANTILE_METHOD}'"
-        )));
-    }
-    if text(
-        protocol.get("bandwidth_unit"),
-        "replay_protocol.bandwidth_unit",
-    )? != "Gbit/s"
-    {
-        return Err(bad("replay_protocol.bandwidth_unit must be 'Gbit/s'"));
-    }
-    let ablation_list = protocol
-        .get("ablations")
-        .filter(Value::is_array)
-        .ok_or_else(|| bad("replay_protocol.ablations must be a list"))?;
-    let names: Vec<&str> = ablation_list
-        .elements()
-        .map(|v| {
-            v.as_str()
-                .ok_or_else(|| bad("replay_protocol.ablations must list names"))
-        })
-        .collect::<Result<_>>()?;
-    let ablations = Ablations::parse(names.iter().copied())
-        .map_err(|e| bad(format_args!("replay_protocol: {e}")))?;
-    if ablations.names() != names {
-        return Err(bad("replay_protocol.ablations must be sorted and unique"));
-    }
+    check_model(model, protocol)?;
+    let ablations = declared_ablations(protocol)?;
     let seed = protocol
         .get("seed")
         .and_then(|v| v.as_i64())
@@ -487,272 +501,389 @@ fn validate(r: &Report) -> Result<Settings> {
     if text(protocol.get("sha256"), "replay_protocol.sha256")? != protocol_sha256(&settings) {
         return Err(bad("replay_protocol.sha256 does not match the protocol"));
     }
+    Ok(settings)
+}
 
-    // Metrics.
+/// Settings stage 1: the model named twice the same way, and the protocol's
+/// quantile method and bandwidth unit.
+fn check_model(model: Value<'_>, protocol: Value<'_>) -> Result<()> {
+    let model_name = text(model.get("name"), "simulation_model.name")?;
+    let model_version = text(model.get("version"), "simulation_model.version")?;
+    if text(protocol.get("model_name"), "replay_protocol.model_name")? != model_name
+        || text(
+            protocol.get("model_version"),
+            "replay_protocol.model_version",
+        )? != model_version
+    {
+        return Err(bad(
+            "simulation_model does not match replay_protocol model_name/model_version",
+        ));
+    }
+    if text(
+        protocol.get("quantile_method"),
+        "replay_protocol.quantile_method",
+    )? != QUANTILE_METHOD
+    {
+        return Err(bad(format_args!(
+            "replay_protocol.quantile_method must be '{QUANTILE_METHOD}'"
+        )));
+    }
+    if text(
+        protocol.get("bandwidth_unit"),
+        "replay_protocol.bandwidth_unit",
+    )? != "Gbit/s"
+    {
+        return Err(bad("replay_protocol.bandwidth_unit must be 'Gbit/s'"));
+    }
+    Ok(())
+}
+
+/// Settings stage 2: the protocol's ablations, known, sorted and unique.
+fn declared_ablations(protocol: Value<'_>) -> Result<Ablations> {
+    let ablation_list = protocol
+        .get("ablations")
+        .filter(Value::is_array)
+        .ok_or_else(|| bad("replay_protocol.ablations must be a list"))?;
+    let names: Vec<&str> = ablation_list
+        .elements()
+        .map(|v| {
+            v.as_str()
+                .ok_or_else(|| bad("replay_protocol.ablations must list names"))
+        })
+        .collect::<Result<_>>()?;
+    let ablations = Ablations::parse(names.iter().copied())
+        .map_err(|e| bad(format_args!("replay_protocol: {e}")))?;
+    if ablations.names() != names {
+        return Err(bad("replay_protocol.ablations must be sorted and unique"));
+    }
+    Ok(ablations)
+}
+
+/// Validation stage 3: the `metrics` section, internally consistent and
+/// counting `source_events` × iterations events.
+fn declared_metrics(r: &Report, settings: &Settings, source_events: u64) -> Result<Metrics> {
     let m = object(r.section("metrics"), "metrics")?;
-    let metrics_summary = summary(m, "metrics")?;
+    let exposed = summary(m, "metrics")?;
     let mf = |k: &str| num(m.get(k), &format!("metrics.{k}"));
+    let declared = Metrics {
+        exposed,
+        arrival_skew_median_us: mf("arrival_skew_median_us")?,
+        arrival_skew_p95_us: mf("arrival_skew_p95_us")?,
+        arrival_skew_max_us: mf("arrival_skew_max_us")?,
+        avg_rank_wait_median_us: mf("avg_rank_wait_median_us")?,
+        communication_hidden_pct: mf("communication_hidden_pct")?,
+    };
     let (skew_median, skew_p95, skew_max) = (
-        mf("arrival_skew_median_us")?,
-        mf("arrival_skew_p95_us")?,
-        mf("arrival_skew_max_us")?,
+        declared.arrival_skew_median_us,
+        declared.arrival_skew_p95_us,
+        declared.arrival_skew_max_us,
     );
-    let wait_median = mf("avg_rank_wait_median_us")?;
-    let hidden_pct = mf("communication_hidden_pct")?;
-    if !(0.0..=100.0).contains(&hidden_pct) {
+    if !(0.0..=100.0).contains(&declared.communication_hidden_pct) {
         return Err(bad(
             "metrics.communication_hidden_pct must be between 0 and 100",
         ));
     }
-    if !(0.0 <= skew_median && skew_median <= skew_p95 && skew_p95 <= skew_max) || wait_median < 0.0
+    if !(0.0 <= skew_median && skew_median <= skew_p95 && skew_p95 <= skew_max)
+        || declared.avg_rank_wait_median_us < 0.0
     {
         return Err(bad(
             "metrics arrival skew statistics must satisfy 0 <= median <= p95 <= max",
         ));
     }
     let expected_count = source_events.saturating_mul(settings.iterations.into());
-    if metrics_summary.count != expected_count {
+    if declared.exposed.count != expected_count {
         return Err(bad(format_args!(
             "metrics.count={} must equal canary.source_events x iterations ({expected_count})",
-            metrics_summary.count
+            declared.exposed.count
         )));
     }
+    Ok(declared)
+}
 
-    // Breakdowns.
-    let mut breakdowns: Vec<(&str, Vec<NamedSummary>)> = Vec::new();
-    for section in ["by_phase", "by_op"] {
-        let rows = r
-            .section(section)
-            .filter(Value::is_array)
-            .ok_or_else(|| bad(format_args!("section '{section}' must be a list")))?;
-        let mut parsed: Vec<NamedSummary> = Vec::new();
-        for (i, row) in rows.elements().enumerate() {
-            let name = row
-                .get("name")
-                .and_then(|v| v.as_wtf8())
-                .filter(|n| !n.is_empty())
-                .ok_or_else(|| {
-                    bad(format_args!(
-                        "{section} row {i} name must be a non-empty string"
-                    ))
-                })?;
-            let label = format!("{section} row '{}'", String::from_utf8_lossy(name));
-            let s = summary(row, &label)?;
-            if s.count == 0 {
-                return Err(bad(format_args!("{label} count must be positive")));
-            }
-            if parsed.iter().any(|(n, _)| n == name) {
-                return Err(bad(format_args!("{label} appears twice")));
-            }
-            parsed.push((name.to_vec(), s));
+/// Validation stage 4: `by_phase` then `by_op`, each adding up to `metrics`.
+fn declared_breakdowns(
+    r: &Report,
+    metrics: &Summary,
+) -> Result<Vec<(&'static str, Vec<NamedSummary>)>> {
+    ["by_phase", "by_op"]
+        .into_iter()
+        .map(|section| Ok((section, declared_breakdown(r, section, metrics)?)))
+        .collect()
+}
+
+/// One breakdown section: named, valid, unique rows whose counts, means and
+/// maxima add up to `metrics`.
+fn declared_breakdown(r: &Report, section: &str, metrics: &Summary) -> Result<Vec<NamedSummary>> {
+    let rows = r
+        .section(section)
+        .filter(Value::is_array)
+        .ok_or_else(|| bad(format_args!("section '{section}' must be a list")))?;
+    let mut parsed: Vec<NamedSummary> = Vec::new();
+    for (i, row) in rows.elements().enumerate() {
+        let name = row
+            .get("name")
+            .and_then(|v| v.as_wtf8())
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                bad(format_args!(
+                    "{section} row {i} name must be a non-empty string"
+                ))
+            })?;
+        let label = format!("{section} row '{}'", String::from_utf8_lossy(name));
+        let s = summary(row, &label)?;
+        if s.count == 0 {
+            return Err(bad(format_args!("{label} count must be positive")));
         }
-        let total: u64 = parsed.iter().map(|(_, s)| s.count).sum();
-        if total != metrics_summary.count {
+        if parsed.iter().any(|(n, _)| n == name) {
+            return Err(bad(format_args!("{label} appears twice")));
+        }
+        parsed.push((name.to_vec(), s));
+    }
+    let total: u64 = parsed.iter().map(|(_, s)| s.count).sum();
+    if total != metrics.count {
+        return Err(bad(format_args!(
+            "{section} counts do not add up to metrics.count"
+        )));
+    }
+    if !parsed.is_empty() {
+        let weighted = parsed
+            .iter()
+            .map(|(_, s)| s.mean_us * s.count as f64)
+            .sum::<f64>()
+            / total as f64;
+        if (weighted - metrics.mean_us).abs() > 0.0021 {
             return Err(bad(format_args!(
-                "{section} counts do not add up to metrics.count"
+                "{section} row means do not add up to metrics.mean_us"
             )));
         }
-        if !parsed.is_empty() {
-            let weighted = parsed
-                .iter()
-                .map(|(_, s)| s.mean_us * s.count as f64)
-                .sum::<f64>()
-                / total as f64;
-            if (weighted - metrics_summary.mean_us).abs() > 0.0021 {
-                return Err(bad(format_args!(
-                    "{section} row means do not add up to metrics.mean_us"
-                )));
-            }
-            let max = parsed.iter().map(|(_, s)| s.max_us).fold(0.0f64, f64::max);
-            if (max - metrics_summary.max_us).abs() > 0.0011 {
-                return Err(bad(format_args!(
-                    "{section} row maxima do not match metrics.max_us"
-                )));
-            }
+        let max = parsed.iter().map(|(_, s)| s.max_us).fold(0.0f64, f64::max);
+        if (max - metrics.max_us).abs() > 0.0011 {
+            return Err(bad(format_args!(
+                "{section} row maxima do not match metrics.max_us"
+            )));
         }
-        breakdowns.push((section, parsed));
     }
+    Ok(parsed)
+}
 
-    // Calibration.
-    let declared_calibration = match r.section("calibration") {
-        None => None,
-        Some(c) => {
-            let c = object(Some(c), "calibration")?;
-            if c.get("signal").and_then(|v| v.as_str()) != Some("observed_exposed_us") {
-                return Err(bad("calibration.signal must be 'observed_exposed_us'"));
-            }
-            let cf = |k: &str| num(c.get(k), &format!("calibration.{k}"));
-            let cal = Calibration {
-                count: int(c.get("count"), "calibration.count", 1)? as u64,
-                mean_absolute_error_us: cf("mean_absolute_error_us")?,
-                median_absolute_error_us: cf("median_absolute_error_us")?,
-                p95_absolute_error_us: cf("p95_absolute_error_us")?,
-                max_absolute_error_us: cf("max_absolute_error_us")?,
-                mean_bias_us: cf("mean_bias_us")?,
-                mean_absolute_percentage_error_pct: cf("mean_absolute_percentage_error_pct")?,
-                percentage_count: int(c.get("percentage_count"), "calibration.percentage_count", 0)?
-                    as u64,
-            };
-            if cal.percentage_count > cal.count || cal.count != metrics_summary.count {
-                return Err(bad("calibration counts do not match metrics.count"));
-            }
-            if !(0.0 <= cal.median_absolute_error_us
-                && cal.median_absolute_error_us <= cal.p95_absolute_error_us
-                && cal.p95_absolute_error_us <= cal.max_absolute_error_us)
-                || cal.mean_absolute_error_us < 0.0
-            {
-                return Err(bad(
-                    "calibration errors must satisfy 0 <= median <= p95 <= max",
-                ));
-            }
-            Some(cal)
-        }
+/// Validation stage 5: the optional `calibration` section, ordered and
+/// counting `count` samples.
+fn declared_calibration(r: &Report, count: u64) -> Result<Option<Calibration>> {
+    let Some(c) = r.section("calibration") else {
+        return Ok(None);
     };
+    let c = object(Some(c), "calibration")?;
+    if c.get("signal").and_then(|v| v.as_str()) != Some("observed_exposed_us") {
+        return Err(bad("calibration.signal must be 'observed_exposed_us'"));
+    }
+    let cf = |k: &str| num(c.get(k), &format!("calibration.{k}"));
+    let cal = Calibration {
+        count: int(c.get("count"), "calibration.count", 1)? as u64,
+        mean_absolute_error_us: cf("mean_absolute_error_us")?,
+        median_absolute_error_us: cf("median_absolute_error_us")?,
+        p95_absolute_error_us: cf("p95_absolute_error_us")?,
+        max_absolute_error_us: cf("max_absolute_error_us")?,
+        mean_bias_us: cf("mean_bias_us")?,
+        mean_absolute_percentage_error_pct: cf("mean_absolute_percentage_error_pct")?,
+        percentage_count: int(c.get("percentage_count"), "calibration.percentage_count", 0)? as u64,
+    };
+    if cal.percentage_count > cal.count || cal.count != count {
+        return Err(bad("calibration counts do not match metrics.count"));
+    }
+    if !(0.0 <= cal.median_absolute_error_us
+        && cal.median_absolute_error_us <= cal.p95_absolute_error_us
+        && cal.p95_absolute_error_us <= cal.max_absolute_error_us)
+        || cal.mean_absolute_error_us < 0.0
+    {
+        return Err(bad(
+            "calibration errors must satisfy 0 <= median <= p95 <= max",
+        ));
+    }
+    Ok(Some(cal))
+}
 
-    // Samples: reconcile each one, then recompute everything from them.
-    if let Some(s) = &r.samples {
-        reconcile_samples(s, &settings, metrics_summary.count)?;
-        let col = |n: &str| s.column(n).expect("checked by reconcile_samples");
-        let exposed = col("exposed_us");
-        let recomputed = metrics(
-            exposed,
-            col("arrival_skew_us"),
-            col("avg_rank_wait_us"),
-            col("hidden_us"),
-            col("total_us"),
-        );
-        let e = &recomputed.exposed;
-        let close = |a: f64, b: f64, tol: f64| (a - b).abs() <= tol;
-        for (field, got, want) in [
-            ("median_us", metrics_summary.median_us, e.median_us),
-            ("p95_us", metrics_summary.p95_us, e.p95_us),
-            ("p99_us", metrics_summary.p99_us, e.p99_us),
-            ("max_us", metrics_summary.max_us, e.max_us),
-            ("mean_us", metrics_summary.mean_us, e.mean_us),
-            (
-                "arrival_skew_median_us",
-                skew_median,
-                recomputed.arrival_skew_median_us,
-            ),
-            (
-                "arrival_skew_p95_us",
-                skew_p95,
-                recomputed.arrival_skew_p95_us,
-            ),
-            (
-                "arrival_skew_max_us",
-                skew_max,
-                recomputed.arrival_skew_max_us,
-            ),
-            (
-                "avg_rank_wait_median_us",
-                wait_median,
-                recomputed.avg_rank_wait_median_us,
-            ),
-        ] {
-            if !close(got, want, 0.0021) {
+/// Whether `a` and `b` are within `tol`.
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol
+}
+
+/// Validation stage 6: reconciles each sample, then recomputes every
+/// metric, breakdown row and calibration figure from the samples.
+fn check_against_samples(s: &Samples, settings: &Settings, declared: &Declared) -> Result<()> {
+    reconcile_samples(s, settings, declared.metrics.exposed.count)?;
+    let col = |n: &str| s.column(n).expect("checked by reconcile_samples");
+    let exposed = col("exposed_us");
+    let recomputed = metrics(
+        exposed,
+        col("arrival_skew_us"),
+        col("avg_rank_wait_us"),
+        col("hidden_us"),
+        col("total_us"),
+    );
+    check_metrics_match(&declared.metrics, &recomputed)?;
+    check_breakdowns_match(s, exposed, &declared.breakdowns)?;
+    check_calibration_match(s, exposed, declared.calibration.as_ref())
+}
+
+/// Samples check: the declared metrics equal the recomputed ones.
+fn check_metrics_match(declared: &Metrics, recomputed: &Metrics) -> Result<()> {
+    let (d, e) = (&declared.exposed, &recomputed.exposed);
+    for (field, got, want) in [
+        ("median_us", d.median_us, e.median_us),
+        ("p95_us", d.p95_us, e.p95_us),
+        ("p99_us", d.p99_us, e.p99_us),
+        ("max_us", d.max_us, e.max_us),
+        ("mean_us", d.mean_us, e.mean_us),
+        (
+            "arrival_skew_median_us",
+            declared.arrival_skew_median_us,
+            recomputed.arrival_skew_median_us,
+        ),
+        (
+            "arrival_skew_p95_us",
+            declared.arrival_skew_p95_us,
+            recomputed.arrival_skew_p95_us,
+        ),
+        (
+            "arrival_skew_max_us",
+            declared.arrival_skew_max_us,
+            recomputed.arrival_skew_max_us,
+        ),
+        (
+            "avg_rank_wait_median_us",
+            declared.avg_rank_wait_median_us,
+            recomputed.avg_rank_wait_median_us,
+        ),
+    ] {
+        if !close(got, want, 0.0021) {
+            return Err(bad(format_args!(
+                "metrics.{field} does not match included samples"
+            )));
+        }
+    }
+    if !close(
+        declared.communication_hidden_pct,
+        recomputed.communication_hidden_pct,
+        0.02,
+    ) {
+        return Err(bad(
+            "metrics.communication_hidden_pct does not match included samples",
+        ));
+    }
+    Ok(())
+}
+
+/// Samples check: each breakdown's rows recompute from the samples.
+fn check_breakdowns_match(
+    s: &Samples,
+    exposed: &[f64],
+    breakdowns: &[(&'static str, Vec<NamedSummary>)],
+) -> Result<()> {
+    for (section, rows) in breakdowns {
+        let names = if *section == "by_phase" {
+            &s.phases
+        } else {
+            &s.ops
+        };
+        let fresh = breakdown(exposed, |i| names[s.signature[i] as usize].as_slice());
+        if fresh.len() != rows.len()
+            || fresh
+                .iter()
+                .zip(rows.iter())
+                .any(|(f, (n, _))| &f.name != n)
+        {
+            return Err(bad(format_args!(
+                "{section} row names do not match samples"
+            )));
+        }
+        for (f, (name, declared)) in fresh.iter().zip(rows.iter()) {
+            let label = String::from_utf8_lossy(name);
+            if f.summary.count != declared.count {
                 return Err(bad(format_args!(
-                    "metrics.{field} does not match included samples"
+                    "{section} row '{label}' count does not match samples"
                 )));
             }
-        }
-        if !close(hidden_pct, recomputed.communication_hidden_pct, 0.02) {
-            return Err(bad(
-                "metrics.communication_hidden_pct does not match included samples",
-            ));
-        }
-        for (section, rows) in &breakdowns {
-            let names = if *section == "by_phase" {
-                &s.phases
-            } else {
-                &s.ops
-            };
-            let fresh = breakdown(exposed, |i| names[s.signature[i] as usize].as_slice());
-            if fresh.len() != rows.len()
-                || fresh
-                    .iter()
-                    .zip(rows.iter())
-                    .any(|(f, (n, _))| &f.name != n)
-            {
-                return Err(bad(format_args!(
-                    "{section} row names do not match samples"
-                )));
-            }
-            for (f, (name, declared)) in fresh.iter().zip(rows.iter()) {
-                let label = String::from_utf8_lossy(name);
-                if f.summary.count != declared.count {
+            for (field, got, want) in [
+                ("median_us", declared.median_us, f.summary.median_us),
+                ("p95_us", declared.p95_us, f.summary.p95_us),
+                ("p99_us", declared.p99_us, f.summary.p99_us),
+                ("max_us", declared.max_us, f.summary.max_us),
+                ("mean_us", declared.mean_us, f.summary.mean_us),
+            ] {
+                if !close(got, want, 0.0021) {
                     return Err(bad(format_args!(
-                        "{section} row '{label}' count does not match samples"
+                        "{section} row '{label}' {field} does not match samples"
                     )));
                 }
-                for (field, got, want) in [
-                    ("median_us", declared.median_us, f.summary.median_us),
-                    ("p95_us", declared.p95_us, f.summary.p95_us),
-                    ("p99_us", declared.p99_us, f.summary.p99_us),
-                    ("max_us", declared.max_us, f.summary.max_us),
-                    ("mean_us", declared.mean_us, f.summary.mean_us),
-                ] {
-                    if !close(got, want, 0.0021) {
-                        return Err(bad(format_args!(
-                            "{section} row '{label}' {field} does not match samples"
-                        )));
-                    }
-                }
-            }
-        }
-        match (&declared_calibration, s.column("observed_exposed_us")) {
-            (None, None) => {}
-            (Some(declared), Some(observed)) => {
-                let fresh = calibration(exposed, observed);
-                for (field, got, want) in [
-                    (
-                        "mean_absolute_error_us",
-                        declared.mean_absolute_error_us,
-                        fresh.mean_absolute_error_us,
-                    ),
-                    (
-                        "median_absolute_error_us",
-                        declared.median_absolute_error_us,
-                        fresh.median_absolute_error_us,
-                    ),
-                    (
-                        "p95_absolute_error_us",
-                        declared.p95_absolute_error_us,
-                        fresh.p95_absolute_error_us,
-                    ),
-                    (
-                        "max_absolute_error_us",
-                        declared.max_absolute_error_us,
-                        fresh.max_absolute_error_us,
-                    ),
-                    ("mean_bias_us", declared.mean_bias_us, fresh.mean_bias_us),
-                ] {
-                    if !close(got, want, 0.01) {
-                        return Err(bad(format_args!(
-                            "calibration.{field} does not match samples"
-                        )));
-                    }
-                }
-                if declared.count != fresh.count
-                    || declared.percentage_count != fresh.percentage_count
-                {
-                    return Err(bad("calibration counts do not match samples"));
-                }
-            }
-            _ => {
-                return Err(bad(
-                    "calibration and observed samples must be present together",
-                ));
             }
         }
     }
-    Ok(settings)
+    Ok(())
+}
+
+/// Samples check: a declared calibration recomputes from the observed
+/// column, and exactly one of them being present is an error.
+fn check_calibration_match(
+    s: &Samples,
+    exposed: &[f64],
+    declared: Option<&Calibration>,
+) -> Result<()> {
+    match (declared, s.column("observed_exposed_us")) {
+        (None, None) => Ok(()),
+        (Some(declared), Some(observed)) => {
+            let fresh = calibration(exposed, observed);
+            for (field, got, want) in [
+                (
+                    "mean_absolute_error_us",
+                    declared.mean_absolute_error_us,
+                    fresh.mean_absolute_error_us,
+                ),
+                (
+                    "median_absolute_error_us",
+                    declared.median_absolute_error_us,
+                    fresh.median_absolute_error_us,
+                ),
+                (
+                    "p95_absolute_error_us",
+                    declared.p95_absolute_error_us,
+                    fresh.p95_absolute_error_us,
+                ),
+                (
+                    "max_absolute_error_us",
+                    declared.max_absolute_error_us,
+                    fresh.max_absolute_error_us,
+                ),
+                ("mean_bias_us", declared.mean_bias_us, fresh.mean_bias_us),
+            ] {
+                if !close(got, want, 0.01) {
+                    return Err(bad(format_args!(
+                        "calibration.{field} does not match samples"
+                    )));
+                }
+            }
+            if declared.count != fresh.count || declared.percentage_count != fresh.percentage_count
+            {
+                return Err(bad("calibration counts do not match samples"));
+            }
+            Ok(())
+        }
+        _ => Err(bad(
+            "calibration and observed samples must be present together",
+        )),
+    }
 }
 
 /// Per-sample consistency with the scheduling equations (tolerance 0.0051
-/// on rounded values).
+/// on rounded values): first the columns' shapes, then each sample.
 fn reconcile_samples(s: &Samples, settings: &Settings, count: u64) -> Result<()> {
-    const TOL: f64 = 0.0051;
+    check_sample_shapes(s, count)?;
+    check_sample_equations(s, settings.overlap_efficiency)
+}
+
+/// Reconciliation stage 1: `count` samples, every required column (and no
+/// unknown one) with one value per sample, valid signature indices, and
+/// whole iterations.
+fn check_sample_shapes(s: &Samples, count: u64) -> Result<()> {
     let required = super::SAMPLE_FLOAT_COLUMNS;
     let n = s.count;
     if n as u64 != count {
@@ -794,6 +925,15 @@ fn reconcile_samples(s: &Samples, settings: &Settings, count: u64) -> Result<()>
             "samples.events_per_iteration does not divide samples.count",
         ));
     }
+    Ok(())
+}
+
+/// Reconciliation stage 2: each sample against the scheduling equations,
+/// with the previous completion tracked per (iteration, resource) and hidden
+/// time bounded by `eta` (the backend's overlap efficiency).
+fn check_sample_equations(s: &Samples, eta: f64) -> Result<()> {
+    const TOL: f64 = 0.0051;
+    let n = s.count;
     let c = |name: &str| s.column(name).expect("checked above");
     let (skew, wait, start, collective) = (
         c("arrival_skew_us"),
@@ -818,7 +958,6 @@ fn reconcile_samples(s: &Samples, settings: &Settings, count: u64) -> Result<()>
         .map(|(i, r)| *first_of.entry(r.as_str()).or_insert(i))
         .collect();
     let mut previous = vec![f64::NEG_INFINITY; s.resources.len()];
-    let eta = settings.overlap_efficiency;
     for i in 0..n {
         if s.per_iteration > 0 && i % s.per_iteration == 0 {
             previous.iter_mut().for_each(|p| *p = f64::NEG_INFINITY);
