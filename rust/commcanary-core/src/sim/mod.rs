@@ -302,29 +302,30 @@ fn pending_occurrences(program: &Program, ablate: Ablations, occurrences: usize)
     pending
 }
 
-/// Occurrences per parallel work item of [`static_quantities`].
-const STATIC_CHUNK: usize = 8192;
+/// Fewest occurrences worth computing in parallel, and the smallest piece a
+/// worker takes.
+const PARALLEL_MIN: usize = 20_000;
+const PIECE_MIN: usize = 4096;
 
 /// Stage 2: the iteration-independent quantities of every occurrence
 /// (offsets, skew, wait, pressure, base latency, identity hash), computed in
-/// parallel chunks and collected in order.
+/// parallel pieces and collected in order.
 fn static_quantities(program: &Program, settings: &Settings, pending: &[Pending]) -> Vec<Static> {
     let templates: Vec<IdentityTemplate> =
         program.signatures.iter().map(identity_template).collect();
-    let chunk = |part: &[Pending]| -> Vec<Static> {
-        let mut scratch = StaticScratch::default();
-        part.iter()
-            .map(|p| static_of(program, settings, &templates, p, &mut scratch))
-            .collect()
+    let one = |scratch: &mut StaticScratch, p: &Pending| {
+        static_of(program, settings, &templates, p, scratch)
     };
-    if pending.len() < 2 * STATIC_CHUNK {
-        return chunk(pending);
+    if pending.len() < PARALLEL_MIN {
+        let mut scratch = StaticScratch::default();
+        return pending.iter().map(|p| one(&mut scratch, p)).collect();
     }
-    let parts: Vec<Vec<Static>> = pending.par_chunks(STATIC_CHUNK).map(chunk).collect();
     let mut out = Vec::with_capacity(pending.len());
-    for part in parts {
-        out.extend(part);
-    }
+    pending
+        .par_iter()
+        .with_min_len(PIECE_MIN)
+        .map_init(StaticScratch::default, one)
+        .collect_into_vec(&mut out);
     out
 }
 
