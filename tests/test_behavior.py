@@ -577,3 +577,31 @@ def test_capture_uncertainty_downgrades_to_unverified(tmp_path: Path) -> None:
     assert result.exit_code == 3
     assert "no behaviorally verified canary" in result.stderr and "uncertain" in result.stderr
     assert not (tmp_path / "s.json").exists()
+
+
+def test_search_reports_progress_after_each_candidate() -> None:
+    import commcanary
+
+    seen: list[tuple[int, int]] = []
+    found = commcanary.search_behavior(
+        str(LONG), min_limit=2, max_limit=5, progress=lambda done, planned: seen.append((done, planned))
+    )
+    assert len(seen) == found.summary["candidates"]
+    assert seen[0] == (1, 4)
+    assert [d for d, _ in seen] == list(range(1, len(seen) + 1))
+    assert all(d <= p for d, p in seen)
+
+
+def test_an_error_raised_by_progress_stops_the_search() -> None:
+    import commcanary
+
+    calls: list[int] = []
+
+    def stop_at_three(done: int, planned: int) -> None:
+        calls.append(done)
+        if done == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        commcanary.search_behavior(str(LONG), min_limit=2, max_limit=40, progress=stop_at_three)
+    assert calls == [1, 2, 3]

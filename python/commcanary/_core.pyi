@@ -3,6 +3,7 @@
 The extension raises the exception classes of :mod:`commcanary.errors`.
 """
 
+from collections.abc import Callable
 from typing import Any, Final, final
 
 import numpy as np
@@ -195,6 +196,7 @@ def behavior_search(
     budgets: list[tuple[str, float]] | None = None,
     lossless_timing: bool = False,
     sequence_motifs: bool = True,
+    progress: Callable[[int, int], object] | None = None,
 ) -> tuple[CompiledCanary, dict[str, Any], bytes]: ...
 def check_canary(path: str, *, data: bytes | None = None) -> int: ...
 def read_input_file(path: str) -> bytes: ...

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -421,11 +421,14 @@ def search(
     budgets: Mapping[str, float] | None = None,
     lossless_timing: bool = False,
     sequence_motifs: bool = True,
+    progress: Callable[[int, int], object] | None = None,
 ) -> SearchResult:
     """Find the smallest canary of ``trace`` that is behaviourally verified.
 
     Every limit in ``min_limit..=max_limit`` is tried, then lower limits group by
-    group. Raises :class:`BudgetError` when no candidate verifies.
+    group. Raises :class:`BudgetError` when no candidate verifies. ``progress``,
+    when given, is called as ``progress(done, planned)`` after each candidate
+    (``planned`` grows once, when per-group refinement is planned).
     """
     from commcanary.compiler import Canary, compile
 
@@ -449,6 +452,7 @@ def search(
         budgets=sorted((budgets or {}).items()),
         lossless_timing=lossless_timing,
         sequence_motifs=sequence_motifs,
+        progress=progress,
     )
     candidate = Canary(selected)
     candidate_bytes = candidate.to_bytes()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -55,13 +55,24 @@ def behavior_lines(result: Mapping[str, Any]) -> list[str]:
 
 
 @contextmanager
-def progress(message: str) -> Iterator[None]:
-    """A spinner with ``message`` on stderr while the block runs, only when
-    stderr is a terminal; stdout is never touched."""
+def progress(message: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar with ``message`` on stderr while the block runs, only when
+    stderr is a terminal; stdout is never touched.
+
+    Yields ``update(done, total)`` for the work to call (``None`` off a
+    terminal); until it is first called the bar shows activity without a total.
+    """
     if not sys.stderr.isatty():
-        yield
+        yield None
         return
     from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Console(stderr=True).status(message):
-        yield
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(file=sys.stderr), transient=True) as bar:
+        task = bar.add_task(message, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update

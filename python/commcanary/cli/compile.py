@@ -261,8 +261,10 @@ def _compile_with_search(
     announce = f"behavior search: evaluating up to {count} uniform candidates plus per-group refinement"
     typer.echo(announce, err=True)
     search_options = {k: v for k, v in options.items() if k != "timing_sample_limit"}
-    with progress("behavior search: compiling and verifying candidates"):
-        result = search(str(trace), min_limit=min_limit, max_limit=max_limit, **search_options)
+    with progress("behavior search: candidates") as update:
+        result = search(
+            str(trace), min_limit=min_limit, max_limit=max_limit, progress=update, **search_options
+        )
     write_bytes_atomic(evidence_path, result.evidence_bytes)
     try:
         result.canary.write(output)

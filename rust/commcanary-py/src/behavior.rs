@@ -9,7 +9,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use commcanary_core::behavior::search::{SearchOptions, search};
+use std::sync::Mutex;
+
+use commcanary_core::behavior::search::{SearchOptions, search_with_progress};
 use commcanary_core::behavior::{
     Configuration, Run, Tolerances, checked_configurations, evaluate, reference_program, runs,
 };
@@ -158,7 +160,7 @@ pub fn evaluate_behavior<'py>(
 /// JSON)`; the options dict has `timing_sample_limit` and
 /// `timing_sample_limits_by_group` (list of pairs).
 #[pyfunction]
-#[pyo3(signature = (trace, reference, *, min_limit, max_limit, tolerances, max_events=None, budgets=None, lossless_timing=false, sequence_motifs=true))]
+#[pyo3(signature = (trace, reference, *, min_limit, max_limit, tolerances, max_events=None, budgets=None, lossless_timing=false, sequence_motifs=true, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn behavior_search<'py>(
     py: Python<'py>,
@@ -171,6 +173,7 @@ pub fn behavior_search<'py>(
     budgets: Option<Vec<(String, f64)>>,
     lossless_timing: bool,
     sequence_motifs: bool,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<(PyCompiled, Bound<'py, PyDict>, Bound<'py, PyBytes>)> {
     let options = detached(py, None, || {
         let compile = compile_options(
@@ -187,9 +190,28 @@ pub fn behavior_search<'py>(
     let inner = Arc::clone(&trace.inner);
     let configs = Arc::clone(&reference.configurations);
     let source = Arc::clone(&reference.runs);
-    let outcome = detached(py, Some(&trace.source), move || {
-        search(&inner, &source, &configs, &options)
-    })?;
+    // The callback runs with the interpreter re-acquired; an error it raises
+    // (an interrupt, say) stops the search and is what the caller gets.
+    let raised: Mutex<Option<PyErr>> = Mutex::new(None);
+    let tell = |done: u64, planned: u64| {
+        let Some(callback) = &progress else {
+            return true;
+        };
+        Python::attach(|py| match callback.call1(py, (done, planned)) {
+            Ok(_) => true,
+            Err(e) => {
+                raised.lock().expect("not poisoned").get_or_insert(e);
+                false
+            }
+        })
+    };
+    let outcome = detached(py, Some(&trace.source), || {
+        search_with_progress(&inner, &source, &configs, &options, Some(&tell))
+    });
+    if let Some(e) = raised.into_inner().expect("not poisoned") {
+        return Err(e);
+    }
+    let outcome = outcome?;
     let selected = PyDict::new(py);
     let chosen = &outcome.selected_options;
     selected.set_item("timing_sample_limit", chosen.timing_sample_limit)?;

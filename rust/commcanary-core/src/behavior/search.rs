@@ -149,7 +149,15 @@ struct Searcher<'a> {
     options: &'a SearchOptions,
     cache: HashMap<String, Verdict>,
     compiled: u64,
+    /// Candidates planned so far (the uniform stage, then refinement).
+    planned: u64,
+    progress: Option<Progress<'a>>,
 }
+
+/// Told `(candidates done, candidates planned so far)` after each candidate;
+/// the planned count grows once, when refinement is planned. Returning
+/// `false` stops the search (it then fails with "behavior search stopped").
+pub type Progress<'a> = &'a (dyn Fn(u64, u64) -> bool + Sync);
 
 impl Searcher<'_> {
     fn verdict(&self, evaluation: &Evaluation, compiled: &Compiled) -> Verdict {
@@ -220,7 +228,24 @@ impl Searcher<'_> {
             .clone_from(&limits_by_group);
         options.compiler_members.clear();
         self.compiled += 1;
-        let compiled = match compile(self.trace, &options) {
+        let outcome = self.compile_and_check(limit, limits_by_group, group, &options);
+        if let Some(progress) = self.progress
+            && !progress(self.compiled, self.planned)
+        {
+            return Err(Error::invalid("behavior search stopped"));
+        }
+        outcome
+    }
+
+    /// Compiles one candidate with `options` and checks its behaviour.
+    fn compile_and_check(
+        &mut self,
+        limit: usize,
+        limits_by_group: Vec<(usize, usize)>,
+        group: Option<usize>,
+        options: &CompileOptions,
+    ) -> Result<(Row, Option<Compiled>)> {
+        let compiled = match compile(self.trace, options) {
             Ok(c) => c,
             Err(e) if e.kind() == ErrorKind::Budget => {
                 let row = Row {
@@ -303,6 +328,20 @@ pub fn search(
     configurations: &[Configuration],
     options: &SearchOptions,
 ) -> Result<SearchOutcome> {
+    search_with_progress(trace, source_runs, configurations, options, None)
+}
+
+/// [`search`], telling `progress` after each candidate.
+///
+/// # Errors
+/// As [`search`].
+pub fn search_with_progress(
+    trace: &Trace,
+    source_runs: &[Run],
+    configurations: &[Configuration],
+    options: &SearchOptions,
+    progress: Option<Progress<'_>>,
+) -> Result<SearchOutcome> {
     let uniform_count = check_range(options)?;
     let mut searcher = Searcher {
         trace,
@@ -311,6 +350,8 @@ pub fn search(
         options,
         cache: HashMap::new(),
         compiled: 0,
+        planned: uniform_count as u64,
+        progress,
     };
     let (uniform, best) = searcher.uniform_stage()?;
     let Some((uniform_winner, key, compiled)) = best else {
@@ -477,6 +518,7 @@ impl Searcher<'_> {
         if refinement.skip_reason.is_some() {
             return Ok(refinement);
         }
+        self.planned += planned as u64;
         for (g, &size) in sizes.iter().enumerate() {
             let top = (size as usize).min(selection.current[g]);
             if let Some((index, key, c)) =
@@ -784,6 +826,36 @@ mod tests {
         let ledger = String::from_utf8(outcome.ledger).unwrap();
         assert_eq!(ledger.matches(r#""decision":"selected""#).count(), 1);
         assert!(ledger.contains(r#""status":"skipped""#));
+    }
+
+    #[test]
+    fn progress_is_told_after_each_candidate() {
+        let trace = load_bytes(LONG, &LoadOptions::default()).unwrap();
+        let configs = default_configurations();
+        let source = runs(&reference_program(&trace).unwrap(), &configs).unwrap();
+        let options = SearchOptions {
+            min_limit: 2,
+            max_limit: 6,
+            compile: CompileOptions::default(),
+            tolerances: Tolerances::default(),
+        };
+        let seen = std::sync::Mutex::new(Vec::new());
+        let tell = |done: u64, planned: u64| {
+            seen.lock().unwrap().push((done, planned));
+            true
+        };
+        let outcome =
+            search_with_progress(&trace, &source, &configs, &options, Some(&tell)).unwrap();
+        let seen = seen.into_inner().unwrap();
+        assert_eq!(seen.len() as u64, outcome.candidate_count);
+        assert_eq!(seen[0], (1, 5));
+        assert!(seen.iter().all(|&(done, planned)| done <= planned));
+        assert!(seen.windows(2).all(|w| w[1].0 == w[0].0 + 1));
+        let quiet = search(&trace, &source, &configs, &options).unwrap();
+        assert_eq!(quiet.ledger, outcome.ledger);
+        let stop = |done: u64, _: u64| done < 2;
+        let e = search_with_progress(&trace, &source, &configs, &options, Some(&stop)).unwrap_err();
+        assert_eq!(e.message(), "behavior search stopped");
     }
 
     #[test]
