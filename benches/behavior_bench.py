@@ -4,7 +4,7 @@
 Times, with the installed CLI:
 
 * ``compile --behavior-search`` (limits 2..128) on the walkthrough's 56-event
-  example and on generated traces (``gen_trace.py``) of the ``--search-sizes``;
+  example and on generated traces (``--generator``, by default ``examples/make_synthetic_trace.py``) of the ``--search-sizes``;
 * ``verify-behavior`` of a plain compile against its trace for the
   ``--verify-sizes``.
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Whole-command benchmark of ``commcanary compile`` on generated traces.
 
-Generates traces with the project's reference generator (``gen_trace.py N OUT
---seed S``, looked up in ``../shared/bench/`` or given with ``--generator``),
-then runs the installed CLI several times per size and prints a table: median
+Generates traces with a generator called as ``GENERATOR N OUT --seed S``
+(``--generator PATH``; by default ``examples/make_synthetic_trace.py``, the
+tensor-parallel decode shape of the bundled example), then runs the installed CLI several times per size and prints a table: median
 and best wall seconds, peak RSS of the command, events per second, canary
 events and byte ratio. It also times ``commcanary --help`` and the floor of a
 compile: reading + validating the trace in Rust plus SHA-256 of its bytes.
@@ -33,11 +33,11 @@ ROOT = HERE.parent
 
 
 def find_generator(explicit: str | None) -> Path:
-    candidates = [Path(explicit)] if explicit else [ROOT.parent / "shared" / "bench" / "gen_trace.py"]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    sys.exit("gen_trace.py not found; pass --generator PATH")
+    """The trace generator: ``--generator PATH``, else the bundled example generator."""
+    candidate = Path(explicit) if explicit else ROOT / "examples" / "make_synthetic_trace.py"
+    if not candidate.is_file():
+        sys.exit(f"trace generator {candidate} not found; pass --generator PATH")
+    return candidate
 
 
 def run_measured(argv: list[str], ok_codes: tuple[int, ...] = (0,)) -> tuple[float, float, str]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Whole-command benchmark of the regression gate: replay, verify-report, compare.
 
-For each size it compiles a generated trace (``gen_trace.py``, as in
+For each size it compiles a generated trace (``--generator``, by default ``examples/make_synthetic_trace.py``, as in
 ``compile_bench.py``), then times, with the installed CLI:
 
 * ``replay CANARY --include-samples`` (baseline) and a candidate replay with

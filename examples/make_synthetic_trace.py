@@ -8,6 +8,7 @@ pattern plus jitter), compute before and overlapping each collective, and
 compute pressure. Deterministic for a given ``--seed``.
 
     python examples/make_synthetic_trace.py --events 10000 -o out/synthetic.trace.json
+    python examples/make_synthetic_trace.py 10000 out/synthetic.trace.json --seed 7   # the same, positionally
 
 It never overwrites the checked-in fixtures under ``examples/traces``.
 """
@@ -73,11 +74,17 @@ def trace(events: int, prefill: int, seed: int) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-o", "--output", type=Path, required=True, help="Where to write the trace.")
+    parser.add_argument("count", type=int, nargs="?", help="Number of events (same as --events).")
+    parser.add_argument("path", type=Path, nargs="?", help="Where to write the trace (same as --output).")
+    parser.add_argument("-o", "--output", type=Path, help="Where to write the trace.")
     parser.add_argument("--events", type=int, default=56, help="Number of events (default 56).")
     parser.add_argument("--prefill", type=int, default=8, help="Leading prefill events (default 8).")
     parser.add_argument("--seed", type=int, default=0, help="Random seed (default 0).")
     args = parser.parse_args(argv)
+    args.events = args.count if args.count is not None else args.events
+    args.output = args.output or args.path
+    if args.output is None:
+        parser.error("give the output path (-o/--output or the second argument)")
     if args.events < 1 or args.prefill < 0:
         parser.error("--events must be at least 1 and --prefill non-negative")
     if args.output.resolve().parent == FIXTURES:
