@@ -44,6 +44,18 @@ def test_each_error_round_trips_through_pickle(error: CommCanaryError) -> None:
         assert (back.option, back.rule) == (error.option, error.rule)
 
 
+def _raise(error: CommCanaryError) -> None:
+    raise error
+
+
+def test_each_error_crosses_a_process_pool() -> None:
+    with ProcessPoolExecutor(max_workers=1) as pool:
+        for error in ALL:
+            with pytest.raises(type(error)) as caught:
+                pool.submit(_raise, error).result()
+            assert _same(caught.value, error)
+
+
 def _compile_bad(path: str) -> str:
     commcanary.compile(path)
     return "compiled"
