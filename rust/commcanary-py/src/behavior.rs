@@ -16,7 +16,6 @@ use commcanary_core::behavior::{
     Configuration, Run, Tolerances, checked_configurations, evaluate, reference_program, runs,
 };
 use commcanary_core::canary::read::read_canary;
-use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict};
@@ -223,27 +222,4 @@ pub fn behavior_search<'py>(
     selected.set_item("accepted_candidates", outcome.accepted_candidates)?;
     let ledger = PyBytes::new(py, &outcome.ledger);
     Ok((PyCompiled::new(outcome.selected), selected, ledger))
-}
-
-/// Fully validates a canary (structure, weights, commitments, sizes) and
-/// returns its `compiler.source_events`.
-#[pyfunction]
-#[pyo3(signature = (path, *, data=None))]
-pub fn check_canary(py: Python<'_>, path: PathBuf, data: Option<PyBackedBytes>) -> PyResult<u64> {
-    let display = path.display().to_string();
-    let bytes = read_bytes(py, data, &display)?;
-    detached(py, Some(&display), move || {
-        read_canary(&bytes).map(|c| c.source_events)
-    })
-}
-
-/// Reads an input file (plain or gzip) with the size bound every command
-/// applies, for the Python-side verifiers.
-#[pyfunction]
-pub fn read_input_file<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyBytes>> {
-    let display = path.display().to_string();
-    let bytes = detached(py, Some(&display), move || {
-        read_input(&path, MAX_INPUT_BYTES)
-    })?;
-    Ok(PyBytes::new(py, &bytes))
 }

@@ -10,11 +10,13 @@
 //!
 //! Modules: `trace` (loading and compiling), `compiled` (the compiled
 //! canary), `replay` (replay, reports, report verification), `behavior`
-//! (behaviour verification and search), `errors` (the boundary).
+//! (behaviour verification and search), `inputs` (bounded reads and canary
+//! validation for the Python verifiers), `errors` (the boundary).
 
 mod behavior;
 mod compiled;
 mod errors;
+mod inputs;
 mod replay;
 mod trace;
 
@@ -101,11 +103,12 @@ fn formats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 mod _core {
     #[pymodule_export]
     use super::behavior::{
-        PyBehaviorReference, behavior_reference, behavior_search, check_canary, evaluate_behavior,
-        read_input_file,
+        PyBehaviorReference, behavior_reference, behavior_search, evaluate_behavior,
     };
     #[pymodule_export]
     use super::compiled::PyCompiled;
+    #[pymodule_export]
+    use super::inputs::{check_canary, read_input_file};
     #[pymodule_export]
     use super::replay::{
         PyReplayReport, PyReportDocument, read_report_file, replay_canary, verify_report_files,
