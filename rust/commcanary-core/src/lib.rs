@@ -16,6 +16,7 @@
 //!   ladder, bounded intervals, motifs, fidelity, bytes);
 //! * [`sim`]: the replay model `deterministic-scheduler-v4`;
 //! * [`report`]: reports — sections, the reader, recomputation, one replay run;
+//! * [`import`]: other tools' traces (PyTorch Kineto) fed into the trace builder;
 //! * [`behavior`]: behavioural fidelity under several configurations, and the
 //!   search for the smallest canary that keeps it.
 //!
@@ -32,6 +33,7 @@ pub mod compile;
 pub mod document;
 pub mod error;
 pub mod fault;
+pub mod import;
 pub mod input;
 pub mod json;
 pub mod output;

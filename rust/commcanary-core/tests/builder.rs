@@ -2,7 +2,7 @@
 //! reads back identically: same columns, same signatures, same commitment.
 
 use commcanary_core::trace::{
-    EventTiming, LoadOptions, Trace, TraceBuilder, flag, load, load_bytes,
+    EventExtras, EventTiming, LoadOptions, Trace, TraceBuilder, flag, load, load_bytes,
 };
 
 fn example(name: &str) -> Trace {
@@ -36,7 +36,7 @@ fn rebuild(trace: &Trace) -> Trace {
             let at = ev.arrival_at[i] as usize;
             &ev.arrivals[at..at + sig.rank_count()]
         });
-        b.push_event(sig, &timing, arrivals, None);
+        b.push_event(sig, &timing, arrivals, &EventExtras::default());
     }
     b.finish(Vec::new())
 }
@@ -90,8 +90,12 @@ fn the_builder_interns_signatures_and_sets_the_format() {
         gap_us: 1.5,
         ..EventTiming::default()
     };
-    b.push_event(sig, &timing, None, Some(b"{\"k\":1}"));
-    b.push_event(sig, &timing, None, None);
+    let extras = EventExtras {
+        id: Some("e-0"),
+        metadata: Some(b"{\"k\":1}"),
+    };
+    b.push_event(sig, &timing, None, &extras);
+    b.push_event(sig, &timing, None, &EventExtras::default());
     let t = b.finish(Vec::new());
     assert_eq!(t.signatures.len(), 1);
     assert_eq!(t.events.len(), 2);
@@ -99,6 +103,6 @@ fn the_builder_interns_signatures_and_sets_the_format() {
     assert!(
         std::str::from_utf8(t.canonical_json(0))
             .unwrap()
-            .contains("\"metadata\":{\"k\":1}")
+            .contains("\"id\":\"e-0\",\"metadata\":{\"k\":1}")
     );
 }

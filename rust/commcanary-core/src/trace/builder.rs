@@ -51,6 +51,16 @@ impl Default for EventTiming {
     }
 }
 
+/// Descriptive members of one event: they are part of its canonical JSON
+/// (and so of the source commitment) but not of its signature or timing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EventExtras<'a> {
+    /// `id`, a string.
+    pub id: Option<&'a str>,
+    /// `metadata`, the canonical JSON of an object.
+    pub metadata: Option<&'a [u8]>,
+}
+
 /// Accumulates a [`Trace`].
 #[derive(Debug, Default)]
 pub struct TraceBuilder {
@@ -146,16 +156,17 @@ impl TraceBuilder {
     }
 
     /// Appends an event from its typed fields, writing its canonical v1 JSON.
-    /// `metadata` is the canonical JSON of an object, when the event has one.
+    /// `extras` carries the event's `id` and `metadata` (canonical JSON of an
+    /// object), when it has them.
     pub fn push_event(
         &mut self,
         sig: &Signature,
         timing: &EventTiming,
         arrivals: Option<&[f64]>,
-        metadata: Option<&[u8]>,
+        extras: &EventExtras<'_>,
     ) {
         let id = self.intern(sig);
-        let span = self.write_canonical(|out| write_event(out, sig, timing, arrivals, metadata));
+        let span = self.write_canonical(|out| write_event(out, sig, timing, arrivals, extras));
         self.push_spanned(id, timing, arrivals, span);
     }
 
@@ -232,7 +243,7 @@ fn write_event(
     sig: &Signature,
     t: &EventTiming,
     arrivals: Option<&[f64]>,
-    metadata: Option<&[u8]>,
+    extras: &EventExtras<'_>,
 ) {
     let mut o = ObjectWriter::new(out);
     let number = |o: &mut ObjectWriter<'_>, key: &str, v: f64| {
@@ -270,10 +281,13 @@ fn write_event(
     }
     number(&mut o, "gap_us", t.gap_us);
     wtf8(&mut o, "group", &sig.group);
+    if let Some(id) = extras.id {
+        o.str("id", id);
+    }
     if let Some(m) = sig.message_sequence {
         o.i64("message_sequence", m);
     }
-    if let Some(m) = metadata {
+    if let Some(m) = extras.metadata {
         o.raw("metadata", m);
     }
     number(&mut o, "observed_exposed_us", t.observed_exposed_us);

@@ -15,7 +15,7 @@
 mod builder;
 mod load;
 
-pub use builder::{EventTiming, TraceBuilder};
+pub use builder::{EventExtras, EventTiming, TraceBuilder};
 
 pub use load::{LoadOptions, load, load_bytes, load_owned};
 

@@ -1,0 +1,10 @@
+//! Importers: other tools' traces turned into a [`crate::trace::Trace`].
+//!
+//! Every importer feeds [`crate::trace::TraceBuilder`] with typed events and
+//! never writes `commcanary.trace.v1` text itself; the builder writes each
+//! event's canonical JSON, so an imported trace compiles, verifies and
+//! commits exactly like one read from a file.
+//!
+//! * [`kineto`] — one rank's PyTorch profiler (Kineto) Chrome trace.
+
+pub mod kineto;
