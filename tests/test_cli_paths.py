@@ -197,6 +197,12 @@ CASES: dict[str, Case] = {
         f["base"],
         "the input REPORT",
     ),
+    "import-kineto -o KINETO_JSON": lambda f, w: (
+        ["import-kineto", str(f["trace"]), "-o", str(f["trace"])],
+        "--output",
+        f["trace"],
+        "the input KINETO_JSON",
+    ),
 }
 
 

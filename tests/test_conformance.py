@@ -37,6 +37,10 @@ REQUIRED = [
     "behavior-search-announced",
     "behavior-search-ledger-not-in-bytes (FIX)",
     "behavior-search-verifies",
+    "import-kineto",
+    "import-kineto-events",
+    "import-kineto-notes",
+    "import-kineto-truncated-refused",
 ]
 
 

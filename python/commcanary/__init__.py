@@ -30,6 +30,7 @@ from commcanary.compare import Thresholds, compare
 from commcanary.compiler import BOUND_FIELDS, Canary, Trace, compile, load_trace
 from commcanary.errors import BudgetError, CommCanaryError, InputError, OutputError
 from commcanary.formats import CANARY_FORMAT, TRACE_FORMAT
+from commcanary.importers import KinetoImport, import_kineto
 from commcanary.replay import Backend, Report, replay
 from commcanary.verify import verify_report
 
@@ -43,6 +44,7 @@ __all__ = [
     "Canary",
     "CommCanaryError",
     "InputError",
+    "KinetoImport",
     "OutputError",
     "Report",
     "SearchResult",
@@ -52,6 +54,7 @@ __all__ = [
     "__version__",
     "compare",
     "compile",
+    "import_kineto",
     "load_trace",
     "replay",
     "search_behavior",

@@ -38,6 +38,7 @@ __all__ = [
     "compile_file",
     "evaluate_behavior",
     "float_repr",
+    "import_kineto_file",
     "load_trace",
     "load_trace_bytes",
     "py_round",
@@ -85,6 +86,8 @@ class Trace:
     def column(self, name: str) -> npt.NDArray[np.float64]: ...
     def has_arrival_map(self) -> npt.NDArray[np.bool_]: ...
     def signatures(self) -> list[bytes]: ...
+    def to_bytes(self) -> bytes: ...
+    def write(self, path: str) -> None: ...
     def compile(
         self,
         *,
@@ -198,5 +201,14 @@ def behavior_search(
     sequence_motifs: bool = True,
     progress: Callable[[int, int], object] | None = None,
 ) -> tuple[CompiledCanary, dict[str, Any], bytes]: ...
+def import_kineto_file(
+    path: str,
+    *,
+    workload_name: str = ...,
+    phase: str | None = None,
+    process_group: str | None = None,
+    max_input_bytes: int | None = None,
+    max_json_items: int | None = None,
+) -> tuple[Trace, dict[str, int]]: ...
 def check_canary(path: str, *, data: bytes | None = None) -> int: ...
 def read_input_file(path: str) -> bytes: ...

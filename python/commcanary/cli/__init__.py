@@ -17,7 +17,7 @@ say. Exit status:
 
 This module holds the application, the exit codes and the error boundary;
 each command group lives in its own module (:mod:`.compile`, :mod:`.replay`,
-:mod:`.compare`, :mod:`.verify`, :mod:`.render`). Command modules parse
+:mod:`.compare`, :mod:`.verify`, :mod:`.render`, :mod:`.import_`). Command modules parse
 options and print; the library validates values and raises the errors the
 boundary maps. Heavy modules are imported inside commands so
 ``commcanary --help`` stays fast.
@@ -213,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
 # one, so they are imported after everything above is defined.
 import commcanary.cli.compare as _compare  # noqa: E402
 import commcanary.cli.compile as _compile  # noqa: E402
+import commcanary.cli.import_ as _import  # noqa: E402
 import commcanary.cli.render as _render  # noqa: E402
 import commcanary.cli.replay as _replay  # noqa: E402
 import commcanary.cli.verify as _verify  # noqa: E402
@@ -224,3 +225,4 @@ app.command("verify-report", cls=Command)(_verify.verify_report_command)
 app.command("verify-fidelity", cls=Command)(_verify.verify_fidelity_command)
 app.command("verify-behavior", cls=Command)(_verify.verify_behavior_command)
 app.command("render-html", cls=Command)(_render.render_html_command)
+app.command("import-kineto", cls=Command)(_import.import_kineto_command)

@@ -11,11 +11,13 @@
 //! Modules: `trace` (loading and compiling), `compiled` (the compiled
 //! canary), `replay` (replay, reports, report verification), `behavior`
 //! (behaviour verification and search), `inputs` (bounded reads and canary
-//! validation for the Python verifiers), `errors` (the boundary).
+//! validation for the Python verifiers), `import` (importers), `errors`
+//! (the boundary).
 
 mod behavior;
 mod compiled;
 mod errors;
+mod import;
 mod inputs;
 mod replay;
 mod trace;
@@ -107,6 +109,8 @@ mod _core {
     };
     #[pymodule_export]
     use super::compiled::PyCompiled;
+    #[pymodule_export]
+    use super::import::import_kineto_file;
     #[pymodule_export]
     use super::inputs::{check_canary, read_input_file};
     #[pymodule_export]

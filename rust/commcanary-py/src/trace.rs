@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use commcanary_core::compile::{CompileOptions, RequestedOptions, compile, compile_owned};
+use commcanary_core::output::write_atomic;
 use commcanary_core::trace::{LoadOptions, Trace, flag, load, load_bytes};
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::exceptions::PyValueError;
@@ -20,6 +21,14 @@ use crate::errors::detached;
 pub(crate) struct PyTrace {
     pub(crate) inner: Arc<Trace>,
     pub(crate) source: String,
+}
+
+/// Canonical JSON of a whole trace, events in input order.
+fn trace_json(trace: &Trace) -> Vec<u8> {
+    let order: Vec<u32> = (0..trace.events.len() as u32).collect();
+    let mut out = Vec::new();
+    trace.write_projection(&order, &mut |piece| out.extend_from_slice(piece));
+    out
 }
 
 /// Builds checked compile options from the keyword arguments every compile
@@ -99,6 +108,19 @@ impl PyTrace {
             list.append(PyBytes::new(py, &commcanary_core::sim::signature_json(sig)))?;
         }
         Ok(list)
+    }
+
+    /// The trace as canonical `commcanary.trace.v1` JSON bytes.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let trace = Arc::clone(&self.inner);
+        let bytes = detached(py, None, move || Ok(trace_json(&trace)))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Writes the trace atomically to `path` as canonical JSON.
+    fn write(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        let trace = Arc::clone(&self.inner);
+        detached(py, None, move || write_atomic(&path, &trace_json(&trace)))
     }
 
     /// Compiles the trace into a canary (see `commcanary.compile`).
