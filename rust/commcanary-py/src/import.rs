@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use commcanary_core::Error;
 use commcanary_core::import::kineto::{KinetoOptions, import_kineto};
 use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
 use commcanary_core::json::JsonLimits;
-use commcanary_core::Error;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
