@@ -164,6 +164,8 @@ def mutated_trace(draw: st.DrawFn) -> bytes:
         if kind != "top" and not (isinstance(events, list) and events and isinstance(events[0], dict)):
             continue
         event = trace["events"][draw(st.integers(0, len(trace["events"]) - 1))] if kind != "top" else {}
+        if not isinstance(event, dict):
+            continue
         if kind == "set":
             event[draw(st.sampled_from(FIELDS))] = draw(json_any)
         elif kind == "delete":

@@ -152,3 +152,33 @@ def test_option_errors_name_the_option(tmp_path: Path) -> None:
     assert caught.value.option == "max_input_bytes"
     with pytest.raises(InputError, match="max_input_bytes=10"):
         commcanary.import_kineto(CLEAN, max_input_bytes=10)
+
+
+def test_a_real_nccl_profile_links_each_collective_to_its_kernel() -> None:
+    from conftest import SHARED
+
+    profile = SHARED / "fixtures" / "kineto" / "third_party_hta_nccl_allreduce_2rank" / "rank0.json.gz"
+    if not profile.is_file():
+        pytest.skip("the shared NCCL fixture is not beside this checkout")
+    raw = json.loads(gzip.decompress(profile.read_bytes()))
+    kernels: dict[int, list[float]] = {}
+    for e in raw["traceEvents"]:
+        if e.get("cat") == "kernel" and "External id" in e.get("args", {}):
+            kernels.setdefault(int(e["args"]["External id"]), []).append(float(e["dur"]))
+    comms = {
+        f"kineto-{i:06d}": e
+        for i, e in enumerate(raw["traceEvents"])
+        if e.get("name") == "record_param_comms" and e.get("cat", "cpu_op") == "cpu_op"
+    }
+    imported = commcanary.import_kineto(profile)
+    assert (imported.imported, imported.control) == (21, 6)
+    doc = json.loads(imported.trace.to_bytes())
+    assert doc["system"]["kineto_backend"] == "nccl"
+    assert sorted({e["op"] for e in doc["events"]}) == ["all_reduce", "broadcast"]
+    for event in doc["events"]:
+        source = comms[event["id"]]
+        durations = kernels[int(source["args"]["External id"])]
+        assert event["metadata"]["kineto_kernel_count"] == len(durations) == 1
+        assert event["metadata"]["kineto_kernel_dur_us"] == durations[0]
+    canary = commcanary.compile(imported.trace)
+    assert canary.summary["source_events"] == 21

@@ -19,9 +19,17 @@
 //!    than guessed;
 //! 8. events are sorted by `(ts, index)` and `start_us` rebased to the first.
 //!
+//! Device time: GPU kernels (`cat: "kernel"`) whose `args["External id"]`
+//! equals the collective's are its NCCL kernels; their summed duration and
+//! count go into the event's metadata (`kineto_kernel_dur_us`,
+//! `kineto_kernel_count`). A collective without a linked kernel (a CPU trace,
+//! a profile without CUDA activity) has neither field: absent, never zero.
+//!
 //! A single rank's trace claims no cross-rank arrival skew, compute overlap
 //! or measured exposed latency; the workload notes say so, and none of those
 //! fields is written.
+
+use rustc_hash::FxHashMap;
 
 use crate::error::{Error, Result};
 use crate::json::{JsonLimits, Value, canon, parse};
@@ -107,12 +115,13 @@ pub fn import_kineto(bytes: &[u8], options: &KinetoOptions) -> Result<KinetoImpo
     };
     let mut counts = KinetoCounts::default();
     let nested = nested_duplicates(events, &mut counts);
+    let kernels = kernel_time(events);
     let mut selected = Vec::new();
     for (index, event) in events.elements().enumerate() {
         if nested.contains(&index) {
             continue;
         }
-        if let Some(c) = collective(index, event, options, &mut counts)? {
+        if let Some(c) = collective(index, event, options, &kernels, &mut counts)? {
             selected.push(c);
         }
     }
@@ -181,11 +190,30 @@ fn nested_duplicates(events: Value<'_>, counts: &mut KinetoCounts) -> Vec<usize>
     nested
 }
 
+/// Summed duration and count of the GPU kernels of each `External id`.
+fn kernel_time(events: Value<'_>) -> FxHashMap<i64, (f64, u64)> {
+    let mut time: FxHashMap<i64, (f64, u64)> = FxHashMap::default();
+    for event in events.elements() {
+        if event.get("cat").and_then(|c| c.as_str()) != Some("kernel") {
+            continue;
+        }
+        let Some(id) = integer(event.get("args").and_then(|a| a.get("External id"))) else {
+            continue;
+        };
+        let dur = event.get("dur").and_then(|v| v.as_number()).unwrap_or(0.0);
+        let slot = time.entry(id).or_insert((0.0, 0));
+        slot.0 += dur;
+        slot.1 += 1;
+    }
+    time
+}
+
 /// The selected collective at `index`, or `None` when it is skipped.
 fn collective(
     index: usize,
     event: Value<'_>,
     options: &KinetoOptions,
+    kernels: &FxHashMap<i64, (f64, u64)>,
     counts: &mut KinetoCounts,
 ) -> Result<Option<Collective>> {
     let Some(args) = candidate_args(event) else {
@@ -254,15 +282,17 @@ fn collective(
         channel: None,
     };
     let endpoints = point_to_point(args, &mut signature);
-    let metadata = metadata(
-        args,
-        raw_name,
+    let device = integer(args.get("External id")).and_then(|id| kernels.get(&id).copied());
+    let facts = Facts {
+        name: raw_name,
         dtype,
-        (nelems_in, nelems_out),
+        nelems: (nelems_in, nelems_out),
         dur,
         assumed,
         endpoints,
-    );
+        device,
+    };
+    let metadata = metadata(args, &facts);
     Ok(Some(Collective {
         index,
         ts: ts.max(0.0),
@@ -377,33 +407,41 @@ fn point_to_point(args: Value<'_>, sig: &mut Signature) -> Option<(i64, i64)> {
     Some((src, dst))
 }
 
-/// The event's `metadata` object, canonical JSON.
-fn metadata(
-    args: Value<'_>,
-    name: &str,
-    dtype: &str,
-    (nelems_in, nelems_out): (Option<i64>, Option<i64>),
+/// What one collective's record says, for its metadata.
+struct Facts<'a> {
+    name: &'a str,
+    dtype: &'a str,
+    nelems: (Option<i64>, Option<i64>),
     dur: f64,
     assumed: bool,
     endpoints: Option<(i64, i64)>,
-) -> Vec<u8> {
+    /// Summed duration and count of its linked GPU kernels.
+    device: Option<(f64, u64)>,
+}
+
+/// The event's `metadata` object, canonical JSON.
+fn metadata(args: Value<'_>, f: &Facts<'_>) -> Vec<u8> {
     let mut out = Vec::new();
     let mut o = canon::ObjectWriter::new(&mut out);
-    o.str("kineto_collective_name", name);
-    if let Some((_, dst)) = endpoints {
+    o.str("kineto_collective_name", f.name);
+    if let Some((_, dst)) = f.endpoints {
         o.i64("kineto_dst_rank", dst);
     }
-    o.str("kineto_dtype", dtype);
-    o.f64("kineto_dur_us", dur);
-    o.i64("kineto_in_msg_nelems", nelems_in.unwrap_or(0));
-    o.i64("kineto_out_msg_nelems", nelems_out.unwrap_or(0));
-    if assumed {
+    o.str("kineto_dtype", f.dtype);
+    o.f64("kineto_dur_us", f.dur);
+    o.i64("kineto_in_msg_nelems", f.nelems.0.unwrap_or(0));
+    if let Some((dur, count)) = f.device {
+        o.i64("kineto_kernel_count", count as i64);
+        o.f64("kineto_kernel_dur_us", dur);
+    }
+    o.i64("kineto_out_msg_nelems", f.nelems.1.unwrap_or(0));
+    if f.assumed {
         o.bool("kineto_ranks_assumed", true);
     }
     if let Some(seq) = args.get("Seq") {
         o.raw("kineto_seq", &canon::to_vec(seq));
     }
-    if let Some((src, _)) = endpoints {
+    if let Some((src, _)) = f.endpoints {
         o.i64("kineto_src_rank", src);
     }
     o.end();
