@@ -104,18 +104,7 @@ pub fn write_signature(out: &mut Vec<u8>, sig: &Signature) {
     canon::write_wtf8(o.key("op"), &sig.op);
     canon::write_wtf8(o.key("phase"), &sig.phase);
     canon::write_i64_array(o.key("ranks"), &sig.ranks);
-    if let Some(r) = sig.receiver_rank {
-        o.i64("receiver_rank", r);
-    }
-    if let Some(r) = &sig.reduction_op {
-        o.raw("reduction_op", r);
-    }
-    if let Some(r) = &sig.root_rank {
-        o.raw("root_rank", r);
-    }
-    if let Some(s) = sig.sender_rank {
-        o.i64("sender_rank", s);
-    }
+    sig.write_roles(&mut o);
     if let Some(t) = &sig.tag {
         canon::write_wtf8(o.key("tag"), t);
     }

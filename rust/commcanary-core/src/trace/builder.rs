@@ -300,18 +300,7 @@ fn write_event(
         canon::write_f64_array(o.key("rank_arrival_us"), values);
     }
     canon::write_i64_array(o.key("ranks"), &sig.ranks);
-    if let Some(r) = sig.receiver_rank {
-        o.i64("receiver_rank", r);
-    }
-    if let Some(r) = &sig.reduction_op {
-        o.raw("reduction_op", r);
-    }
-    if let Some(r) = &sig.root_rank {
-        o.raw("root_rank", r);
-    }
-    if let Some(s) = sig.sender_rank {
-        o.i64("sender_rank", s);
-    }
+    sig.write_roles(&mut o);
     number(&mut o, "start_us", t.start_us);
     if let Some(tag) = &sig.tag {
         wtf8(&mut o, "tag", tag);

@@ -77,6 +77,24 @@ pub struct Signature {
 }
 
 impl Signature {
+    /// Writes the members `receiver_rank`, `reduction_op`, `root_rank` and
+    /// `sender_rank` (those present) into a canonical object whose previous
+    /// key sorts before `receiver_rank` and whose next after `sender_rank`.
+    pub fn write_roles(&self, o: &mut crate::json::canon::ObjectWriter<'_>) {
+        if let Some(r) = self.receiver_rank {
+            o.i64("receiver_rank", r);
+        }
+        if let Some(r) = &self.reduction_op {
+            o.raw("reduction_op", r);
+        }
+        if let Some(r) = &self.root_rank {
+            o.raw("root_rank", r);
+        }
+        if let Some(s) = self.sender_rank {
+            o.i64("sender_rank", s);
+        }
+    }
+
     /// Number of ranks.
     #[must_use]
     pub fn rank_count(&self) -> usize {
