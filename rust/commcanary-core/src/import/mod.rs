@@ -6,5 +6,7 @@
 //! commits exactly like one read from a file.
 //!
 //! * [`kineto`] — one rank's PyTorch profiler (Kineto) Chrome trace.
+//! * [`stream`] — Chrome-trace `traceEvents`, one event at a time.
 
 pub mod kineto;
+pub mod stream;
