@@ -15,12 +15,14 @@ BENCH_ARGS ?=
 COMPILE_BENCH_ARGS  ?= --sizes 1000,10000 --repeat 1
 GATE_BENCH_ARGS     ?= --sizes 10000 --repeat 1
 BEHAVIOR_BENCH_ARGS ?= --search-sizes 1000 --verify-sizes 10000 --repeat 1
+# Options of the Kineto import benchmark, e.g. IMPORT_BENCH_ARGS="--peer-full --json out.json".
+IMPORT_BENCH_ARGS ?=
 
 # Path to the shape check, for `make shape`.
 SHAPE ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test lint fmt bench shape clean
+.PHONY: help dev test lint fmt bench bench-import shape clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -55,6 +57,10 @@ bench: ## Run the benchmarks with quick options (see docs/benchmarks.md)
 		$(PYTHON) benches/gate_bench.py $(GATE_BENCH_ARGS) $(BENCH_ARGS); \
 		$(PYTHON) benches/behavior_bench.py $(BEHAVIOR_BENCH_ARGS) $(BENCH_ARGS); \
 	fi
+
+bench-import: ## Kineto import vs HTA on 4 x 250 MB traces (generated into /tmp/commcanary-bench)
+	@export PATH="$(CURDIR)/$(BIN):$$PATH"; \
+	$(PYTHON) benches/import_kineto.py $(IMPORT_BENCH_ARGS)
 
 shape: ## Run the shape check (cycles, long functions): make shape SHAPE=path/to/shape.py
 	@[ -n "$(SHAPE)" ] || { echo "set SHAPE to the path of the shape check"; exit 2; }
