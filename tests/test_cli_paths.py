@@ -197,11 +197,11 @@ CASES: dict[str, Case] = {
         f["base"],
         "the input REPORT",
     ),
-    "import-kineto -o KINETO_JSON": lambda f, w: (
+    "import-kineto -o TRACE...": lambda f, w: (
         ["import-kineto", str(f["trace"]), "-o", str(f["trace"])],
         "--output",
         f["trace"],
-        "the input KINETO_JSON",
+        "the input TRACE...",
     ),
 }
 

@@ -35,7 +35,7 @@ USAGE = {
     "verify-fidelity": "TRACE CANARY",
     "verify-behavior": "TRACE CANARY",
     "render-html": "REPORT",
-    "import-kineto": "KINETO_JSON",
+    "import-kineto": "TRACE...",
 }
 
 

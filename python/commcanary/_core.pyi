@@ -39,6 +39,7 @@ __all__ = [
     "evaluate_behavior",
     "float_repr",
     "import_kineto_file",
+    "import_kineto_job",
     "load_trace",
     "load_trace_bytes",
     "py_round",
@@ -204,11 +205,21 @@ def behavior_search(
 def import_kineto_file(
     path: str,
     *,
+    rank: int | None = None,
     workload_name: str = ...,
     phase: str | None = None,
     process_group: str | None = None,
     max_input_bytes: int | None = None,
     max_json_items: int | None = None,
 ) -> tuple[Trace, dict[str, int]]: ...
+def import_kineto_job(
+    paths: list[str],
+    *,
+    workload_name: str = ...,
+    phase: str | None = None,
+    rank: int | None = None,
+    clock_offsets: dict[int, float] | None = None,
+    strict: bool = False,
+) -> tuple[Trace, dict[str, int], list[dict[str, Any]]]: ...
 def check_canary(path: str, *, data: bytes | None = None) -> int: ...
 def read_input_file(path: str) -> bytes: ...

@@ -1,7 +1,9 @@
-"""``commcanary import-kineto``: a PyTorch profiler trace as a commcanary trace."""
+"""``commcanary import-kineto``: PyTorch profiler traces as a commcanary trace."""
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -11,56 +13,125 @@ from commcanary.cli import check_paths, errors_exit
 
 __all__ = ["import_kineto_command"]
 
-Profile = Annotated[
-    Path, typer.Argument(metavar="KINETO_JSON", help="One rank's PyTorch profiler trace (plain or .gz).")
+Profiles = Annotated[
+    list[Path],
+    typer.Argument(
+        metavar="TRACE...",
+        help="PyTorch profiler traces (plain or .gz), one or more per rank, or directories of them. "
+        "One file is a single-rank import; several are merged into one trace with measured cross-rank timing.",
+    ),
 ]
 Output = Annotated[
     Path,
     typer.Option("--output", "-o", metavar="TRACE", help="Where to write the commcanary.trace.v1 trace."),
 ]
 WorkloadName = Annotated[str, typer.Option("--workload-name", help="workload.name of the imported trace.")]
-Phase = Annotated[str | None, typer.Option("--phase", help="Phase to give every imported event.")]
+Phase = Annotated[
+    str | None,
+    typer.Option(
+        "--phase", help="Phase of every event (one file) or of events outside any user annotation (several)."
+    ),
+]
+Rank = Annotated[
+    int | None,
+    typer.Option("--rank", help="Rank of a single file whose distributedInfo has none."),
+]
+ClockOffsets = Annotated[
+    Path | None,
+    typer.Option(
+        "--clock-offsets",
+        metavar="FILE",
+        help="JSON object mapping each rank to microseconds added to its clock, for captures on several hosts.",
+    ),
+]
+Strict = Annotated[
+    bool,
+    typer.Option("--strict", help="Refuse a job with collectives seen on some member ranks only."),
+]
 ProcessGroup = Annotated[
     str | None,
-    typer.Option("--process-group", help="Import only this Process Group Name (an empty name is 'default')."),
+    typer.Option(
+        "--process-group",
+        help="Single file: import only this Process Group Name (an empty name is 'default').",
+    ),
 ]
 MaxInputBytes = Annotated[
     int | None,
-    typer.Option("--max-input-bytes", help="Raise the input size limit (bytes, >= 1) for this run."),
+    typer.Option("--max-input-bytes", help="Single file: raise the input size limit (bytes, >= 1)."),
 ]
 MaxJsonItems = Annotated[
     int | None,
     typer.Option(
-        "--max-json-items", help="Raise the JSON item limit (members + elements, >= 1) for this run."
+        "--max-json-items", help="Single file: raise the JSON item limit (members + elements, >= 1)."
     ),
 ]
 
 
+def _read_offsets(path: Path) -> dict[int, float]:
+    """``{"rank": us}`` from a small JSON file (exit 3 on anything else)."""
+    from commcanary.errors import InputError
+
+    try:
+        raw = path.read_bytes()[: 1 << 20]
+        data = json.loads(raw)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path} is not a readable JSON clock-offset file: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path} must hold a JSON object mapping ranks to microseconds")
+    out: dict[int, float] = {}
+    for key, value in data.items():
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        if not (key.isdigit() and ok):
+            raise InputError(f"{path} field '{key}' must map a rank to a finite number of microseconds")
+        out[int(key)] = float(value)
+    return out
+
+
 def import_kineto_command(
     ctx: typer.Context,
-    kineto_json: Profile,
+    traces: Profiles,
     output: Output,
     workload_name: WorkloadName = "kineto-import",
     phase: Phase = None,
+    rank: Rank = None,
+    clock_offsets: ClockOffsets = None,
+    strict: Strict = False,
     process_group: ProcessGroup = None,
     max_input_bytes: MaxInputBytes = None,
     max_json_items: MaxJsonItems = None,
 ) -> None:
-    """Import one rank's PyTorch profiler (Kineto) trace as a commcanary.trace.v1 trace."""
+    """Import PyTorch profiler (Kineto) traces of one rank or a whole job as a commcanary.trace.v1 trace."""
     with errors_exit(ctx):
-        from commcanary.importers import import_kineto
+        from commcanary.importers import import_kineto, kineto_files
 
-        check_paths(ctx, inputs={"kineto_json": kineto_json}, outputs={"output": output})
+        files = kineto_files(traces)
+        check_paths(ctx, inputs={"clock_offsets": clock_offsets}, outputs={"output": output})
+        for f in files:
+            check_paths(ctx, inputs={"traces": f}, outputs={"output": output})
         imported = import_kineto(
-            kineto_json,
+            files,
+            rank=rank,
             workload_name=workload_name,
             phase=phase,
             process_group=process_group,
+            clock_offsets=_read_offsets(clock_offsets) if clock_offsets is not None else None,
+            strict=strict,
             max_input_bytes=max_input_bytes,
             max_json_items=max_json_items,
         )
         imported.write(output)
+        if len(files) == 1:
+            typer.echo(
+                f"imported {imported.imported} collective events "
+                f"(skipped {imported.control} control, {imported.empty} empty): {output}"
+            )
+            return
         typer.echo(
-            f"imported {imported.imported} collective events "
-            f"(skipped {imported.control} control, {imported.empty} empty): {output}"
+            f"imported {imported.imported} collective events from {imported.ranks} ranks "
+            f"({imported.files} files; skipped {imported.control} control, {imported.empty} empty): {output}"
         )
+        if imported.partial:
+            typer.echo(
+                f"partial: {len(imported.partial)} collective(s) seen on some member ranks only, "
+                f"not imported; first: {imported.partial[0].text}"
+            )

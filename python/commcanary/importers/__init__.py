@@ -4,11 +4,11 @@ Parsing happens in Rust, from the file's bytes into columns; the result is
 the same :class:`commcanary.Trace` that :func:`commcanary.load_trace` returns,
 ready to compile, inspect as numpy arrays, or write.
 
-* :func:`import_kineto` — one rank's PyTorch profiler (Kineto) trace.
+* :func:`import_kineto` — PyTorch profiler (Kineto) traces of one rank or a job.
 """
 
 from __future__ import annotations
 
-from commcanary.importers.kineto import KinetoImport, import_kineto
+from commcanary.importers.kineto import KinetoImport, PartialCollective, import_kineto, kineto_files
 
-__all__ = ["KinetoImport", "import_kineto"]
+__all__ = ["KinetoImport", "PartialCollective", "import_kineto", "kineto_files"]

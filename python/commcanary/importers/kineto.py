@@ -1,19 +1,57 @@
-"""One rank's PyTorch profiler (Kineto) trace as a ``commcanary.trace.v1`` trace.
+"""PyTorch profiler (Kineto) traces as a ``commcanary.trace.v1`` trace.
 
-The rules (which events are collectives, what is skipped, how bytes and group
-ranks are derived, what the workload notes say is not claimed) are the core's;
-see ``rust/commcanary-core/src/import/kineto.rs``.
+One file is imported with the reference rules of a single-rank import (its
+``record_param_comms`` collectives, no cross-rank claims). Several files (one
+or more per rank: profiling windows are joined in time) are merged in Rust
+into one event per collective instance, with measured per-rank arrivals,
+compute around each collective, concurrent communicators, steps and phases;
+NCCL records name their group, gloo ``c10d::`` calls do not and are matched
+across ranks. The rules live in ``rust/commcanary-core/src/import/kineto/``.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from commcanary import _core
+from commcanary.errors import InputError, OptionError
 
-__all__ = ["KinetoImport", "import_kineto"]
+__all__ = ["KinetoImport", "PartialCollective", "import_kineto", "kineto_files"]
+
+_SUFFIXES = (".json", ".json.gz")
+_SNIFF_BYTES = 1 << 16
+
+
+def _looks_like_kineto(path: Path) -> bool:
+    """Whether the first 64 KiB of ``path`` (decompressed) name a Kineto
+    trace's ``traceEvents`` or ``schemaVersion`` member."""
+    import gzip
+
+    try:
+        with path.open("rb") as f:
+            head = f.read(2)
+        with gzip.open(path, "rb") if head == b"\x1f\x8b" else path.open("rb") as f:
+            data = f.read(_SNIFF_BYTES)
+    except (OSError, EOFError):
+        return True  # let the importer report what is wrong with it
+    return b'"traceEvents"' in data or b'"schemaVersion"' in data
+
+
+@dataclass(frozen=True)
+class PartialCollective:
+    """A collective seen on some of its member ranks only (not imported)."""
+
+    group: str
+    op: str
+    seen: tuple[int, ...]
+    missing: tuple[int, ...]
+    start_us: float
+    step: int | None
+    text: str
 
 
 @dataclass(frozen=True)
@@ -25,6 +63,10 @@ class KinetoImport:
     control: int
     empty: int
     nested: int
+    ranks: int = 1
+    files: int = 1
+    ambiguous: int = 0
+    partial: tuple[PartialCollective, ...] = field(default_factory=tuple)
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write the trace atomically as canonical ``commcanary.trace.v1`` JSON."""
@@ -32,28 +74,116 @@ class KinetoImport:
         return Path(path)
 
 
+def kineto_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The trace files named by ``paths``: files as given, directories
+    expanded to their ``*.json`` / ``*.json.gz`` files (sorted) that look like
+    Kineto traces (other JSON files in a job directory, such as logs or
+    ground truth, are left out).
+
+    Raises :class:`InputError` for a missing path, a directory without
+    traces, or the same file named twice.
+    """
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(
+                p
+                for p in path.iterdir()
+                if p.is_file() and p.name.endswith(_SUFFIXES) and _looks_like_kineto(p)
+            )
+            if not found:
+                raise InputError(f"{path} is a directory with no .json or .json.gz Kineto trace in it")
+            files.extend(found)
+        elif path.exists():
+            files.append(path)
+        else:
+            raise InputError(f"{path} does not exist")
+    seen: dict[Path, Path] = {}
+    for f in files:
+        key = f.resolve()
+        if key in seen:
+            raise InputError(f"{f} is given twice (also as {seen[key]})")
+        seen[key] = f
+    if not files:
+        raise InputError("no Kineto trace given")
+    return files
+
+
+def _offsets(clock_offsets: Mapping[int, float] | None) -> dict[int, float] | None:
+    if clock_offsets is None:
+        return None
+    out: dict[int, float] = {}
+    for rank, value in clock_offsets.items():
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise OptionError("clock_offsets", "must map non-negative integer ranks to microseconds")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise OptionError("clock_offsets", "must map non-negative integer ranks to microseconds")
+        out[rank] = float(value)
+    return out
+
+
 def import_kineto(
-    path: str | os.PathLike[str],
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
+    rank: int | None = None,
     workload_name: str = "kineto-import",
     phase: str | None = None,
     process_group: str | None = None,
+    clock_offsets: Mapping[int, float] | None = None,
+    strict: bool = False,
     max_input_bytes: int | None = None,
     max_json_items: int | None = None,
 ) -> KinetoImport:
-    """Import one rank's Kineto trace (plain or gzip Chrome-trace JSON).
+    """Import Kineto traces (plain or gzip Chrome-trace JSON, or directories).
 
-    ``phase`` labels every event; ``process_group`` keeps one group's
-    collectives; the two limits raise the input bounds for this call.
-    Raises :class:`commcanary.errors.InputError` for anything that is not an
-    importable profile, including group membership it would have to guess.
+    One file: the single-rank reference import (``phase`` labels every event;
+    ``process_group`` keeps one group's collectives; ``rank`` names the rank
+    of a file without ``distributedInfo.rank``; the two limits raise the
+    input bounds). Several files: the job import; ``clock_offsets`` maps a
+    global rank to microseconds added to its clock (multi-host captures),
+    ``strict`` refuses collectives seen on some member ranks only, and
+    ``phase`` labels events outside any user annotation. Raises
+    :class:`commcanary.errors.InputError` for anything that is not an
+    importable job, including group membership it would have to guess.
     """
-    trace, counts = _core.import_kineto_file(
-        os.fspath(path),
+    given = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    files = kineto_files(given)
+    if len(files) == 1:
+        trace, counts = _core.import_kineto_file(
+            os.fspath(files[0]),
+            rank=rank,
+            workload_name=workload_name,
+            phase=phase,
+            process_group=process_group,
+            max_input_bytes=max_input_bytes,
+            max_json_items=max_json_items,
+        )
+        return KinetoImport(trace, counts["imported"], counts["control"], counts["empty"], counts["nested"])
+    if process_group is not None:
+        raise OptionError("process_group", "applies to a single-file import only")
+    trace, counts, partial = _core.import_kineto_job(
+        [os.fspath(f) for f in files],
         workload_name=workload_name,
         phase=phase,
-        process_group=process_group,
-        max_input_bytes=max_input_bytes,
-        max_json_items=max_json_items,
+        rank=rank,
+        clock_offsets=_offsets(clock_offsets),
+        strict=strict,
     )
-    return KinetoImport(trace, counts["imported"], counts["control"], counts["empty"], counts["nested"])
+    partials = tuple(
+        PartialCollective(
+            p["group"], p["op"], tuple(p["seen"]), tuple(p["missing"]), p["start_us"], p["step"], p["text"]
+        )
+        for p in partial
+    )
+    return KinetoImport(
+        trace,
+        counts["imported"],
+        counts["control"],
+        counts["empty"],
+        counts["nested"],
+        ranks=counts["ranks"],
+        files=counts["files"],
+        ambiguous=counts["ambiguous"],
+        partial=partials,
+    )

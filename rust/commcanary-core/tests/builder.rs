@@ -30,6 +30,12 @@ fn rebuild(trace: &Trace) -> Trace {
             compute_overlap_us: ev.compute_overlap_us[i],
             compute_pressure: ev.compute_pressure[i],
             observed_exposed_us: ev.observed_exposed_us[i],
+            device_us: ev.device_us[i],
+            step: if ev.step[i].is_nan() {
+                -1
+            } else {
+                ev.step[i] as i64
+            },
             flags: ev.flags[i],
         };
         let arrivals = (ev.flags[i] & flag::HAS_ARRIVAL_MAP != 0).then(|| {

@@ -1,14 +1,20 @@
-//! Importers: `import_kineto_file`.
+//! Importers: `import_kineto_file` (one rank, the reference behaviour) and
+//! `import_kineto_job` (a job's per-rank files merged).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use commcanary_core::Error;
-use commcanary_core::import::kineto::{KinetoOptions, import_kineto};
+use commcanary_core::import::kineto::{
+    JobOptions, KinetoOptions, RankProfile, Source, describe, import_job, import_kineto, read_file,
+};
+use commcanary_core::import::stream::ScanLimits;
 use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
 use commcanary_core::json::JsonLimits;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
+use rayon::prelude::*;
 
 use crate::errors::detached;
 use crate::trace::PyTrace;
@@ -17,10 +23,12 @@ use crate::trace::PyTrace;
 /// Returns the trace and a dict of counts (`imported`, `control`, `empty`,
 /// `nested`).
 #[pyfunction]
-#[pyo3(signature = (path, *, workload_name="kineto-import".to_owned(), phase=None, process_group=None, max_input_bytes=None, max_json_items=None))]
+#[pyo3(signature = (path, *, rank=None, workload_name="kineto-import".to_owned(), phase=None, process_group=None, max_input_bytes=None, max_json_items=None))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn import_kineto_file<'py>(
     py: Python<'py>,
     path: PathBuf,
+    rank: Option<i64>,
     workload_name: String,
     phase: Option<String>,
     process_group: Option<String>,
@@ -40,13 +48,9 @@ pub(crate) fn import_kineto_file<'py>(
             max_json_items,
             JsonLimits::default().max_items,
         )?;
-        if workload_name.is_empty() {
-            return Err(Error::option("workload_name", "must be non-empty"));
-        }
-        if phase.as_deref() == Some("") {
-            return Err(Error::option("phase", "must be non-empty"));
-        }
+        check_names(&workload_name, phase.as_deref(), rank)?;
         let options = KinetoOptions {
+            rank,
             workload_name,
             phase,
             process_group,
@@ -68,4 +72,114 @@ pub(crate) fn import_kineto_file<'py>(
         source: display,
     };
     Ok((trace, counts))
+}
+
+/// Imports a job's per-rank Kineto traces (one or more files per rank,
+/// plain or gzip), read in parallel. `clock_offsets` maps a global rank to
+/// microseconds added to its clock. Returns the trace, a dict of counts and
+/// the partial collectives (dicts with `group`, `op`, `seen`, `missing`,
+/// `start_us`, `step`).
+#[pyfunction]
+#[pyo3(signature = (paths, *, workload_name="kineto-import".to_owned(), phase=None, rank=None, clock_offsets=None, strict=false))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn import_kineto_job<'py>(
+    py: Python<'py>,
+    paths: Vec<PathBuf>,
+    workload_name: String,
+    phase: Option<String>,
+    rank: Option<i64>,
+    clock_offsets: Option<HashMap<i64, f64>>,
+    strict: bool,
+) -> PyResult<(PyTrace, Bound<'py, PyDict>, Bound<'py, PyList>)> {
+    let labels: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let source = labels.join(", ");
+    let job_labels = labels.clone();
+    let job = detached(py, None, move || {
+        check_names(&workload_name, phase.as_deref(), rank)?;
+        let offsets = clock_offsets.unwrap_or_default();
+        if offsets.values().any(|v| !v.is_finite()) {
+            return Err(Error::option(
+                "clock_offsets",
+                "must be finite microseconds",
+            ));
+        }
+        let profiles = read_profiles(&paths, &job_labels, rank)?;
+        let options = JobOptions {
+            workload_name,
+            phase,
+            clock_offsets_us: offsets.into_iter().collect(),
+            strict,
+        };
+        import_job(profiles, &job_labels, &options)
+    })?;
+    let counts = PyDict::new(py);
+    let c = &job.counts;
+    for (key, value) in [
+        ("imported", c.imported),
+        ("ranks", c.ranks),
+        ("files", c.files),
+        ("partial", c.partial),
+        ("ambiguous", c.ambiguous),
+        ("control", c.control),
+        ("empty", c.empty),
+        ("nested", c.nested),
+        ("undtyped", c.undtyped),
+        ("unlinked", c.unlinked),
+    ] {
+        counts.set_item(key, value)?;
+    }
+    let partial = PyList::empty(py);
+    for p in &job.partial {
+        let d = PyDict::new(py);
+        d.set_item("group", &p.group)?;
+        d.set_item("op", &p.op)?;
+        d.set_item("seen", &p.seen)?;
+        d.set_item("missing", &p.missing)?;
+        d.set_item("start_us", p.start_us)?;
+        d.set_item("step", (p.step >= 0).then_some(p.step))?;
+        d.set_item("text", describe(p))?;
+        partial.append(d)?;
+    }
+    let trace = PyTrace {
+        inner: Arc::new(job.trace),
+        source,
+    };
+    Ok((trace, counts, partial))
+}
+
+/// The options every import shares.
+fn check_names(
+    workload_name: &str,
+    phase: Option<&str>,
+    rank: Option<i64>,
+) -> commcanary_core::Result<()> {
+    if workload_name.is_empty() {
+        return Err(Error::option("workload_name", "must be non-empty"));
+    }
+    if phase == Some("") {
+        return Err(Error::option("phase", "must be non-empty"));
+    }
+    if rank.is_some_and(|r| r < 0) {
+        return Err(Error::option("rank", "must be non-negative"));
+    }
+    Ok(())
+}
+
+/// Reads every file (in parallel); an error names its file.
+fn read_profiles(
+    paths: &[PathBuf],
+    labels: &[String],
+    rank: Option<i64>,
+) -> commcanary_core::Result<Vec<RankProfile>> {
+    if rank.is_some() && paths.len() > 1 {
+        return Err(Error::option("rank", "applies to a single file only"));
+    }
+    paths
+        .par_iter()
+        .zip(labels.par_iter())
+        .map(|(path, label)| {
+            read_file(Source::Path(path), &ScanLimits::default(), rank)
+                .map_err(|e| Error::new(e.kind(), e.with_path(label)))
+        })
+        .collect()
 }

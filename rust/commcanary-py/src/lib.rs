@@ -110,7 +110,7 @@ mod _core {
     #[pymodule_export]
     use super::compiled::PyCompiled;
     #[pymodule_export]
-    use super::import::import_kineto_file;
+    use super::import::{import_kineto_file, import_kineto_job};
     #[pymodule_export]
     use super::inputs::{check_canary, read_input_file};
     #[pymodule_export]

@@ -32,6 +32,10 @@ pub struct EventTiming {
     pub compute_pressure: f64,
     /// `observed_exposed_us`
     pub observed_exposed_us: f64,
+    /// `device_us`
+    pub device_us: f64,
+    /// `step` (−1 when absent)
+    pub step: i64,
     /// Flag bits ([`flag`]); [`flag::HAS_ARRIVAL_MAP`] is set by the builder.
     pub flags: u8,
 }
@@ -46,6 +50,8 @@ impl Default for EventTiming {
             compute_overlap_us: f64::NAN,
             compute_pressure: f64::NAN,
             observed_exposed_us: f64::NAN,
+            device_us: f64::NAN,
+            step: -1,
             flags: 0,
         }
     }
@@ -151,6 +157,12 @@ impl TraceBuilder {
         ev.compute_overlap_us.push(timing.compute_overlap_us);
         ev.compute_pressure.push(timing.compute_pressure);
         ev.observed_exposed_us.push(timing.observed_exposed_us);
+        ev.device_us.push(timing.device_us);
+        ev.step.push(if timing.step >= 0 {
+            timing.step as f64
+        } else {
+            f64::NAN
+        });
         ev.flags.push(flags);
         ev.spans.push(span);
     }
@@ -197,6 +209,8 @@ impl TraceBuilder {
             .extend_from_slice(&theirs.compute_pressure);
         mine.observed_exposed_us
             .extend_from_slice(&theirs.observed_exposed_us);
+        mine.device_us.extend_from_slice(&theirs.device_us);
+        mine.step.extend_from_slice(&theirs.step);
         mine.flags.extend_from_slice(&theirs.flags);
         mine.arrival_at
             .extend(theirs.arrival_at.iter().map(|&a| a + arrival_shift));
@@ -276,6 +290,7 @@ fn write_event(
     if sig.custom_op {
         o.bool("custom_op", true);
     }
+    number(&mut o, "device_us", t.device_us);
     if let Some(d) = &sig.dtype {
         o.raw("dtype", d);
     }
@@ -302,6 +317,9 @@ fn write_event(
     canon::write_i64_array(o.key("ranks"), &sig.ranks);
     sig.write_roles(&mut o);
     number(&mut o, "start_us", t.start_us);
+    if t.step >= 0 {
+        o.i64("step", t.step);
+    }
     if let Some(tag) = &sig.tag {
         wtf8(&mut o, "tag", tag);
     }

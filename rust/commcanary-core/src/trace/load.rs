@@ -13,6 +13,8 @@ use crate::json::{Doc, JsonLimits, Node, NodeId, Parser, Value, canon};
 const MAX_TIME_US: f64 = 1e12;
 /// Largest accepted `compute_pressure`.
 const MAX_PRESSURE: f64 = 1e6;
+/// Largest `step` a trace may carry.
+const MAX_STEP: i64 = 1 << 53;
 /// Largest accepted `concurrent_groups`.
 const MAX_CONCURRENT_GROUPS: i64 = 1_000_000;
 
@@ -109,23 +111,7 @@ fn plain_json_string(json: &[u8]) -> Option<&str> {
 }
 
 fn empty_signature() -> Signature {
-    Signature {
-        phase: Vec::new(),
-        op: Vec::new(),
-        bytes: 0,
-        ranks: Vec::new(),
-        group: Vec::new(),
-        concurrent_groups: 1,
-        custom_op: false,
-        dtype: None,
-        reduction_op: None,
-        root_rank: None,
-        sender_rank: None,
-        receiver_rank: None,
-        message_sequence: None,
-        tag: None,
-        channel: None,
-    }
+    Signature::default()
 }
 
 struct Reader {
@@ -872,6 +858,13 @@ impl<'a> FieldReader<'a> {
             compute_before_us: self.time("compute_before_us", f.compute_before_us)?,
             compute_overlap_us: self.time("compute_overlap_us", f.compute_overlap_us)?,
             observed_exposed_us: self.time("observed_exposed_us", f.observed_exposed_us)?,
+            device_us: self.time("device_us", f.device_us)?,
+            step: match self.val(f.step) {
+                None => -1,
+                Some(v) => lenient_int(v)
+                    .filter(|&s| (0..=MAX_STEP).contains(&s))
+                    .ok_or_else(|| self.err("step", "must be a non-negative integer"))?,
+            },
             compute_pressure: match self.val(f.compute_pressure) {
                 None => f64::NAN,
                 Some(v) => lenient_num(v)
@@ -1012,6 +1005,8 @@ struct EventFields {
     compute_overlap_unknown: Option<NodeId>,
     compute_pressure: Option<NodeId>,
     observed_exposed_us: Option<NodeId>,
+    device_us: Option<NodeId>,
+    step: Option<NodeId>,
     concurrent_groups: Option<NodeId>,
     compute_fields_uncertain: Option<NodeId>,
     dtype: Option<NodeId>,
@@ -1047,6 +1042,8 @@ impl EventFields {
             b"compute_overlap_unknown" => &mut self.compute_overlap_unknown,
             b"compute_pressure" => &mut self.compute_pressure,
             b"observed_exposed_us" => &mut self.observed_exposed_us,
+            b"device_us" => &mut self.device_us,
+            b"step" => &mut self.step,
             b"concurrent_groups" => &mut self.concurrent_groups,
             b"compute_fields_uncertain" => &mut self.compute_fields_uncertain,
             b"dtype" => &mut self.dtype,

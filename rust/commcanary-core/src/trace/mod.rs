@@ -76,6 +76,29 @@ pub struct Signature {
     pub channel: Option<Vec<u8>>,
 }
 
+impl Default for Signature {
+    /// An empty identity with the format's defaults (`concurrent_groups` 1).
+    fn default() -> Self {
+        Self {
+            phase: Vec::new(),
+            op: Vec::new(),
+            bytes: 0,
+            ranks: Vec::new(),
+            group: Vec::new(),
+            concurrent_groups: 1,
+            custom_op: false,
+            dtype: None,
+            reduction_op: None,
+            root_rank: None,
+            sender_rank: None,
+            receiver_rank: None,
+            message_sequence: None,
+            tag: None,
+            channel: None,
+        }
+    }
+}
+
 impl Signature {
     /// Writes the members `receiver_rank`, `reduction_op`, `root_rank` and
     /// `sender_rank` (those present) into a canonical object whose previous
@@ -136,6 +159,10 @@ pub struct Events {
     pub compute_pressure: Vec<f64>,
     /// `observed_exposed_us`
     pub observed_exposed_us: Vec<f64>,
+    /// `device_us`: measured device (GPU kernel) time of the collective.
+    pub device_us: Vec<f64>,
+    /// `step`: the training or serving step (an integer, as `f64`).
+    pub step: Vec<f64>,
     /// Flag bits, see [`flag`].
     pub flags: Vec<u8>,
     /// Start of each event's raw arrival values in [`Events::arrivals`] (rank
@@ -176,13 +203,15 @@ impl Events {
             "compute_overlap_us" => &self.compute_overlap_us,
             "compute_pressure" => &self.compute_pressure,
             "observed_exposed_us" => &self.observed_exposed_us,
+            "device_us" => &self.device_us,
+            "step" => &self.step,
             _ => return None,
         })
     }
 }
 
 /// The timing columns of [`Events`], by field name.
-pub const TIMING_COLUMNS: [&str; 7] = [
+pub const TIMING_COLUMNS: [&str; 9] = [
     "start_us",
     "gap_us",
     "arrival_skew_us",
@@ -190,6 +219,8 @@ pub const TIMING_COLUMNS: [&str; 7] = [
     "compute_overlap_us",
     "compute_pressure",
     "observed_exposed_us",
+    "device_us",
+    "step",
 ];
 
 /// Location of one event's canonical JSON.

@@ -1,4 +1,5 @@
-//! One rank's PyTorch profiler (Kineto) Chrome trace → `commcanary.trace.v1`.
+//! One rank's NCCL profile (`record_param_comms`) → `commcanary.trace.v1`,
+//! the reference behaviour of a single-file import.
 //!
 //! A candidate collective is a `record_param_comms` event (`cat` absent or
 //! `cpu_op`) whose `args` carry `Collective name`. In order:
@@ -20,9 +21,9 @@
 //! 8. events are sorted by `(ts, index)` and `start_us` rebased to the first.
 //!
 //! Device time: GPU kernels (`cat: "kernel"`) whose `args["External id"]`
-//! equals the collective's are its NCCL kernels; their summed duration and
-//! count go into the event's metadata (`kineto_kernel_dur_us`,
-//! `kineto_kernel_count`). A collective without a linked kernel (a CPU trace,
+//! equals the collective's are its NCCL kernels; their summed duration is the
+//! event's `device_us`, and it and their count go into the event's metadata
+//! (`kineto_kernel_dur_us`, `kineto_kernel_count`). A collective without a linked kernel (a CPU trace,
 //! a profile without CUDA activity) has neither field: absent, never zero.
 //!
 //! A single rank's trace claims no cross-rank arrival skew, compute overlap
@@ -41,6 +42,8 @@ use crate::trace::{EventExtras, EventTiming, Signature, Trace, TraceBuilder};
 pub struct KinetoOptions {
     /// `workload.name` of the imported trace.
     pub workload_name: String,
+    /// The rank of a profile whose `distributedInfo` has none.
+    pub rank: Option<i64>,
     /// Phase given to every event, if any.
     pub phase: Option<String>,
     /// Keep only this `Process Group Name` (empty name = `default`).
@@ -53,6 +56,7 @@ impl Default for KinetoOptions {
     fn default() -> Self {
         Self {
             workload_name: "kineto-import".to_owned(),
+            rank: None,
             phase: None,
             process_group: None,
             json: JsonLimits::default(),
@@ -90,6 +94,8 @@ struct Collective {
     ts: f64,
     signature: Signature,
     metadata: Vec<u8>,
+    /// Summed duration of its linked GPU kernels, `NaN` when none.
+    device_us: f64,
 }
 
 /// Imports one rank's Kineto profile from its (decompressed) bytes.
@@ -132,6 +138,16 @@ pub fn import_kineto(bytes: &[u8], options: &KinetoOptions) -> Result<KinetoImpo
     }
     selected.sort_by(|a, b| a.ts.total_cmp(&b.ts).then(a.index.cmp(&b.index)));
     counts.imported = selected.len() as u64;
+    let header_rank = root
+        .get("distributedInfo")
+        .and_then(|i| integer(i.get("rank")));
+    if let (Some(given), Some(found)) = (options.rank, header_rank)
+        && given != found
+    {
+        return Err(Error::invalid(format!(
+            "says distributedInfo.rank {found}, but rank {given} was given"
+        )));
+    }
     Ok(KinetoImport {
         trace: build(root, &selected, &counts, options),
         counts,
@@ -272,14 +288,7 @@ fn collective(
         group: group.into_bytes(),
         concurrent_groups: 1,
         custom_op,
-        dtype: None,
-        reduction_op: None,
-        root_rank: None,
-        sender_rank: None,
-        receiver_rank: None,
-        message_sequence: None,
-        tag: None,
-        channel: None,
+        ..Signature::default()
     };
     let endpoints = point_to_point(args, &mut signature);
     let device = integer(args.get("External id")).and_then(|id| kernels.get(&id).copied());
@@ -298,11 +307,12 @@ fn collective(
         ts: ts.max(0.0),
         signature,
         metadata,
+        device_us: device.map_or(f64::NAN, |d| round(d.0, 3)),
     }))
 }
 
 /// An integer field (integral floats and numeric strings count).
-fn integer(v: Option<Value<'_>>) -> Option<i64> {
+pub(super) fn integer(v: Option<Value<'_>>) -> Option<i64> {
     let v = v?;
     v.as_i64()
         .or_else(|| v.as_float().filter(|f| f.fract() == 0.0).map(|f| f as i64))
@@ -310,7 +320,7 @@ fn integer(v: Option<Value<'_>>) -> Option<i64> {
 }
 
 /// The op for a normalized collective name, and whether it is custom.
-fn map_op(normalized: &str) -> (String, bool) {
+pub(super) fn map_op(normalized: &str) -> (String, bool) {
     let op = match normalized {
         "allreduce" | "allreducecoalesced" => "all_reduce",
         "allgather" | "allgatherbase" | "allgatherintotensorcoalesced" => "all_gather",
@@ -325,7 +335,7 @@ fn map_op(normalized: &str) -> (String, bool) {
 }
 
 /// Bytes per element of a Kineto dtype name (case-insensitive).
-fn element_bytes(dtype: &str) -> Option<i64> {
+pub(super) fn element_bytes(dtype: &str) -> Option<i64> {
     let d = dtype.to_ascii_lowercase();
     Some(match d.as_str() {
         "float" | "float32" | "int" | "int32" | "complexhalf" => 4,
@@ -339,7 +349,7 @@ fn element_bytes(dtype: &str) -> Option<i64> {
 }
 
 /// The group's ranks and whether they were assumed (`0..size`).
-fn group_ranks(args: Value<'_>) -> Result<(Vec<i64>, bool)> {
+pub(super) fn group_ranks(args: Value<'_>) -> Result<(Vec<i64>, bool)> {
     let listed = args.get("Process Group Ranks");
     if let Some(ranks) = listed.and_then(|v| v.as_str()).and_then(parse_rank_list)
         && !ranks.is_empty()
@@ -381,7 +391,7 @@ fn group_ranks(args: Value<'_>) -> Result<(Vec<i64>, bool)> {
 }
 
 /// `"[0, 1, 2]"` → ranks; `None` for anything else (`...`, non-integers).
-fn parse_rank_list(text: &str) -> Option<Vec<i64>> {
+pub(super) fn parse_rank_list(text: &str) -> Option<Vec<i64>> {
     let inner = text.trim().strip_prefix('[')?.strip_suffix(']')?;
     if inner.contains("...") {
         return None;
@@ -461,6 +471,7 @@ fn build(
         let id = format!("kineto-{:06}", c.index);
         let timing = EventTiming {
             start_us: round(c.ts - first_ts, 3),
+            device_us: c.device_us,
             ..EventTiming::default()
         };
         let extras = EventExtras {
@@ -469,13 +480,13 @@ fn build(
         };
         b.push_event(&c.signature, &timing, None, &extras);
     }
-    b.set_member(b"system", system_json(root));
+    b.set_member(b"system", system_json(root, options.rank));
     b.set_member(b"workload", workload_json(first_ts, counts, options));
     b.finish(Vec::new())
 }
 
 /// `system`: the source format and what `distributedInfo` says.
-fn system_json(root: Value<'_>) -> Vec<u8> {
+fn system_json(root: Value<'_>, given_rank: Option<i64>) -> Vec<u8> {
     let info = root.get("distributedInfo").filter(Value::is_object);
     let field = |k: &str| info.and_then(|i| i.get(k)).map(|v| canon::to_vec(v));
     let mut out = Vec::new();
@@ -489,8 +500,10 @@ fn system_json(root: Value<'_>) -> Vec<u8> {
     if let Some(v) = field("nccl_version") {
         o.raw("kineto_nccl_version", &v);
     }
-    if let Some(v) = field("rank") {
-        o.raw("kineto_rank", &v);
+    match (field("rank"), given_rank) {
+        (Some(v), _) => o.raw("kineto_rank", &v),
+        (None, Some(r)) => o.i64("kineto_rank", r),
+        (None, None) => {}
     }
     if let Some(v) = field("world_size") {
         o.raw("kineto_world_size", &v);

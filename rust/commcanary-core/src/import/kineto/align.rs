@@ -1,0 +1,438 @@
+//! Cross-rank matching: which calls of which ranks are one collective
+//! instance of which process group.
+//!
+//! A record that names its group (NCCL) has one candidate group. A `c10d::`
+//! call (gloo) does not: its candidates are the job's groups that contain the
+//! rank and fit the call's shape (an all_gather's output/input ratio is the
+//! group size, a root or peer must be a group rank). The matcher then walks
+//! all calls in order of arrival; for the earliest unmatched call it looks,
+//! in each candidate group (largest first), for one partner per other member:
+//! that member's first unmatched call that can be on the group, with the same
+//! operation, size, dtype, root and sequence number, and consistent in time
+//! (a member that waits for another cannot have finished before the other
+//! arrived). The members of a group issue its collectives in one order (the
+//! backend pairs them by sequence), so a member's next call that can only be
+//! on the group and differs ends the search: the instance is partial.
+//!
+//! Two passes: the first matches; then each execution thread (gloo runs a
+//! group's collectives on that group's own worker threads) takes the group
+//! most of its calls matched into, which removes the ambiguity of calls that
+//! fit several groups (an all_reduce on a pair and on the world), and the
+//! second pass matches again with those labels. A call that still fits more
+//! than one complete instance is marked ambiguous. Nothing is guessed: an
+//! instance lacking a member is kept apart as partial with the ranks seen and
+//! missing.
+
+use rustc_hash::FxHashMap;
+
+use super::ops::Kind;
+use super::profile::{Call, GroupDecl, RankProfile};
+
+/// Slack of the time-consistency test, µs.
+pub const MATCH_TOLERANCE_US: f64 = 500.0;
+/// Unmatched calls a partner search looks at on one member.
+const SCAN_LIMIT: usize = 512;
+
+/// One member's call in an instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    /// Index of the rank's profile.
+    pub slot: usize,
+    /// Index of the call in that profile.
+    pub call: usize,
+}
+
+/// One collective instance (or a partial one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    /// Index into the job's groups.
+    pub group: usize,
+    /// Members seen, by slot order.
+    pub members: Vec<Member>,
+    /// Every member of the group (both ends of a p2p) took part.
+    pub complete: bool,
+    /// More than one group explained it equally well.
+    pub ambiguous: bool,
+}
+
+/// The job as the matcher sees it.
+pub struct Job<'a> {
+    /// One profile per rank.
+    pub profiles: &'a [RankProfile],
+    /// Offset of each profile's clock onto the job clock, µs.
+    pub shifts: &'a [f64],
+    /// The job's groups.
+    pub groups: &'a [GroupDecl],
+    /// Profile index of each global rank present.
+    pub slot_of_rank: &'a FxHashMap<i64, usize>,
+    /// Per profile, per profile-group index, the job group index.
+    pub group_maps: &'a [Vec<usize>],
+}
+
+/// Candidate groups of every call, per slot.
+struct Candidates {
+    pool: Vec<Vec<u32>>,
+    at: Vec<Vec<(u32, u32)>>,
+}
+
+impl Candidates {
+    fn of(&self, slot: usize, call: usize) -> &[u32] {
+        let (s, n) = self.at[slot][call];
+        &self.pool[slot][s as usize..(s + n) as usize]
+    }
+
+    fn restrict(&mut self, slot: usize, call: usize, group: u32) {
+        let (s, n) = self.at[slot][call];
+        if n > 1 && self.pool[slot][s as usize..(s + n) as usize].contains(&group) {
+            self.pool[slot][s as usize] = group;
+            self.at[slot][call] = (s, 1);
+        }
+    }
+}
+
+/// Matches the job's calls into instances, complete ones and partial ones.
+#[must_use]
+pub fn align(job: &Job<'_>) -> Vec<Instance> {
+    let mut cands = candidates(job);
+    let first = sweep(job, &cands);
+    label_threads(job, &first, &mut cands);
+    sweep(job, &cands)
+}
+
+fn candidates(job: &Job<'_>) -> Candidates {
+    let mut pool = Vec::with_capacity(job.profiles.len());
+    let mut at = Vec::with_capacity(job.profiles.len());
+    for (slot, p) in job.profiles.iter().enumerate() {
+        let mut mine: Vec<u32> = Vec::new();
+        let mut spans = Vec::with_capacity(p.calls.len());
+        for c in &p.calls {
+            let start = mine.len() as u32;
+            if c.group >= 0 {
+                mine.push(job.group_maps[slot][c.group as usize] as u32);
+            } else {
+                let mut fit: Vec<u32> = (0..job.groups.len() as u32)
+                    .filter(|&g| fits(c, p.rank, &job.groups[g as usize]))
+                    .collect();
+                fit.sort_by_key(|&g| std::cmp::Reverse(job.groups[g as usize].ranks.len()));
+                mine.extend(fit);
+            }
+            spans.push((start, mine.len() as u32 - start));
+        }
+        pool.push(mine);
+        at.push(spans);
+    }
+    Candidates { pool, at }
+}
+
+/// Whether call `c` of `rank` can be a call on `g`.
+fn fits(c: &Call, rank: i64, g: &GroupDecl) -> bool {
+    let size = g.ranks.len() as i64;
+    if !g.ranks.contains(&rank) {
+        return false;
+    }
+    match c.kind {
+        Kind::AllGather if c.out_tensors > 1 => c.out_tensors == size,
+        Kind::AllGather if c.in_elems > 0 && c.out_elems % c.in_elems == 0 => {
+            c.out_elems / c.in_elems == size
+        }
+        Kind::ReduceScatter if c.out_elems > 0 && c.in_elems % c.out_elems == 0 => {
+            c.in_elems / c.out_elems == size
+        }
+        Kind::Broadcast | Kind::Reduce | Kind::Gather | Kind::Scatter => c.peer < size,
+        Kind::Send | Kind::Recv => {
+            if c.peer_global >= 0 {
+                c.peer_global != rank && g.ranks.contains(&c.peer_global)
+            } else {
+                c.peer >= 0 && c.peer < size && g.ranks[c.peer as usize] != rank
+            }
+        }
+        _ => true,
+    }
+}
+
+/// Matching state of one sweep.
+struct Sweep<'j, 'a> {
+    job: &'j Job<'a>,
+    cands: &'j Candidates,
+    assigned: Vec<Vec<bool>>,
+    cursor: Vec<usize>,
+}
+
+fn sweep(job: &Job<'_>, cands: &Candidates) -> Vec<Instance> {
+    let mut order: Vec<(f64, usize, usize)> = Vec::new();
+    for (slot, p) in job.profiles.iter().enumerate() {
+        for (i, c) in p.calls.iter().enumerate() {
+            order.push((c.arrival + job.shifts[slot], slot, i));
+        }
+    }
+    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    let mut s = Sweep {
+        job,
+        cands,
+        assigned: job
+            .profiles
+            .iter()
+            .map(|p| vec![false; p.calls.len()])
+            .collect(),
+        cursor: vec![0; job.profiles.len()],
+    };
+    let mut out = Vec::new();
+    for &(_, slot, i) in &order {
+        if s.assigned[slot][i] {
+            continue;
+        }
+        let instance = s.instance_of(slot, i);
+        for m in &instance.members {
+            s.assigned[m.slot][m.call] = true;
+        }
+        out.push(instance);
+    }
+    out
+}
+
+impl Sweep<'_, '_> {
+    fn call(&self, slot: usize, i: usize) -> &Call {
+        &self.job.profiles[slot].calls[i]
+    }
+
+    /// The instance that call `i` of `slot` belongs to.
+    fn instance_of(&mut self, slot: usize, i: usize) -> Instance {
+        let own = Member { slot, call: i };
+        let mut complete: Vec<(usize, Vec<Member>)> = Vec::new();
+        let mut partial: Option<(usize, Vec<Member>)> = None;
+        for &g in self.cands.of(slot, i) {
+            let g = g as usize;
+            if let Some((first, _)) = complete.first()
+                && self.job.groups[*first].ranks.len() > self.job.groups[g].ranks.len()
+            {
+                break;
+            }
+            let (found, all) = self.partners(slot, i, g);
+            if all {
+                complete.push((g, found));
+            } else if partial.as_ref().is_none_or(|p| found.len() > p.1.len()) {
+                partial = Some((g, found));
+            }
+        }
+        let ambiguous = complete.len() > 1;
+        let (group, mut members, done) = match self.best(complete) {
+            Some((g, m)) => (g, m, true),
+            None => match partial {
+                Some((g, m)) => (g, m, false),
+                None => (usize::MAX, Vec::new(), false),
+            },
+        };
+        members.push(own);
+        members.sort_by_key(|m| m.slot);
+        Instance {
+            group,
+            members,
+            complete: done,
+            ambiguous,
+        }
+    }
+
+    /// Of several complete instances, the one whose members finish closest
+    /// together.
+    fn best(&self, complete: Vec<(usize, Vec<Member>)>) -> Option<(usize, Vec<Member>)> {
+        let spread = |m: &Vec<Member>| {
+            let ends = m
+                .iter()
+                .map(|x| self.call(x.slot, x.call).end + self.job.shifts[x.slot]);
+            let (lo, hi) = ends.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), e| {
+                (l.min(e), h.max(e))
+            });
+            if m.is_empty() { 0.0 } else { hi - lo }
+        };
+        complete
+            .into_iter()
+            .min_by(|a, b| spread(&a.1).total_cmp(&spread(&b.1)))
+    }
+
+    /// Partners of call `i` of `slot` on group `g`, and whether every member
+    /// (or the p2p peer) was found.
+    fn partners(&mut self, slot: usize, i: usize, g: usize) -> (Vec<Member>, bool) {
+        let job = self.job;
+        let c = self.call(slot, i).clone();
+        let rank = job.profiles[slot].rank;
+        let group = &job.groups[g];
+        let others: Vec<i64> = if c.kind.is_p2p() {
+            vec![peer_of(&c, group)]
+        } else {
+            group.ranks.iter().copied().filter(|&r| r != rank).collect()
+        };
+        let mut found = Vec::with_capacity(others.len());
+        for m in others {
+            let Some(&ms) = job.slot_of_rank.get(&m) else {
+                continue;
+            };
+            if let Some(j) = self.find(ms, g, slot, &c) {
+                found.push(Member { slot: ms, call: j });
+            }
+        }
+        let all = found.len()
+            == if c.kind.is_p2p() {
+                1
+            } else {
+                group.ranks.len() - 1
+            };
+        (found, all)
+    }
+
+    /// The first unmatched call of `ms` that is `c`'s partner on `g`.
+    fn find(&mut self, ms: usize, g: usize, slot: usize, c: &Call) -> Option<usize> {
+        let calls = &self.job.profiles[ms].calls;
+        while self.cursor[ms] < calls.len() && self.assigned[ms][self.cursor[ms]] {
+            self.cursor[ms] += 1;
+        }
+        let group = &self.job.groups[g];
+        let ranks = (self.job.profiles[slot].rank, self.job.profiles[ms].rank);
+        let (cs, ps) = (self.job.shifts[slot], self.job.shifts[ms]);
+        let mut seen = 0;
+        for (j, p) in calls.iter().enumerate().skip(self.cursor[ms]) {
+            if self.assigned[ms][j] {
+                continue;
+            }
+            if p.kind.is_p2p() != c.kind.is_p2p() {
+                continue;
+            }
+            let cand = self.cands.of(ms, j);
+            if !cand.contains(&(g as u32)) {
+                continue;
+            }
+            if waits(c, ranks.0, p, ranks.1, group)
+                && p.end_measured
+                && c.end_measured
+                && p.arrival + ps > c.end + cs + MATCH_TOLERANCE_US
+            {
+                return None;
+            }
+            if same_instance(c, ranks.0, p, ranks.1, group)
+                && consistent_in_time(c, cs, ranks.0, p, ps, ranks.1, group)
+            {
+                return Some(j);
+            }
+            if cand.len() == 1 && !c.kind.is_p2p() {
+                return None;
+            }
+            seen += 1;
+            if seen >= SCAN_LIMIT {
+                return None;
+            }
+        }
+        None
+    }
+}
+
+/// The global rank of a p2p call's peer on `g` (−1 when not resolvable).
+pub(super) fn peer_of(c: &Call, g: &GroupDecl) -> i64 {
+    if c.peer_global >= 0 {
+        return c.peer_global;
+    }
+    g.ranks
+        .get(c.peer.max(0) as usize)
+        .copied()
+        .filter(|_| c.peer >= 0)
+        .unwrap_or(-1)
+}
+
+/// The root's global rank of a rooted collective on `g`.
+fn root_rank(c: &Call, g: &GroupDecl) -> i64 {
+    g.ranks.get(c.peer.max(0) as usize).copied().unwrap_or(-1)
+}
+
+/// Whether `x` (of rank `xr`) cannot finish before `y` (of rank `yr`)
+/// arrives.
+fn waits(x: &Call, xr: i64, y: &Call, yr: i64, g: &GroupDecl) -> bool {
+    match x.kind {
+        Kind::Broadcast | Kind::Scatter => root_rank(x, g) == yr,
+        Kind::Reduce | Kind::Gather => root_rank(x, g) == xr,
+        Kind::Recv => y.kind == Kind::Send,
+        Kind::Send => false,
+        _ => true,
+    }
+}
+
+/// Whether `p` (of `pr`) is the same operation as `c` (of `cr`) on `g`.
+fn same_instance(c: &Call, cr: i64, p: &Call, pr: i64, g: &GroupDecl) -> bool {
+    if c.dtype != p.dtype || (c.seq >= 0 && p.seq >= 0 && c.seq != p.seq) {
+        return false;
+    }
+    if c.kind.is_p2p() {
+        let complementary = matches!(
+            (c.kind, p.kind),
+            (Kind::Send, Kind::Recv) | (Kind::Recv, Kind::Send)
+        );
+        let tags = c.tag < 0 || p.tag < 0 || c.tag == p.tag;
+        return complementary
+            && tags
+            && c.bytes == p.bytes
+            && peer_of(c, g) == pr
+            && peer_of(p, g) == cr;
+    }
+    if c.kind != p.kind || c.name != p.name && c.kind == Kind::Other {
+        return false;
+    }
+    match c.kind {
+        Kind::AllToAll => true,
+        Kind::Broadcast | Kind::Reduce | Kind::Gather | Kind::Scatter => {
+            c.peer == p.peer && c.bytes == p.bytes
+        }
+        _ => c.bytes == p.bytes,
+    }
+}
+
+/// Whether the two calls can be one instance given when each ran.
+fn consistent_in_time(
+    c: &Call,
+    cs: f64,
+    cr: i64,
+    p: &Call,
+    ps: f64,
+    pr: i64,
+    g: &GroupDecl,
+) -> bool {
+    if !(c.end_measured && p.end_measured) {
+        return true;
+    }
+    let (ca, ce, pa, pe) = (c.arrival + cs, c.end + cs, p.arrival + ps, p.end + ps);
+    let c_ok = !waits(c, cr, p, pr, g) || pa <= ce + MATCH_TOLERANCE_US;
+    let p_ok = !waits(p, pr, c, cr, g) || ca <= pe + MATCH_TOLERANCE_US;
+    c_ok && p_ok
+}
+
+/// Gives each execution thread the group most of its calls matched into,
+/// when that is a clear majority, and restricts its calls to it.
+fn label_threads(job: &Job<'_>, first: &[Instance], cands: &mut Candidates) {
+    let mut votes: FxHashMap<(usize, i64), FxHashMap<usize, u32>> = FxHashMap::default();
+    for inst in first.iter().filter(|i| i.complete) {
+        for m in &inst.members {
+            let t = job.profiles[m.slot].calls[m.call].thread;
+            if t >= 0 {
+                *votes
+                    .entry((m.slot, t))
+                    .or_default()
+                    .entry(inst.group)
+                    .or_default() += 1;
+            }
+        }
+    }
+    let mut label: FxHashMap<(usize, i64), usize> = FxHashMap::default();
+    for (key, counts) in votes {
+        let total: u32 = counts.values().sum();
+        let (g, n) = counts
+            .into_iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+            .unwrap_or((0, 0));
+        if n >= 2 && f64::from(n) >= 0.9 * f64::from(total) {
+            label.insert(key, g);
+        }
+    }
+    for (slot, p) in job.profiles.iter().enumerate() {
+        for (i, c) in p.calls.iter().enumerate() {
+            if let Some(&g) = label.get(&(slot, c.thread)) {
+                cands.restrict(slot, i, g as u32);
+            }
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! Matched instances → trace events.
+//!
+//! One event per complete instance, at the first member's arrival on the
+//! job clock (rebased to the job's first collective, µs rounded to 3
+//! decimals): measured `rank_arrival_us` per rank, `compute_before_us` (the
+//! largest member's compute since its previous call), `compute_overlap_us`
+//! (the smallest member's compute while the collective ran: what every rank
+//! can hide), `concurrent_groups` (distinct groups with an instance running at
+//! the same time), the step (`ProfilerStep#N`) and phase (the outermost user
+//! annotation around the call) of the lowest member rank, and the device time
+//! when every member has linked kernels. Partial instances become
+//! [`PartialCollective`]s, never events.
+
+use super::align::{Instance, Job};
+use super::ops::Kind;
+use super::profile::Call;
+use crate::json::canon::{self, ObjectWriter};
+use crate::pyfloat::round;
+use crate::trace::{EventExtras, EventTiming, Signature, TraceBuilder};
+
+/// A collective seen on some of its members only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartialCollective {
+    /// Group name (`?` when no candidate group fitted).
+    pub group: String,
+    /// Trace op name.
+    pub op: String,
+    /// Ranks whose traces have it.
+    pub seen: Vec<i64>,
+    /// Members whose traces do not.
+    pub missing: Vec<i64>,
+    /// First arrival, µs on the job clock (rebased like the events).
+    pub start_us: f64,
+    /// `ProfilerStep#N` of the first member, −1 when none.
+    pub step: i64,
+}
+
+/// One member's call as an event needs it.
+#[derive(Clone, Copy)]
+struct View<'a> {
+    rank: i64,
+    call: &'a Call,
+    shift: f64,
+    slot: usize,
+}
+
+/// One complete instance, ready to write.
+struct Prepared {
+    start: f64,
+    end: f64,
+    group: usize,
+    instance: usize,
+}
+
+/// Writes the complete instances into `b`; returns the partial ones and the
+/// job-clock origin (the first complete instance's first arrival).
+pub(super) fn write_events(
+    job: &Job<'_>,
+    instances: &[Instance],
+    fallback_phase: Option<&str>,
+    b: &mut TraceBuilder,
+) -> (Vec<PartialCollective>, f64) {
+    let at = |m: &super::align::Member| -> (&Call, f64) {
+        (&job.profiles[m.slot].calls[m.call], job.shifts[m.slot])
+    };
+    let mut prepared: Vec<Prepared> = Vec::new();
+    for (k, inst) in instances.iter().enumerate().filter(|(_, i)| i.complete) {
+        let start = inst
+            .members
+            .iter()
+            .map(|m| {
+                let (c, s) = at(m);
+                c.arrival + s
+            })
+            .fold(f64::INFINITY, f64::min);
+        let end = inst
+            .members
+            .iter()
+            .map(|m| {
+                let (c, s) = at(m);
+                c.end + s
+            })
+            .fold(f64::NEG_INFINITY, f64::max);
+        prepared.push(Prepared {
+            start,
+            end,
+            group: inst.group,
+            instance: k,
+        });
+    }
+    prepared.sort_by(|a, b| {
+        a.start
+            .total_cmp(&b.start)
+            .then(a.instance.cmp(&b.instance))
+    });
+    let origin = prepared.first().map_or_else(
+        || {
+            instances
+                .iter()
+                .flat_map(|i| i.members.iter())
+                .map(|m| {
+                    let (c, s) = at(m);
+                    c.arrival + s
+                })
+                .fold(f64::INFINITY, f64::min)
+        },
+        |p| p.start,
+    );
+    let concurrency = concurrent_groups(&prepared);
+    let mut per_group = vec![0_u64; job.groups.len()];
+    for (p, &concurrent) in prepared.iter().zip(&concurrency) {
+        let seq = per_group[p.group];
+        per_group[p.group] += 1;
+        write_one(
+            job,
+            &instances[p.instance],
+            p,
+            origin,
+            concurrent,
+            seq,
+            fallback_phase,
+            b,
+        );
+    }
+    let partial = partials(job, instances, origin);
+    (partial, origin)
+}
+
+/// Distinct groups running during each prepared instance (itself included).
+fn concurrent_groups(prepared: &[Prepared]) -> Vec<i64> {
+    let mut out = Vec::with_capacity(prepared.len());
+    let mut active: Vec<(f64, usize)> = Vec::new();
+    for (i, p) in prepared.iter().enumerate() {
+        active.retain(|a| a.0 > p.start);
+        let mut groups: Vec<usize> = active.iter().map(|a| a.1).collect();
+        groups.push(p.group);
+        for q in &prepared[i + 1..] {
+            if q.start >= p.end {
+                break;
+            }
+            groups.push(q.group);
+        }
+        groups.sort_unstable();
+        groups.dedup();
+        out.push(groups.len() as i64);
+        active.push((p.end, p.group));
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_one(
+    job: &Job<'_>,
+    inst: &Instance,
+    p: &Prepared,
+    origin: f64,
+    concurrent: i64,
+    seq: u64,
+    fallback_phase: Option<&str>,
+    b: &mut TraceBuilder,
+) {
+    let group = &job.groups[inst.group];
+    let calls: Vec<View<'_>> = inst
+        .members
+        .iter()
+        .map(|m| View {
+            rank: job.profiles[m.slot].rank,
+            call: &job.profiles[m.slot].calls[m.call],
+            shift: job.shifts[m.slot],
+            slot: m.slot,
+        })
+        .collect();
+    let first = calls[0].call;
+    let sig = signature(job, inst, &calls, concurrent, fallback_phase);
+    let ranks = sig.ranks.clone();
+    let by_rank = |r: i64| calls.iter().find(|v| v.rank == r);
+    let relative = |r: i64, t: fn(&Call) -> f64| {
+        by_rank(r).map_or(0.0, |v| round(t(v.call) + v.shift - p.start, 3))
+    };
+    let arrivals: Vec<f64> = ranks.iter().map(|&r| relative(r, |c| c.arrival)).collect();
+    let ends: Vec<f64> = ranks.iter().map(|&r| relative(r, |c| c.end)).collect();
+    let before = calls
+        .iter()
+        .map(|v| v.call.compute_before)
+        .fold(0.0, f64::max);
+    let overlap = calls
+        .iter()
+        .map(|v| v.call.compute_overlap)
+        .fold(f64::INFINITY, f64::min);
+    let device = if calls.iter().all(|v| v.call.kernels > 0) {
+        calls.iter().map(|v| v.call.device_us).fold(0.0, f64::max)
+    } else {
+        f64::NAN
+    };
+    let step = calls
+        .iter()
+        .map(|v| v.call.step)
+        .find(|&s| s >= 0)
+        .unwrap_or(-1);
+    let timing = EventTiming {
+        start_us: round(p.start - origin, 3),
+        compute_before_us: round(before, 3),
+        compute_overlap_us: round(overlap, 3),
+        device_us: if device.is_nan() {
+            f64::NAN
+        } else {
+            round(device, 3)
+        },
+        step,
+        ..EventTiming::default()
+    };
+    let mut metadata = Vec::new();
+    let mut o = ObjectWriter::new(&mut metadata);
+    let profile = &job.profiles[inst.members[0].slot];
+    o.str(
+        "kineto_collective_name",
+        &profile.names[first.name as usize],
+    );
+    if inst.ambiguous {
+        o.bool("kineto_group_ambiguous", true);
+    }
+    if first.group < 0 {
+        o.bool("kineto_group_inferred", true);
+    }
+    if device.is_finite() {
+        o.i64(
+            "kineto_kernel_count",
+            calls.iter().map(|v| i64::from(v.call.kernels)).sum(),
+        );
+    }
+    if !group.desc.is_empty() {
+        o.str("kineto_pg_desc", &group.desc);
+    }
+    if calls.iter().all(|v| v.call.end_measured) {
+        canon::write_f64_array(o.key("kineto_rank_end_us"), &ends);
+    }
+    if first.seq >= 0 {
+        o.i64("kineto_seq", first.seq);
+    }
+    o.end();
+    let id = format!("kineto-pg{}-{seq:06}", group.name);
+    let extras = EventExtras {
+        id: Some(&id),
+        metadata: Some(&metadata),
+    };
+    b.push_event(&sig, &timing, Some(&arrivals), &extras);
+}
+
+/// The event's identity.
+fn signature(
+    job: &Job<'_>,
+    inst: &Instance,
+    calls: &[View<'_>],
+    concurrent: i64,
+    fallback_phase: Option<&str>,
+) -> Signature {
+    let group = &job.groups[inst.group];
+    let c = calls[0].call;
+    let profile = &job.profiles[inst.members[0].slot];
+    let (op, custom) = match c.kind {
+        Kind::Send | Kind::Recv => ("point_to_point", false),
+        Kind::Other => (profile.names[c.name as usize].as_str(), true),
+        k => k.trace_op(),
+    };
+    let phase = calls
+        .iter()
+        .find(|v| v.call.phase >= 0)
+        .map(|v| job.profiles[v.slot].phases[v.call.phase as usize].clone())
+        .or_else(|| fallback_phase.map(str::to_owned))
+        .unwrap_or_else(|| "unknown".to_owned());
+    let mut sig = Signature {
+        phase: phase.into_bytes(),
+        op: op.as_bytes().to_vec(),
+        bytes: calls.iter().map(|v| v.call.bytes).max().unwrap_or(0),
+        ranks: group.ranks.clone(),
+        group: group.name.clone().into_bytes(),
+        concurrent_groups: concurrent.max(1),
+        custom_op: custom,
+        dtype: Some(json_str(c.dtype)),
+        ..Signature::default()
+    };
+    if c.kind == Kind::Broadcast {
+        let root = group
+            .ranks
+            .get(c.peer.max(0) as usize)
+            .copied()
+            .unwrap_or(0);
+        sig.root_rank = Some(root.to_string().into_bytes());
+    }
+    if c.kind.is_p2p() {
+        let send = calls
+            .iter()
+            .find(|v| v.call.kind == Kind::Send)
+            .map_or(-1, |v| v.rank);
+        let recv = calls
+            .iter()
+            .find(|v| v.call.kind == Kind::Recv)
+            .map_or(-1, |v| v.rank);
+        sig.sender_rank = Some(send);
+        sig.receiver_rank = Some(recv);
+        sig.ranks = vec![send.min(recv), send.max(recv)];
+    }
+    sig
+}
+
+fn json_str(s: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    canon::write_str(&mut out, s);
+    out
+}
+
+/// The partial instances, in time order.
+fn partials(job: &Job<'_>, instances: &[Instance], origin: f64) -> Vec<PartialCollective> {
+    let mut out: Vec<PartialCollective> = Vec::new();
+    for inst in instances.iter().filter(|i| !i.complete) {
+        let (c, shift) = {
+            let m = inst.members[0];
+            (&job.profiles[m.slot].calls[m.call], job.shifts[m.slot])
+        };
+        let start = inst
+            .members
+            .iter()
+            .map(|m| job.profiles[m.slot].calls[m.call].arrival + job.shifts[m.slot])
+            .fold(c.arrival + shift, f64::min);
+        let seen: Vec<i64> = inst
+            .members
+            .iter()
+            .map(|m| job.profiles[m.slot].rank)
+            .collect();
+        let (group, members) = match job.groups.get(inst.group) {
+            Some(g) if c.kind.is_p2p() => (g.name.clone(), {
+                let mut ends = seen.clone();
+                ends.push(super::align::peer_of(c, g));
+                ends
+            }),
+            Some(g) => (g.name.clone(), g.ranks.clone()),
+            None => ("?".to_owned(), seen.clone()),
+        };
+        let missing = members
+            .iter()
+            .copied()
+            .filter(|r| *r >= 0 && !seen.contains(r))
+            .collect();
+        let op = match c.kind {
+            Kind::Other => job.profiles[inst.members[0].slot].names[c.name as usize].clone(),
+            k => k.trace_op().0.to_owned(),
+        };
+        out.push(PartialCollective {
+            group,
+            op,
+            seen,
+            missing,
+            start_us: round(start - origin, 3),
+            step: c.step,
+        });
+    }
+    out.sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
+    out
+}

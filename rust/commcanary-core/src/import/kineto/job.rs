@@ -1,0 +1,427 @@
+//! A whole job's Kineto files → one `commcanary.trace.v1` trace.
+//!
+//! [`import_job`] takes one [`RankProfile`] per file, joins the windows of
+//! each rank, checks that the files are one job (world sizes and process
+//! groups agree; no rank twice), puts every rank on the job clock
+//! (`baseTimeNanoseconds` + `ts`, which one host shares, plus the offsets
+//! given for multi-host captures), matches instances ([`super::align`]) and
+//! writes one event per complete instance ([`super::events`]). What is
+//! measured and what is not goes into `workload.notes`.
+
+use rustc_hash::FxHashMap;
+
+use super::align::{Job, align};
+use super::events::{PartialCollective, write_events};
+use super::profile::{GroupDecl, RankProfile};
+use crate::error::{Error, Result};
+use crate::json::canon::{self, ObjectWriter};
+use crate::trace::{Trace, TraceBuilder};
+
+/// Options of a multi-rank import.
+#[derive(Debug, Clone, Default)]
+pub struct JobOptions {
+    /// `workload.name`.
+    pub workload_name: String,
+    /// Phase of events outside any user annotation (else `unknown`).
+    pub phase: Option<String>,
+    /// Per global rank, µs added to that rank's clock.
+    pub clock_offsets_us: FxHashMap<i64, f64>,
+    /// Refuse a job with partial collectives.
+    pub strict: bool,
+}
+
+/// What a multi-rank import kept and skipped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobCounts {
+    /// Ranks with a trace.
+    pub ranks: u64,
+    /// Files read.
+    pub files: u64,
+    /// Collective instances imported (events).
+    pub imported: u64,
+    /// Instances seen on some members only (kept out).
+    pub partial: u64,
+    /// Events whose group fitted more than one candidate equally.
+    pub ambiguous: u64,
+    /// Control ops skipped, over all ranks.
+    pub control: u64,
+    /// Zero-sized messages skipped.
+    pub empty: u64,
+    /// Nested duplicate records skipped.
+    pub nested: u64,
+    /// Calls with no element type anywhere (no size).
+    pub undtyped: u64,
+    /// Collective calls with no execution range.
+    pub unlinked: u64,
+}
+
+/// A job's imported trace, its counts and its partial collectives.
+#[derive(Debug, Clone)]
+pub struct JobImport {
+    /// The merged trace.
+    pub trace: Trace,
+    /// Counts.
+    pub counts: JobCounts,
+    /// Collectives seen on some members only, in time order.
+    pub partial: Vec<PartialCollective>,
+}
+
+/// Imports a job from its per-file profiles (any order; windows of a rank
+/// are joined). `labels[i]` names the file of `profiles[i]` in messages.
+///
+/// # Errors
+/// Files of different jobs, a rank given twice, group lists that disagree,
+/// nothing importable, or (with `strict`) a partial collective.
+pub fn import_job(
+    profiles: Vec<RankProfile>,
+    labels: &[String],
+    options: &JobOptions,
+) -> Result<JobImport> {
+    let files = profiles.len() as u64;
+    let (profiles, labels) = join_windows(profiles, labels)?;
+    check_world(&profiles, &labels)?;
+    let groups = job_groups(&profiles, &labels)?;
+    let group_maps: Vec<Vec<usize>> = profiles
+        .iter()
+        .map(|p| {
+            p.groups
+                .iter()
+                .map(|g| groups.iter().position(|j| j.name == g.name).unwrap_or(0))
+                .collect()
+        })
+        .collect();
+    let epoch = profiles.iter().map(|p| p.epoch_ns).min().unwrap_or(0);
+    let shifts: Vec<f64> = profiles
+        .iter()
+        .map(|p| {
+            (p.epoch_ns - epoch) as f64 / 1000.0
+                + options
+                    .clock_offsets_us
+                    .get(&p.rank)
+                    .copied()
+                    .unwrap_or(0.0)
+        })
+        .collect();
+    let slot_of_rank: FxHashMap<i64, usize> = profiles
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.rank, i))
+        .collect();
+    let job = Job {
+        profiles: &profiles,
+        shifts: &shifts,
+        groups: &groups,
+        slot_of_rank: &slot_of_rank,
+        group_maps: &group_maps,
+    };
+    let instances = align(&job);
+    let mut b = TraceBuilder::new();
+    let (partial, origin) = write_events(&job, &instances, options.phase.as_deref(), &mut b);
+    let mut counts = sum_counts(&profiles);
+    counts.files = files;
+    counts.imported = b.len() as u64;
+    counts.partial = partial.len() as u64;
+    counts.ambiguous = instances
+        .iter()
+        .filter(|i| i.complete && i.ambiguous)
+        .count() as u64;
+    if counts.imported == 0 {
+        return Err(Error::invalid(
+            "no collective was seen on all of its member ranks; nothing to import",
+        ));
+    }
+    if options.strict && !partial.is_empty() {
+        let p = &partial[0];
+        return Err(Error::invalid(format!(
+            "{} collective(s) are seen on some member ranks only (--strict); first: {}",
+            partial.len(),
+            describe(p)
+        )));
+    }
+    b.set_member(b"system", system_json(&profiles, &groups, epoch));
+    b.set_member(
+        b"workload",
+        workload_json(&counts, &partial, origin, epoch, &profiles, options),
+    );
+    Ok(JobImport {
+        trace: b.finish(Vec::new()),
+        counts,
+        partial,
+    })
+}
+
+/// One line about a partial collective.
+#[must_use]
+pub fn describe(p: &PartialCollective) -> String {
+    let step = if p.step >= 0 {
+        format!(" in ProfilerStep#{}", p.step)
+    } else {
+        String::new()
+    };
+    format!(
+        "{} on group {} at {:.3} us{step}, seen on ranks {:?}, missing ranks {:?}",
+        p.op, p.group, p.start_us, p.seen, p.missing
+    )
+}
+
+/// Joins the files of each rank (in time order); refuses a rank whose files
+/// overlap in time (the same rank given twice).
+fn join_windows(
+    profiles: Vec<RankProfile>,
+    labels: &[String],
+) -> Result<(Vec<RankProfile>, Vec<String>)> {
+    let spans: Vec<(f64, f64)> = profiles
+        .iter()
+        .map(|p| {
+            let base = p.epoch_ns as f64 / 1000.0;
+            let first = p.calls.first().map_or(f64::INFINITY, |c| c.arrival);
+            let last = p
+                .calls
+                .iter()
+                .map(|c| c.end)
+                .fold(f64::NEG_INFINITY, f64::max);
+            (first + base, last + base)
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..profiles.len()).collect();
+    order.sort_by(|&a, &b| {
+        profiles[a]
+            .rank
+            .cmp(&profiles[b].rank)
+            .then(spans[a].0.total_cmp(&spans[b].0))
+    });
+    let mut taken: Vec<Option<RankProfile>> = profiles.into_iter().map(Some).collect();
+    let mut out: Vec<RankProfile> = Vec::new();
+    let mut out_labels: Vec<String> = Vec::new();
+    let mut previous: Option<(i64, f64, usize)> = None;
+    for i in order {
+        let p = taken[i].take().unwrap_or_default();
+        match (previous, out.last_mut()) {
+            (Some((rank, end, k)), Some(joined)) if rank == p.rank => {
+                if spans[i].0 < end {
+                    return Err(Error::invalid(format!(
+                        "{}: holds rank {rank} like {}, and their events overlap in time (the same rank given twice?)",
+                        labels[i], labels[k]
+                    )));
+                }
+                joined
+                    .concat(p)
+                    .map_err(|e| Error::invalid(format!("{}: {}", labels[i], e.message())))?;
+                previous = Some((rank, end.max(spans[i].1), i));
+            }
+            _ => {
+                previous = Some((p.rank, spans[i].1, i));
+                out.push(p);
+                out_labels.push(labels[i].clone());
+            }
+        }
+    }
+    Ok((out, out_labels))
+}
+
+/// World sizes agree and every rank is below it.
+fn check_world(profiles: &[RankProfile], labels: &[String]) -> Result<()> {
+    let Some((k, world)) = profiles
+        .iter()
+        .enumerate()
+        .find_map(|(i, p)| p.world_size.map(|w| (i, w)))
+    else {
+        return Ok(());
+    };
+    for (i, p) in profiles.iter().enumerate() {
+        if let Some(w) = p.world_size
+            && w != world
+        {
+            return Err(Error::invalid(format!(
+                "{}: world_size {w} disagrees with {}'s {world}: traces of different jobs",
+                labels[i], labels[k]
+            )));
+        }
+        if p.rank >= world {
+            return Err(Error::invalid(format!(
+                "{}: rank {} is not below the world size {world}",
+                labels[i], p.rank
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The job's groups: every rank's, by name, the same everywhere; each rank
+/// in the groups it lists; each member listing the groups it is in.
+fn job_groups(profiles: &[RankProfile], labels: &[String]) -> Result<Vec<GroupDecl>> {
+    let mut groups: Vec<(GroupDecl, usize)> = Vec::new();
+    for (i, p) in profiles.iter().enumerate() {
+        for g in &p.groups {
+            if !g.ranks.contains(&p.rank) {
+                return Err(Error::invalid(format!(
+                    "{}: lists process group '{}' with ranks {:?}, which do not include its own rank {}",
+                    labels[i], g.name, g.ranks, p.rank
+                )));
+            }
+            match groups.iter().find(|(j, _)| j.name == g.name) {
+                Some((j, k)) if j.ranks != g.ranks => {
+                    return Err(Error::invalid(format!(
+                        "{}: process group '{}' has ranks {:?}, but {} says {:?}: traces of different jobs",
+                        labels[i], g.name, g.ranks, labels[*k], j.ranks
+                    )));
+                }
+                Some(_) => {}
+                None => groups.push((g.clone(), i)),
+            }
+        }
+    }
+    for (g, k) in &groups {
+        for (i, p) in profiles.iter().enumerate() {
+            if g.ranks.contains(&p.rank)
+                && !p.groups.is_empty()
+                && !p.groups.iter().any(|m| m.name == g.name)
+            {
+                return Err(Error::invalid(format!(
+                    "{}: does not list process group '{}' that {} says rank {} belongs to: traces of different jobs",
+                    labels[i], g.name, labels[*k], p.rank
+                )));
+            }
+        }
+    }
+    let mut groups: Vec<GroupDecl> = groups.into_iter().map(|(g, _)| g).collect();
+    if groups.is_empty()
+        && let Some(world) = profiles.iter().find_map(|p| p.world_size)
+    {
+        groups.push(GroupDecl {
+            name: "0".to_owned(),
+            desc: "default_pg (assumed: no pg_config)".to_owned(),
+            ranks: (0..world).collect(),
+        });
+    }
+    Ok(groups)
+}
+
+fn sum_counts(profiles: &[RankProfile]) -> JobCounts {
+    let mut c = JobCounts {
+        ranks: profiles.len() as u64,
+        ..JobCounts::default()
+    };
+    for p in profiles {
+        c.control += p.counts.control;
+        c.empty += p.counts.empty;
+        c.nested += p.counts.nested;
+        c.undtyped += p.counts.undtyped;
+        c.unlinked += p.counts.unlinked;
+    }
+    c
+}
+
+/// `system`: the source, the backend and the job's groups.
+fn system_json(profiles: &[RankProfile], groups: &[GroupDecl], epoch: i64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut o = ObjectWriter::new(&mut out);
+    if let Some(b) = profiles.iter().find_map(|p| p.backend.as_deref()) {
+        o.str("kineto_backend", b);
+    }
+    o.i64("kineto_base_time_ns", epoch);
+    let ranks: Vec<i64> = profiles.iter().map(|p| p.rank).collect();
+    canon::write_i64_array(o.key("kineto_imported_ranks"), &ranks);
+    let list = o.key("kineto_process_groups");
+    list.push(b'[');
+    for (i, g) in groups.iter().enumerate() {
+        if i > 0 {
+            list.push(b',');
+        }
+        let mut e = ObjectWriter::new(list);
+        e.str("desc", &g.desc);
+        e.str("name", &g.name);
+        canon::write_i64_array(e.key("ranks"), &g.ranks);
+        e.end();
+    }
+    list.push(b']');
+    if let Some(w) = profiles.iter().find_map(|p| p.world_size) {
+        o.i64("kineto_world_size", w);
+    }
+    o.str("source_format", "pytorch-kineto");
+    o.end();
+    out
+}
+
+/// `workload`: name, counts, partial collectives and what is measured.
+fn workload_json(
+    c: &JobCounts,
+    partial: &[PartialCollective],
+    origin: f64,
+    epoch: i64,
+    profiles: &[RankProfile],
+    options: &JobOptions,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut o = ObjectWriter::new(&mut out);
+    o.str("import_source", "pytorch-kineto");
+    o.i64("imported_events", c.imported as i64);
+    o.i64("imported_ranks", c.ranks as i64);
+    o.i64(
+        "kineto_job_start_ns",
+        epoch + (origin * 1000.0).round() as i64,
+    );
+    o.str("name", &options.workload_name);
+    o.str("notes", &notes(c, partial, profiles, options));
+    o.i64("partial_collectives", c.partial as i64);
+    if let Some(p) = partial.first() {
+        o.str("partial_collectives_first", &describe(p));
+    }
+    o.i64("skipped_control_events", c.control as i64);
+    o.i64("skipped_empty_events", c.empty as i64);
+    o.i64("skipped_nested_events", c.nested as i64);
+    o.i64("skipped_undtyped_events", c.undtyped as i64);
+    o.end();
+    out
+}
+
+fn notes(
+    c: &JobCounts,
+    partial: &[PartialCollective],
+    profiles: &[RankProfile],
+    options: &JobOptions,
+) -> String {
+    let measured_ends = profiles
+        .iter()
+        .all(|p| p.calls.iter().all(|c| c.end_measured));
+    let device = profiles
+        .iter()
+        .any(|p| p.calls.iter().any(|c| c.kernels > 0));
+    let mut s = format!(
+        "Imported from the PyTorch Kineto profiler traces of {} rank(s) ({} file(s)), one event per collective instance matched across its member ranks. Measured: per-rank arrival (rank_arrival_us, on the shared clock baseTimeNanoseconds + ts{}), compute before and during each collective from the profiled compute activity, concurrent communicators, steps (ProfilerStep#N) and phases (user annotations) where present.",
+        c.ranks,
+        c.files,
+        if options.clock_offsets_us.is_empty() {
+            ""
+        } else {
+            " corrected by the given clock offsets"
+        },
+    );
+    s.push_str(if device {
+        " Device time per collective is measured from its linked GPU kernels (device_us) where every member has one."
+    } else {
+        " No GPU kernels: no device time is claimed."
+    });
+    if !measured_ends {
+        s.push_str(
+            " Some collectives have no execution range, so their per-rank end is not measured.",
+        );
+    }
+    s.push_str(" Not claimed: observed exposed latency.");
+    s.push_str(&format!(
+        " Skipped {} control op(s), {} zero-sized message(s), {} nested duplicate record(s) and {} call(s) without an element type.",
+        c.control, c.empty, c.nested, c.undtyped
+    ));
+    if c.ambiguous > 0 {
+        s.push_str(&format!(" {} event(s) fit more than one process group equally (metadata kineto_group_ambiguous).", c.ambiguous));
+    }
+    match partial.first() {
+        Some(p) => s.push_str(&format!(
+            " {} collective(s) were seen on some member ranks only (a hang or a truncated profiling window) and are not events; first: {}.",
+            partial.len(),
+            describe(p)
+        )),
+        None => s.push_str(" Every collective was seen on all of its member ranks."),
+    }
+    s
+}

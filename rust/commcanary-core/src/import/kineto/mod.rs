@@ -1,0 +1,28 @@
+//! PyTorch profiler (Kineto) Chrome traces → `commcanary.trace.v1`.
+//!
+//! Two paths:
+//! * [`single`] — one rank's NCCL profile (`record_param_comms`), the
+//!   reference behaviour of a single-file import ([`import_kineto`]);
+//! * the job path — one or more files per rank, NCCL or gloo, merged into one
+//!   event per collective instance with measured per-rank arrivals:
+//!   [`profile::read_file`] reads each file ([`scan`] keeps what matters,
+//!   [`header`] reads `distributedInfo`), [`job::import_job`] joins windows,
+//!   checks the files are one job, matches instances ([`align`]) and writes
+//!   events ([`events`]).
+//!
+//! [`ops`] says what a call is; [`timeline`] holds the interval helpers.
+
+pub mod align;
+pub mod events;
+mod header;
+pub mod job;
+pub mod ops;
+pub mod profile;
+mod scan;
+pub mod single;
+pub mod timeline;
+
+pub use events::PartialCollective;
+pub use job::{JobCounts, JobImport, JobOptions, describe, import_job};
+pub use profile::{RankProfile, Source, read_file};
+pub use single::{KinetoCounts, KinetoImport, KinetoOptions, import_kineto};

@@ -1,0 +1,239 @@
+"""The multi-rank Kineto import on real traces: the gloo decode job (ground
+truth from the script's own op log), the hang's windowed traces, the NCCL
+trace, the end-to-end pipeline on an imported job, and bad jobs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from commcanary.cli import app
+from conftest import SHARED
+
+DECODE = SHARED / "fixtures" / "kineto" / "gloo_tp4_decode"
+HANG = SHARED / "fixtures" / "hang" / "gloo_tp4_rank3_skips_allreduce"
+NCCL = SHARED / "fixtures" / "kineto" / "third_party_hta_nccl_allreduce_2rank"
+
+pytestmark = pytest.mark.skipif(not DECODE.exists(), reason="shared fixtures not present")
+
+# op-log op -> trace op (barrier is a control op; the receiving side of a p2p
+# pair is the same event as its send).
+OPLOG_OPS = {
+    "all_reduce": "all_reduce",
+    "all_gather_into_tensor": "all_gather",
+    "reduce_scatter_tensor": "reduce_scatter",
+    "all_to_all_single": "all_to_all",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "send": "point_to_point",
+    "isend": "point_to_point",
+}
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(app, list(args))
+
+
+def load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+@pytest.fixture(scope="module")
+def decode(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("decode") / "job.trace.json"
+    result = run("import-kineto", str(DECODE), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(
+        "imported 506 collective events from 4 ranks (4 files; skipped 16 control"
+    )
+    return load(out)
+
+
+def test_every_collective_of_the_op_log_per_op_group_and_step(decode: dict[str, Any]) -> None:
+    oplog = load(DECODE / "oplog.json")["ranks"]
+    groups = {g["desc"]: g["name"] for g in decode["system"]["kineto_process_groups"]}
+    expected: Counter[tuple[str, str, int]] = Counter()
+    barriers = 0
+    for rank, log in oplog.items():
+        for op in log["ops"]:
+            if op["step"] is None:  # the unprofiled warm-up step
+                continue
+            if op["op"] == "barrier":
+                barriers += 1
+                continue
+            mapped = OPLOG_OPS.get(op["op"])
+            lowest = min(op["pg_ranks"])
+            if mapped is None or (mapped != "point_to_point" and int(rank) != lowest):
+                continue
+            expected[(mapped, groups[op["pg"]], op["step"] + 1)] += 1
+    got = Counter((e["op"], e["group"], e["step"]) for e in decode["events"])
+    assert got == expected
+    assert decode["workload"]["skipped_control_events"] == barriers
+    assert decode["workload"]["partial_collectives"] == 0
+
+
+def test_the_injected_straggler_is_measured_on_the_shared_clock(decode: dict[str, Any]) -> None:
+    truth = load(DECODE / "ground_truth.json")["straggler"]
+    first: dict[int, dict[str, Any]] = {}
+    for e in decode["events"]:
+        if e["op"] == "all_reduce" and e["group"] == "0":
+            first.setdefault(e["step"], e)
+    for injection in truth["injections"]:
+        event = first[injection["step"] + 1]
+        lag_ms = event["rank_arrival_us"][event["ranks"].index(truth["rank"])] / 1000
+        assert lag_ms >= injection["measured_ms"] - 15.0, injection
+
+
+def test_events_carry_measured_fields(decode: dict[str, Any]) -> None:
+    events = decode["events"]
+    assert [e["start_us"] for e in events] == sorted(e["start_us"] for e in events)
+    assert {e["phase"] for e in events} == {"prefill", "decode"}
+    assert all(e["step"] in (1, 2) for e in events if e["phase"] == "prefill")
+    assert all(
+        len(e["rank_arrival_us"]) == len(e["ranks"]) and min(e["rank_arrival_us"]) == 0 for e in events
+    )
+    assert all(e["compute_before_us"] >= 0 and e["compute_overlap_us"] >= 0 for e in events)
+    assert any(e.get("concurrent_groups", 1) > 1 for e in events)
+    assert "device_us" not in events[0]  # a CPU job claims no device time
+    p2p = [e for e in events if e["op"] == "point_to_point"]
+    assert {(e["sender_rank"], e["receiver_rank"]) for e in p2p} == {(0, 2), (1, 3), (2, 0), (3, 1)}
+    assert "Not claimed" in decode["workload"]["notes"]
+
+
+def test_python_api_returns_the_trace_object_with_numpy_columns() -> None:
+    import numpy as np
+
+    import commcanary
+
+    imported = commcanary.import_kineto(sorted(DECODE.glob("rank*.json.gz")))
+    assert imported.ranks == 4 and imported.imported == 506 and imported.partial == ()
+    steps = imported.trace.column("step")
+    assert isinstance(steps, np.ndarray) and steps.shape == (506,) and np.nanmin(steps) == 1
+
+
+def test_imported_job_compiles_replays_and_verifies(tmp_path: Path) -> None:
+    trace = tmp_path / "job.trace.json"
+    assert run("import-kineto", str(DECODE), "-o", str(trace)).exit_code == 0
+    canary, report = tmp_path / "job.canary.json", tmp_path / "job.report.json"
+    for args in (
+        ("compile", str(trace), "-o", str(canary)),
+        ("replay", str(canary), "-o", str(report)),
+        ("verify-fidelity", str(trace), str(canary), "-o", str(tmp_path / "fidelity.json")),
+        ("verify-behavior", str(trace), str(canary), "-o", str(tmp_path / "behavior.json")),
+    ):
+        result = run(*args)
+        assert result.exit_code == 0, (args, result.output)
+
+
+def test_the_hang_is_reported_as_partial_collectives(tmp_path: Path) -> None:
+    out = tmp_path / "hang.trace.json"
+    result = run("import-kineto", str(HANG), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert "partial: 2 collective(s) seen on some member ranks only" in result.stdout
+    assert "all_reduce on group 0" in result.stdout and "missing ranks [3]" in result.stdout
+    workload = load(out)["workload"]
+    assert workload["partial_collectives"] == 2
+    assert "seen on ranks [0, 1, 2], missing ranks [3]" in workload["notes"]
+    import commcanary
+
+    imported = commcanary.import_kineto([HANG])
+    assert [(p.op, p.group, p.seen, p.missing) for p in imported.partial] == [
+        ("all_reduce", "0", (0, 1, 2), (3,)),
+        ("all_gather", "2", (3,), (2,)),
+    ]
+    strict = run("import-kineto", str(HANG), "-o", str(tmp_path / "strict.json"), "--strict")
+    assert strict.exit_code == 3
+    assert "seen on some member ranks only (--strict)" in strict.stderr
+    assert not (tmp_path / "strict.json").exists()
+
+
+def _nccl_rank(tmp_path: Path, rank: int, shift_us: float) -> Path:
+    data = json.loads(gzip.decompress((NCCL / "rank0.json.gz").read_bytes()))
+    data["distributedInfo"]["rank"] = rank
+    for e in data["traceEvents"]:
+        if isinstance(e.get("ts"), int | float):
+            e["ts"] += shift_us
+    path = tmp_path / f"nccl_rank{rank}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_nccl_device_time_is_the_kernel_duration(tmp_path: Path) -> None:
+    single = tmp_path / "single.json"
+    assert run("import-kineto", str(NCCL / "rank0.json.gz"), "-o", str(single)).exit_code == 0
+    events = load(single)["events"]
+    with_kernel = [e for e in events if "kineto_kernel_dur_us" in e["metadata"]]
+    assert len(with_kernel) == 21
+    assert all(e["device_us"] == round(e["metadata"]["kineto_kernel_dur_us"], 3) for e in with_kernel)
+    # Two ranks of the same job (rank 1 a time-shifted copy): one event per
+    # instance, matched through the named group, device time from the kernels.
+    files = [_nccl_rank(tmp_path, 0, 0.0), _nccl_rank(tmp_path, 1, 5.0)]
+    job = tmp_path / "job.json"
+    result = run("import-kineto", *map(str, files), "-o", str(job))
+    assert result.exit_code == 0, result.output
+    merged = load(job)["events"]
+    assert len(merged) == 21 and all("device_us" in e for e in merged)
+    assert all(e["rank_arrival_us"] == [0.0, 5.0] for e in merged)
+
+
+def _bad(tmp_path: Path, *inputs: Path) -> Any:
+    out = tmp_path / "out.json"
+    result = run("import-kineto", *map(str, inputs), "-o", str(out))
+    assert result.exit_code == 3, result.output
+    assert not out.exists()
+    line = result.stderr.strip()
+    assert "\n" not in line
+    return line
+
+
+def _plain(tmp_path: Path, rank: int, edit: Any = None, name: str | None = None) -> Path:
+    data = json.loads(gzip.decompress((DECODE / f"rank{rank}.json.gz").read_bytes()))
+    if edit is not None:
+        edit(data)
+    path = tmp_path / (name or f"rank{rank}.json")
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_bad_jobs_are_refused_naming_the_file(tmp_path: Path) -> None:
+    ranks = [DECODE / f"rank{r}.json.gz" for r in range(4)]
+    not_kineto = tmp_path / "oplog.json"
+    shutil.copy(DECODE / "oplog.json", not_kineto)
+    assert "oplog.json" in _bad(tmp_path, not_kineto, *ranks) and "traceEvents" in _bad(
+        tmp_path, not_kineto, *ranks
+    )
+    twice = tmp_path / "rank2_copy.json.gz"
+    shutil.copy(ranks[2], twice)
+    assert "the same rank given twice" in _bad(tmp_path, *ranks, twice)
+
+    def world(d: dict[str, Any]) -> None:
+        d["distributedInfo"]["world_size"] = 8
+
+    assert "traces of different jobs" in _bad(tmp_path, _plain(tmp_path, 3, world), *ranks[:3])
+
+    def other_groups(d: dict[str, Any]) -> None:
+        d["distributedInfo"]["pg_config"][1]["ranks"] = [1, 3]
+
+    line = _bad(tmp_path, _plain(tmp_path, 3, other_groups), *ranks[:3])
+    assert "rank3.json" in line and "process group" in line
+
+    def size(d: dict[str, Any]) -> None:
+        d["distributedInfo"]["pg_config"][0]["pg_size"] = 3
+
+    assert "pg_size is 3" in _bad(tmp_path, _plain(tmp_path, 3, size), *ranks[:3])
+
+    def negative(d: dict[str, Any]) -> None:
+        next(e for e in d["traceEvents"] if e.get("name") == "c10d::allreduce_")["dur"] = -5.0
+
+    assert "negative" in _bad(tmp_path, _plain(tmp_path, 3, negative), *ranks[:3])
+    truncated = tmp_path / "rank3.json.gz"
+    truncated.write_bytes(ranks[3].read_bytes()[:50_000])
+    assert "rank3.json.gz" in _bad(tmp_path, truncated, *ranks[:3])
