@@ -25,6 +25,12 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """CLI imports cache parsed profiles; tests keep theirs out of the home."""
+    os.environ["COMMCANARY_CACHE_DIR"] = str(tmp_path_factory.mktemp("commcanary-cache"))
+
+
 @pytest.fixture
 def demo_trace() -> Path:
     return EXAMPLES / "llama70b_tp8_trace.json"

@@ -237,3 +237,47 @@ def test_bad_jobs_are_refused_naming_the_file(tmp_path: Path) -> None:
     truncated = tmp_path / "rank3.json.gz"
     truncated.write_bytes(ranks[3].read_bytes()[:50_000])
     assert "rank3.json.gz" in _bad(tmp_path, truncated, *ranks[:3])
+
+
+def test_the_cache_serves_a_second_import_and_survives_damage(tmp_path: Path) -> None:
+    import commcanary
+
+    files = sorted(DECODE.glob("rank*.json.gz"))
+    cache = tmp_path / "cache"
+    cold = commcanary.import_kineto(files, cache_dir=cache)
+    warm = commcanary.import_kineto(files, cache_dir=cache)
+    assert (cold.cache_hits, warm.cache_hits) == (0, 4)
+    assert warm.trace.to_bytes() == cold.trace.to_bytes()
+    entries = sorted(cache.rglob("*.bin"))
+    assert len(entries) == 4
+    entries[0].write_bytes(entries[0].read_bytes()[:-10])  # truncated
+    damaged = bytearray(entries[1].read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF  # one flipped byte
+    entries[1].write_bytes(bytes(damaged))
+    rebuilt = commcanary.import_kineto(files, cache_dir=cache)
+    assert rebuilt.cache_hits == 2 and rebuilt.trace.to_bytes() == cold.trace.to_bytes()
+    assert commcanary.import_kineto(files, cache_dir=cache).cache_hits == 4
+
+
+def test_two_processes_filling_one_cache_agree(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    code = (
+        "import sys, commcanary; "
+        "r = commcanary.import_kineto(sys.argv[2:], cache_dir=sys.argv[1]); "
+        "sys.stdout.buffer.write(r.trace.to_bytes())"
+    )
+    files = [str(p) for p in sorted(DECODE.glob("rank*.json.gz"))]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(cache), *files], stdout=subprocess.PIPE)
+        for _ in range(3)
+    ]
+    outputs = [p.communicate()[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert len(set(outputs)) == 1
+    import commcanary
+
+    assert commcanary.import_kineto(files, cache_dir=cache).cache_hits == 4
+    assert not list(cache.rglob("*.tmp"))

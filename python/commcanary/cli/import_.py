@@ -48,6 +48,18 @@ Strict = Annotated[
     bool,
     typer.Option("--strict", help="Refuse a job with collectives seen on some member ranks only."),
 ]
+CacheDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache-dir",
+        metavar="DIR",
+        help="Where parsed per-rank profiles are cached by content (default: $COMMCANARY_CACHE_DIR, "
+        "else $XDG_CACHE_HOME/commcanary, else ~/.cache/commcanary).",
+    ),
+]
+NoCache = Annotated[
+    bool, typer.Option("--no-cache", help="Parse every file; neither read nor fill the cache.")
+]
 ProcessGroup = Annotated[
     str | None,
     typer.Option(
@@ -96,13 +108,15 @@ def import_kineto_command(
     rank: Rank = None,
     clock_offsets: ClockOffsets = None,
     strict: Strict = False,
+    cache_dir: CacheDir = None,
+    no_cache: NoCache = False,
     process_group: ProcessGroup = None,
     max_input_bytes: MaxInputBytes = None,
     max_json_items: MaxJsonItems = None,
 ) -> None:
     """Import PyTorch profiler (Kineto) traces of one rank or a whole job as a commcanary.trace.v1 trace."""
     with errors_exit(ctx):
-        from commcanary.importers import import_kineto, kineto_files
+        from commcanary.importers import default_cache_dir, import_kineto, kineto_files
 
         files = kineto_files(traces)
         check_paths(ctx, inputs={"clock_offsets": clock_offsets}, outputs={"output": output})
@@ -116,6 +130,7 @@ def import_kineto_command(
             process_group=process_group,
             clock_offsets=_read_offsets(clock_offsets) if clock_offsets is not None else None,
             strict=strict,
+            cache_dir=None if no_cache else (cache_dir or default_cache_dir()),
             max_input_bytes=max_input_bytes,
             max_json_items=max_json_items,
         )

@@ -9,6 +9,12 @@ ready to compile, inspect as numpy arrays, or write.
 
 from __future__ import annotations
 
-from commcanary.importers.kineto import KinetoImport, PartialCollective, import_kineto, kineto_files
+from commcanary.importers.kineto import (
+    KinetoImport,
+    PartialCollective,
+    default_cache_dir,
+    import_kineto,
+    kineto_files,
+)
 
-__all__ = ["KinetoImport", "PartialCollective", "import_kineto", "kineto_files"]
+__all__ = ["KinetoImport", "PartialCollective", "default_cache_dir", "import_kineto", "kineto_files"]

@@ -20,7 +20,7 @@ from pathlib import Path
 from commcanary import _core
 from commcanary.errors import InputError, OptionError
 
-__all__ = ["KinetoImport", "PartialCollective", "import_kineto", "kineto_files"]
+__all__ = ["KinetoImport", "PartialCollective", "default_cache_dir", "import_kineto", "kineto_files"]
 
 _SUFFIXES = (".json", ".json.gz")
 _SNIFF_BYTES = 1 << 16
@@ -67,11 +67,22 @@ class KinetoImport:
     files: int = 1
     ambiguous: int = 0
     partial: tuple[PartialCollective, ...] = field(default_factory=tuple)
+    cache_hits: int = 0
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write the trace atomically as canonical ``commcanary.trace.v1`` JSON."""
         self.trace.write(os.fspath(path))
         return Path(path)
+
+
+def default_cache_dir() -> Path:
+    """Where the CLI caches parsed profiles: ``$COMMCANARY_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/commcanary``, else ``~/.cache/commcanary``."""
+    explicit = os.environ.get("COMMCANARY_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "commcanary"
 
 
 def kineto_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
@@ -132,6 +143,7 @@ def import_kineto(
     process_group: str | None = None,
     clock_offsets: Mapping[int, float] | None = None,
     strict: bool = False,
+    cache_dir: str | os.PathLike[str] | None = None,
     max_input_bytes: int | None = None,
     max_json_items: int | None = None,
 ) -> KinetoImport:
@@ -142,8 +154,11 @@ def import_kineto(
     of a file without ``distributedInfo.rank``; the two limits raise the
     input bounds). Several files: the job import; ``clock_offsets`` maps a
     global rank to microseconds added to its clock (multi-host captures),
-    ``strict`` refuses collectives seen on some member ranks only, and
-    ``phase`` labels events outside any user annotation. Raises
+    ``strict`` refuses collectives seen on some member ranks only,
+    ``phase`` labels events outside any user annotation, and ``cache_dir``
+    keeps each file's parsed profile under its BLAKE3 fingerprint so a
+    second import of the same files skips parsing (see
+    :func:`default_cache_dir`; no cache when ``None``). Raises
     :class:`commcanary.errors.InputError` for anything that is not an
     importable job, including group membership it would have to guess.
     """
@@ -169,6 +184,7 @@ def import_kineto(
         rank=rank,
         clock_offsets=_offsets(clock_offsets),
         strict=strict,
+        cache_dir=None if cache_dir is None else os.fspath(cache_dir),
     )
     partials = tuple(
         PartialCollective(
@@ -186,4 +202,5 @@ def import_kineto(
         files=counts["files"],
         ambiguous=counts["ambiguous"],
         partial=partials,
+        cache_hits=counts["cache_hits"],
     )

@@ -7,14 +7,12 @@ use std::sync::Arc;
 
 use commcanary_core::Error;
 use commcanary_core::import::kineto::{
-    JobOptions, KinetoOptions, RankProfile, Source, describe, import_job, import_kineto, read_file,
+    JobOptions, KinetoOptions, describe, import_job, import_kineto, read_files,
 };
-use commcanary_core::import::stream::ScanLimits;
 use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
 use commcanary_core::json::JsonLimits;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use rayon::prelude::*;
 
 use crate::errors::detached;
 use crate::trace::PyTrace;
@@ -80,7 +78,7 @@ pub(crate) fn import_kineto_file<'py>(
 /// the partial collectives (dicts with `group`, `op`, `seen`, `missing`,
 /// `start_us`, `step`).
 #[pyfunction]
-#[pyo3(signature = (paths, *, workload_name="kineto-import".to_owned(), phase=None, rank=None, clock_offsets=None, strict=false))]
+#[pyo3(signature = (paths, *, workload_name="kineto-import".to_owned(), phase=None, rank=None, clock_offsets=None, strict=false, cache_dir=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn import_kineto_job<'py>(
     py: Python<'py>,
@@ -90,6 +88,7 @@ pub(crate) fn import_kineto_job<'py>(
     rank: Option<i64>,
     clock_offsets: Option<HashMap<i64, f64>>,
     strict: bool,
+    cache_dir: Option<PathBuf>,
 ) -> PyResult<(PyTrace, Bound<'py, PyDict>, Bound<'py, PyList>)> {
     let labels: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
     let source = labels.join(", ");
@@ -103,15 +102,19 @@ pub(crate) fn import_kineto_job<'py>(
                 "must be finite microseconds",
             ));
         }
-        let profiles = read_profiles(&paths, &job_labels, rank)?;
+        if rank.is_some() && paths.len() > 1 {
+            return Err(Error::option("rank", "applies to a single file only"));
+        }
+        let (profiles, stats) = read_files(&paths, &job_labels, rank, cache_dir.as_deref())?;
         let options = JobOptions {
             workload_name,
             phase,
             clock_offsets_us: offsets.into_iter().collect(),
             strict,
         };
-        import_job(profiles, &job_labels, &options)
+        import_job(profiles, &job_labels, &options).map(|job| (job, stats))
     })?;
+    let (job, stats) = job;
     let counts = PyDict::new(py);
     let c = &job.counts;
     for (key, value) in [
@@ -125,6 +128,9 @@ pub(crate) fn import_kineto_job<'py>(
         ("nested", c.nested),
         ("undtyped", c.undtyped),
         ("unlinked", c.unlinked),
+        ("cache_hits", stats.hits),
+        ("parsed", stats.parsed),
+        ("cache_write_failures", stats.write_failures),
     ] {
         counts.set_item(key, value)?;
     }
@@ -163,23 +169,4 @@ fn check_names(
         return Err(Error::option("rank", "must be non-negative"));
     }
     Ok(())
-}
-
-/// Reads every file (in parallel); an error names its file.
-fn read_profiles(
-    paths: &[PathBuf],
-    labels: &[String],
-    rank: Option<i64>,
-) -> commcanary_core::Result<Vec<RankProfile>> {
-    if rank.is_some() && paths.len() > 1 {
-        return Err(Error::option("rank", "applies to a single file only"));
-    }
-    paths
-        .par_iter()
-        .zip(labels.par_iter())
-        .map(|(path, label)| {
-            read_file(Source::Path(path), &ScanLimits::default(), rank)
-                .map_err(|e| Error::new(e.kind(), e.with_path(label)))
-        })
-        .collect()
 }

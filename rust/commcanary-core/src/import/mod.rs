@@ -6,7 +6,9 @@
 //! commits exactly like one read from a file.
 //!
 //! * [`kineto`] — one rank's PyTorch profiler (Kineto) Chrome trace.
+//! * [`cache`] — parsed inputs on disk, keyed by their BLAKE3 fingerprint.
 //! * [`stream`] — Chrome-trace `traceEvents`, one event at a time.
 
+pub mod cache;
 pub mod kineto;
 pub mod stream;

@@ -10,10 +10,14 @@
 //!   checks the files are one job, matches instances ([`align`]) and writes
 //!   events ([`events`]).
 //!
+//! [`files`] fingerprints a job's files and serves their profiles from the
+//! on-disk cache ([`codec`] is the profile's byte form).
 //! [`ops`] says what a call is; [`timeline`] holds the interval helpers.
 
 pub mod align;
+pub mod codec;
 pub mod events;
+pub mod files;
 mod header;
 pub mod job;
 pub mod ops;
@@ -23,6 +27,7 @@ pub mod single;
 pub mod timeline;
 
 pub use events::PartialCollective;
+pub use files::{CacheStats, read_files};
 pub use job::{JobCounts, JobImport, JobOptions, describe, import_job};
 pub use profile::{RankProfile, Source, read_file};
 pub use single::{KinetoCounts, KinetoImport, KinetoOptions, import_kineto};
