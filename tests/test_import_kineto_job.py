@@ -281,3 +281,24 @@ def test_two_processes_filling_one_cache_agree(tmp_path: Path) -> None:
 
     assert commcanary.import_kineto(files, cache_dir=cache).cache_hits == 4
     assert not list(cache.rglob("*.tmp"))
+
+
+def test_clock_offsets_move_a_rank_on_the_job_clock(tmp_path: Path) -> None:
+    plain, shifted = tmp_path / "plain.json", tmp_path / "shifted.json"
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text('{"1": 200.0}')
+    assert run("import-kineto", str(DECODE), "-o", str(plain)).exit_code == 0
+    result = run("import-kineto", str(DECODE), "-o", str(shifted), "--clock-offsets", str(offsets))
+    assert result.exit_code == 0, result.output
+
+    def pair_gaps(path: Path) -> list[float]:
+        events = [e for e in load(path)["events"] if e["ranks"] == [0, 1]]
+        return [e["rank_arrival_us"][1] - e["rank_arrival_us"][0] for e in events]
+
+    before, after = pair_gaps(plain), pair_gaps(shifted)
+    assert len(before) == len(after) == 80
+    assert all(abs((b - a) - 200.0) < 0.01 for a, b in zip(before, after, strict=True))
+    assert "corrected by the given clock offsets" in load(shifted)["workload"]["notes"]
+    offsets.write_text('{"one": 5}')
+    bad = run("import-kineto", str(DECODE), "-o", str(tmp_path / "x.json"), "--clock-offsets", str(offsets))
+    assert bad.exit_code == 3 and "offsets.json field 'one'" in bad.stderr
