@@ -90,6 +90,7 @@ const GLOO_ALGORITHMS: [&str; 11] = [
 pub(super) struct FileScan {
     threads: FxHashMap<Vec<u8>, u32>,
     thread_keys: Vec<i64>,
+    key_scratch: Vec<u8>,
     names: Vec<String>,
     name_index: FxHashMap<String, u32>,
     phases: Vec<String>,
@@ -99,7 +100,10 @@ pub(super) struct FileScan {
     gloo: Vec<GlooRange>,
     kernels: FxHashMap<i64, (f64, u32, f64)>,
     gpu_compute: Vec<(f64, f64)>,
-    cpu_spans: Vec<(u32, f64, f64)>,
+    /// Per thread, CPU-op spans; merged into disjoint spans whenever they
+    /// double, so memory follows the compute structure, not the op count.
+    cpu_spans: Vec<Vec<(f64, f64)>>,
+    cpu_merged: Vec<usize>,
     steps: Vec<(i64, f64, f64)>,
     phase_ranges: Vec<(u32, u32, f64, f64)>,
     control: u64,
@@ -139,12 +143,19 @@ impl FileScan {
     }
 
     fn thread(&mut self, e: &RawEvent<'_>) -> u32 {
-        let mut key = e.pid.as_deref().unwrap_or(b"").to_vec();
+        let (pid, tid) = (
+            e.pid.as_deref().unwrap_or(b""),
+            e.tid.as_deref().unwrap_or(b""),
+        );
+        let key = &mut self.key_scratch;
+        key.clear();
+        key.extend_from_slice(pid);
         key.push(b'/');
-        key.extend_from_slice(e.tid.as_deref().unwrap_or(b""));
-        if let Some(&id) = self.threads.get(&key) {
+        key.extend_from_slice(tid);
+        if let Some(&id) = self.threads.get(key.as_slice()) {
             return id;
         }
+        let key = key.clone();
         let id = self.threads.len() as u32;
         self.thread_keys.push(stable_key(&key));
         self.threads.insert(key, id);
@@ -234,7 +245,7 @@ impl FileScan {
         }
         if e.cat.is_some() {
             let thread = self.thread(e);
-            self.cpu_spans.push((thread, ts, ts + dur));
+            self.push_cpu_span(thread as usize, ts, ts + dur);
         }
         Ok(())
     }
@@ -525,6 +536,21 @@ impl FileScan {
         Some(call)
     }
 
+    fn push_cpu_span(&mut self, thread: usize, start: f64, end: f64) {
+        const FIRST_MERGE: usize = 1 << 16;
+        if self.cpu_spans.len() <= thread {
+            self.cpu_spans.resize_with(thread + 1, Vec::new);
+            self.cpu_merged.resize(thread + 1, 0);
+        }
+        let spans = &mut self.cpu_spans[thread];
+        spans.push((start, end));
+        if spans.len() >= FIRST_MERGE.max(2 * self.cpu_merged[thread]) {
+            let merged = Intervals::union(std::mem::take(spans)).into_spans();
+            self.cpu_merged[thread] = merged.len();
+            *spans = merged;
+        }
+    }
+
     /// Compute time: compute kernels when the file has any, else CPU ops on
     /// the threads that issue communication, minus the communication ops.
     fn compute(&self) -> Intervals {
@@ -535,8 +561,9 @@ impl FileScan {
         let spans = self
             .cpu_spans
             .iter()
-            .filter(|s| callers.contains(&s.0))
-            .map(|s| (s.1, s.2))
+            .enumerate()
+            .filter(|(t, _)| callers.contains(&(*t as u32)))
+            .flat_map(|(_, spans)| spans.iter().copied())
             .collect();
         let comm = self.calls.iter().map(|c| (c.ts, c.ts + c.dur)).collect();
         Intervals::union(spans).subtract(&Intervals::union(comm))

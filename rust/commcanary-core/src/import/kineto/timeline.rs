@@ -40,6 +40,12 @@ impl Intervals {
         Self { spans, prefix }
     }
 
+    /// The disjoint spans, sorted.
+    #[must_use]
+    pub fn into_spans(self) -> Vec<(f64, f64)> {
+        self.spans
+    }
+
     /// `self` minus `other`.
     #[must_use]
     pub fn subtract(&self, other: &Intervals) -> Intervals {
