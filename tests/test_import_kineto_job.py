@@ -302,3 +302,47 @@ def test_clock_offsets_move_a_rank_on_the_job_clock(tmp_path: Path) -> None:
     offsets.write_text('{"one": 5}')
     bad = run("import-kineto", str(DECODE), "-o", str(tmp_path / "x.json"), "--clock-offsets", str(offsets))
     assert bad.exit_code == 3 and "offsets.json field 'one'" in bad.stderr
+
+
+@pytest.fixture(scope="module")
+def small_job(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
+    """The first 1500 events of each rank of the decode job, as JSON text."""
+    out = []
+    for r in range(4):
+        data = json.loads(gzip.decompress((DECODE / f"rank{r}.json.gz").read_bytes()))
+        data["traceEvents"] = data["traceEvents"][:1500]
+        out.append(json.dumps(data).encode())
+    return out
+
+
+def test_hostile_bytes_in_one_rank_file_never_crash(small_job: list[bytes], tmp_path: Path) -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    import commcanary
+    from commcanary.errors import InputError
+
+    paths = [tmp_path / f"rank{r}.json" for r in range(4)]
+    for p, text in zip(paths, small_job, strict=True):
+        p.write_bytes(text)
+    original = small_job[1]
+
+    @given(
+        st.lists(st.tuples(st.integers(0, len(original) - 1), st.integers(0, 255)), min_size=1, max_size=4),
+        st.booleans(),
+    )
+    def check(edits: list[tuple[int, int]], truncate: bool) -> None:
+        data = bytearray(original)
+        for at, value in edits:
+            data[at] = value
+        if truncate:
+            data = data[: edits[0][0]]
+        paths[1].write_bytes(bytes(data))
+        try:
+            imported = commcanary.import_kineto(paths)
+        except InputError as exc:
+            assert "\n" not in str(exc)
+        else:
+            assert imported.imported > 0
+
+    check()
