@@ -346,3 +346,8 @@ def test_hostile_bytes_in_one_rank_file_never_crash(small_job: list[bytes], tmp_
             assert imported.imported > 0
 
     check()
+
+
+def test_one_gloo_file_says_to_give_every_rank(tmp_path: Path) -> None:
+    line = _bad(tmp_path, DECODE / "rank0.json.gz")
+    assert "c10d:: (gloo) calls do not name their process group, so give every rank's trace" in line

@@ -132,9 +132,24 @@ pub fn import_kineto(bytes: &[u8], options: &KinetoOptions) -> Result<KinetoImpo
         }
     }
     if selected.is_empty() {
-        return Err(Error::invalid(
-            "no importable record_param_comms collective events found; traces from torch < 2.2 do not carry collective metadata",
-        ));
+        let c10d = events
+            .elements()
+            .filter(|e| {
+                e.get("name")
+                    .and_then(|n| n.as_str())
+                    .is_some_and(|n| n.starts_with("c10d::"))
+            })
+            .count();
+        let hint = if c10d > 0 {
+            format!(
+                "; its {c10d} c10d:: (gloo) calls do not name their process group, so give every rank's trace to import them"
+            )
+        } else {
+            "; traces from torch < 2.2 do not carry collective metadata".to_owned()
+        };
+        return Err(Error::invalid(format!(
+            "no importable record_param_comms collective events found{hint}"
+        )));
     }
     selected.sort_by(|a, b| a.ts.total_cmp(&b.ts).then(a.index.cmp(&b.index)));
     counts.imported = selected.len() as u64;
