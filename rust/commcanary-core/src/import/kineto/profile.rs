@@ -172,7 +172,7 @@ pub fn read_file(
         (Some(r), _) | (None, Some(r)) => r,
         (None, None) => {
             return Err(Error::invalid(
-                "has no distributedInfo.rank; give the rank with --rank",
+                "has no distributedInfo.rank (a single file can be given one with --rank)",
             ));
         }
     };
