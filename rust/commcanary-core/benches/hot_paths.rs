@@ -1,6 +1,6 @@
 //! Criterion micro-benchmarks of the hot paths: JSON parsing and the v1
-//! trace reader, canonical JSON writing, compilation, and the replay model
-//! over 10^5 occurrences. Whole-command timings live in `benches/` at the
+//! trace reader, canonical JSON writing, the streaming Chrome-trace scanner,
+//! compilation, and the replay model over 10^5 occurrences. Whole-command timings live in `benches/` at the
 //! repository root.
 //!
 //! `cargo bench -p commcanary-core --bench hot_paths`
@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 
 use commcanary_core::compile::{CompileOptions, compile};
+use commcanary_core::import::stream::{ScanLimits, scan_bytes};
 use commcanary_core::json::{JsonLimits, canon, parse};
 use commcanary_core::sim::{Settings, replay};
 use commcanary_core::trace::{LoadOptions, load_bytes};
@@ -66,6 +67,59 @@ fn json(c: &mut Criterion) {
     g.finish();
 }
 
+/// A synthetic Kineto (PyTorch profiler) trace of about `target` bytes,
+/// pretty-printed as the profiler writes it: CPU ops, collectives and GPU
+/// kernels of 200-400 bytes each with small `args`.
+fn synthetic_kineto(target: usize) -> Vec<u8> {
+    let mut s = String::from(
+        "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n  \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 0, \"world_size\": 8},\n  \"traceEvents\": [\n",
+    );
+    let mut ts = 5_223_586_558_616.141f64;
+    let mut i = 0usize;
+    while s.len() < target {
+        if i > 0 {
+            s.push_str(",\n");
+        }
+        let (cat, name) = [
+            ("cpu_op", "aten::empty_strided"),
+            ("user_annotation", "nccl:all_reduce"),
+            (
+                "kernel",
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+            ),
+        ][i % 3];
+        let _ = write!(
+            s,
+            "  {{\n    \"ph\": \"X\", \"cat\": \"{cat}\", \"name\": \"{name}\", \"pid\": 26175, \"tid\": 26989,\n    \"ts\": {ts:.3}, \"dur\": {:.3},\n    \"args\": {{\n      \"External id\": {i}, \"Record function id\": 0, \"Concrete Inputs\": [\"\", \"\"], \"Input type\": [\"float\"], \"Input Dims\": [[65536]], \"Ev Idx\": {}\n    }}\n  }}",
+            3.0 + (i % 17) as f64 * 0.731,
+            i % 1000
+        );
+        ts += 7.25 + (i % 11) as f64;
+        i += 1;
+    }
+    s.push_str("\n  ],\n  \"traceName\": \"/tmp/rank0.json\"\n}");
+    s.into_bytes()
+}
+
+fn stream(c: &mut Criterion) {
+    let text = synthetic_kineto(20 << 20);
+    let mut g = c.benchmark_group("stream");
+    g.sample_size(20);
+    g.throughput(Throughput::Bytes(text.len() as u64));
+    g.bench_function("scan_bytes 20 MB Kineto trace", |b| {
+        b.iter(|| {
+            let mut kept = 0usize;
+            let scanned = scan_bytes(black_box(&text), &ScanLimits::default(), &mut |e| {
+                kept += e.name.as_ref().map_or(0, |n| n.len()) + usize::from(e.ts.is_some());
+                Ok(())
+            })
+            .unwrap();
+            (scanned.events, kept)
+        });
+    });
+    g.finish();
+}
+
 fn compile_and_replay(c: &mut Criterion) {
     let trace = load_bytes(&synthetic_trace(100_000), &LoadOptions::default()).unwrap();
     let mut g = c.benchmark_group("model");
@@ -81,5 +135,5 @@ fn compile_and_replay(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, json, compile_and_replay);
+criterion_group!(benches, json, stream, compile_and_replay);
 criterion_main!(benches);
