@@ -248,7 +248,7 @@ def test_the_cache_serves_a_second_import_and_survives_damage(tmp_path: Path) ->
     warm = commcanary.import_kineto(files, cache_dir=cache)
     assert (cold.cache_hits, warm.cache_hits) == (0, 4)
     assert warm.trace.to_bytes() == cold.trace.to_bytes()
-    entries = sorted(cache.rglob("*.bin"))
+    entries = sorted((cache / "kineto-profiles").rglob("*.bin"))
     assert len(entries) == 4
     entries[0].write_bytes(entries[0].read_bytes()[:-10])  # truncated
     damaged = bytearray(entries[1].read_bytes())
@@ -351,3 +351,26 @@ def test_hostile_bytes_in_one_rank_file_never_crash(small_job: list[bytes], tmp_
 def test_one_gloo_file_says_to_give_every_rank(tmp_path: Path) -> None:
     line = _bad(tmp_path, DECODE / "rank0.json.gz")
     assert "c10d:: (gloo) calls do not name their process group, so give every rank's trace" in line
+
+
+def test_a_rewritten_file_is_hashed_again(tmp_path: Path) -> None:
+    import commcanary
+
+    files = []
+    for r in range(4):
+        f = tmp_path / f"rank{r}.json.gz"
+        shutil.copy(DECODE / f"rank{r}.json.gz", f)
+        files.append(f)
+    cache = tmp_path / "cache"
+    first = commcanary.import_kineto(files, cache_dir=cache)
+    assert commcanary.import_kineto(files, cache_dir=cache).cache_hits == 4
+    # Rewrite rank 0 with its ProfilerStep numbers changed: the steps of the
+    # events (taken from the lowest member rank) change.
+    data = json.loads(gzip.decompress(files[0].read_bytes()))
+    for e in data["traceEvents"]:
+        if str(e.get("name", "")).startswith("ProfilerStep#"):
+            e["name"] = "ProfilerStep#9" + e["name"].split("#")[1]
+    files[0].write_bytes(gzip.compress(json.dumps(data).encode()))
+    changed = commcanary.import_kineto(files, cache_dir=cache)
+    assert changed.cache_hits == 3
+    assert changed.trace.to_bytes() != first.trace.to_bytes()

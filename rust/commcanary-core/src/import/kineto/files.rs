@@ -6,6 +6,13 @@
 //! cache directory, a file whose profile is cached under its fingerprint and
 //! this importer's version is not parsed at all; otherwise it is parsed and
 //! its profile stored. Files are fingerprinted and parsed in parallel.
+//!
+//! Hashing a gigabyte costs more than everything else a cache hit does, so
+//! the cache also remembers each file's fingerprint under its identity and
+//! state on disk (path, device, inode, size, modification and status-change
+//! times to the nanosecond, like git's index): a file whose state has not
+//! changed is not read again. Any write to a file changes its status-change
+//! time, so a changed file is always hashed anew.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +21,7 @@ use rayon::prelude::*;
 use super::codec;
 use super::profile::{RankProfile, Source, read_file};
 use crate::error::{Error, Result};
-use crate::import::cache::{BlobCache, CacheKey, fingerprint};
+use crate::import::cache::{BlobCache, CacheKey, Fingerprint, fingerprint};
 use crate::import::stream::ScanLimits;
 
 /// Version of the cached profile: bump whenever what a profile holds, or
@@ -32,6 +39,50 @@ pub struct CacheStats {
     pub write_failures: u64,
 }
 
+/// The fingerprint of `path`, from `known` when the file's state on disk is
+/// the one it was last hashed in.
+fn remembered_fingerprint(path: &Path, known: Option<&BlobCache>) -> Result<Fingerprint> {
+    let Some((known, state)) = known.zip(file_state(path)) else {
+        return fingerprint(path);
+    };
+    let key = CacheKey {
+        fingerprint: &state,
+        parser: b"file-state",
+    };
+    if let Some(fp) = known
+        .get(&key)
+        .and_then(|b| Fingerprint::try_from(b.as_slice()).ok())
+    {
+        return Ok(fp);
+    }
+    let fp = fingerprint(path)?;
+    let _ = known.put(&key, &fp);
+    Ok(fp)
+}
+
+/// A digest of a file's identity and state on disk (`None` where the
+/// platform does not tell them).
+#[cfg(unix)]
+fn file_state(path: &Path) -> Option<Fingerprint> {
+    use std::os::unix::fs::MetadataExt;
+    let absolute = std::fs::canonicalize(path).ok()?;
+    let m = std::fs::metadata(&absolute).ok()?;
+    let mut h = blake3::Hasher::new();
+    h.update(absolute.as_os_str().as_encoded_bytes());
+    for v in [m.dev(), m.ino(), m.size()] {
+        h.update(&v.to_le_bytes());
+    }
+    for v in [m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()] {
+        h.update(&v.to_le_bytes());
+    }
+    Some(*h.finalize().as_bytes())
+}
+
+#[cfg(not(unix))]
+fn file_state(_path: &Path) -> Option<Fingerprint> {
+    None
+}
+
 /// Reads every file of a job; `labels[i]` names `paths[i]` in messages.
 /// `rank` stands in for a single file's missing `distributedInfo.rank`.
 ///
@@ -44,10 +95,11 @@ pub fn read_files(
     cache_dir: Option<&Path>,
 ) -> Result<(Vec<RankProfile>, CacheStats)> {
     let named = |i: usize, e: Error| Error::new(e.kind(), e.with_path(&labels[i]));
+    let known = cache_dir.map(|d| BlobCache::new(d, "file-fingerprints", PROFILE_VERSION));
     let fingerprints: Vec<[u8; 32]> = paths
         .par_iter()
         .enumerate()
-        .map(|(i, p)| fingerprint(p).map_err(|e| named(i, e)))
+        .map(|(i, p)| remembered_fingerprint(p, known.as_ref()).map_err(|e| named(i, e)))
         .collect::<Result<_>>()?;
     for i in 0..paths.len() {
         if let Some(j) = (0..i).find(|&j| fingerprints[j] == fingerprints[i]) {
