@@ -253,11 +253,11 @@ impl Sweep<'_, '_> {
     /// (or the p2p peer) was found.
     fn partners(&mut self, slot: usize, i: usize, g: usize) -> (Vec<Member>, bool) {
         let job = self.job;
-        let c = self.call(slot, i).clone();
+        let c = &job.profiles[slot].calls[i];
         let rank = job.profiles[slot].rank;
         let group = &job.groups[g];
         let others: Vec<i64> = if c.kind.is_p2p() {
-            vec![peer_of(&c, group)]
+            vec![peer_of(c, group)]
         } else {
             group.ranks.iter().copied().filter(|&r| r != rank).collect()
         };
@@ -266,7 +266,7 @@ impl Sweep<'_, '_> {
             let Some(&ms) = job.slot_of_rank.get(&m) else {
                 continue;
             };
-            if let Some(j) = self.find(ms, g, slot, &c) {
+            if let Some(j) = self.find(ms, g, slot, c) {
                 found.push(Member { slot: ms, call: j });
             }
         }
