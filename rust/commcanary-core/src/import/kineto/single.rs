@@ -303,6 +303,11 @@ fn collective(
         group: group.into_bytes(),
         concurrent_groups: 1,
         custom_op,
+        dtype: super::ops::dtype(dtype).map(|d| {
+            let mut v = Vec::new();
+            canon::write_str(&mut v, d.0);
+            v
+        }),
         ..Signature::default()
     };
     let endpoints = point_to_point(args, &mut signature);
@@ -446,32 +451,67 @@ struct Facts<'a> {
 
 /// The event's `metadata` object, canonical JSON.
 fn metadata(args: Value<'_>, f: &Facts<'_>) -> Vec<u8> {
+    let mut members: Vec<(&str, Vec<u8>)> = Vec::new();
+    let mut put = |key: &'static str, write: &dyn Fn(&mut Vec<u8>)| {
+        let mut v = Vec::new();
+        write(&mut v);
+        members.push((key, v));
+    };
+    put("kineto_collective_name", &|v| canon::write_str(v, f.name));
+    put("kineto_dtype", &|v| canon::write_str(v, f.dtype));
+    put("kineto_dur_us", &|v| canon::write_f64(v, f.dur));
+    put("kineto_in_msg_nelems", &|v| {
+        canon::write_i64(v, f.nelems.0.unwrap_or(0))
+    });
+    put("kineto_out_msg_nelems", &|v| {
+        canon::write_i64(v, f.nelems.1.unwrap_or(0))
+    });
+    if let Some((src, dst)) = f.endpoints {
+        put("kineto_src_rank", &|v| canon::write_i64(v, src));
+        put("kineto_dst_rank", &|v| canon::write_i64(v, dst));
+    }
+    if let Some((dur, count)) = f.device {
+        put("kineto_kernel_count", &|v| {
+            canon::write_i64(v, count as i64)
+        });
+        put("kineto_kernel_dur_us", &|v| canon::write_f64(v, dur));
+    }
+    if f.assumed {
+        put("kineto_ranks_assumed", &|v| v.extend_from_slice(b"true"));
+    }
+    for (arg, key) in RECORD_ARGS {
+        let Some(value) = args.get(arg) else { continue };
+        let empty = value.is_null()
+            || value
+                .as_str()
+                .is_some_and(|t| t.trim().is_empty() || t.trim() == "[]");
+        if !empty {
+            put(key, &|v| canon::write_value(v, value));
+        }
+    }
+    members.sort_by(|a, b| a.0.cmp(b.0));
     let mut out = Vec::new();
     let mut o = canon::ObjectWriter::new(&mut out);
-    o.str("kineto_collective_name", f.name);
-    if let Some((_, dst)) = f.endpoints {
-        o.i64("kineto_dst_rank", dst);
-    }
-    o.str("kineto_dtype", f.dtype);
-    o.f64("kineto_dur_us", f.dur);
-    o.i64("kineto_in_msg_nelems", f.nelems.0.unwrap_or(0));
-    if let Some((dur, count)) = f.device {
-        o.i64("kineto_kernel_count", count as i64);
-        o.f64("kineto_kernel_dur_us", dur);
-    }
-    o.i64("kineto_out_msg_nelems", f.nelems.1.unwrap_or(0));
-    if f.assumed {
-        o.bool("kineto_ranks_assumed", true);
-    }
-    if let Some(seq) = args.get("Seq") {
-        o.raw("kineto_seq", &canon::to_vec(seq));
-    }
-    if let Some((src, _)) = f.endpoints {
-        o.i64("kineto_src_rank", src);
+    for (key, value) in &members {
+        o.raw(key, value);
     }
     o.end();
     out
 }
+
+/// Record arguments kept in an event's metadata as written (when present and
+/// not empty): the group's identity and description, the caller's rank in
+/// it, the cross-rank match key, all-to-all-v splits and asynchrony.
+const RECORD_ARGS: [(&str, &str); 8] = [
+    ("Seq", "kineto_seq"),
+    ("Process Group Description", "kineto_pg_desc"),
+    ("Process Group Ranks", "kineto_pg_ranks"),
+    ("Rank", "kineto_group_rank"),
+    ("Comms Id", "kineto_comms_id"),
+    ("In split size", "kineto_in_split_size"),
+    ("Out split size", "kineto_out_split_size"),
+    ("Is asynchronized op", "kineto_async_op"),
+];
 
 /// The trace: rebased events plus the `system` and `workload` members.
 fn build(
