@@ -203,6 +203,12 @@ CASES: dict[str, Case] = {
         f["trace"],
         "the input TRACE...",
     ),
+    "export-param -o CANARY": lambda f, w: (
+        ["export-param", str(f["canary"]), "-o", str(f["canary"])],
+        "--output",
+        f["canary"],
+        "the input CANARY",
+    ),
 }
 
 

@@ -36,6 +36,7 @@ USAGE = {
     "verify-behavior": "TRACE CANARY",
     "render-html": "REPORT",
     "import-kineto": "TRACE...",
+    "export-param": "CANARY",
 }
 
 

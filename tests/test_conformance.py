@@ -41,6 +41,8 @@ REQUIRED = [
     "import-kineto-events",
     "import-kineto-notes",
     "import-kineto-truncated-refused",
+    "export-param",
+    "export-param-init-entry",
 ]
 
 

@@ -29,6 +29,7 @@ from commcanary.behavior import verify_fidelity_files as verify_fidelity
 from commcanary.compare import Thresholds, compare
 from commcanary.compiler import BOUND_FIELDS, Canary, Trace, compile, load_trace
 from commcanary.errors import BudgetError, CommCanaryError, InputError, OutputError
+from commcanary.exporters import ParamExport, export_param
 from commcanary.formats import CANARY_FORMAT, TRACE_FORMAT
 from commcanary.importers import KinetoImport, import_kineto
 from commcanary.replay import Backend, Report, replay
@@ -46,6 +47,7 @@ __all__ = [
     "InputError",
     "KinetoImport",
     "OutputError",
+    "ParamExport",
     "Report",
     "SearchResult",
     "Thresholds",
@@ -54,6 +56,7 @@ __all__ = [
     "__version__",
     "compare",
     "compile",
+    "export_param",
     "import_kineto",
     "load_trace",
     "replay",

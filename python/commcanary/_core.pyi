@@ -37,6 +37,7 @@ __all__ = [
     "check_canary",
     "compile_file",
     "evaluate_behavior",
+    "export_param",
     "float_repr",
     "import_kineto_file",
     "import_kineto_job",
@@ -212,6 +213,14 @@ def import_kineto_file(
     max_input_bytes: int | None = None,
     max_json_items: int | None = None,
 ) -> tuple[Trace, dict[str, int]]: ...
+def export_param(
+    path: str,
+    *,
+    output: str | None = None,
+    per_rank_dir: str | None = None,
+    dtype: str | None = None,
+    skip_unsupported: bool = False,
+) -> dict[str, Any]: ...
 def import_kineto_job(
     paths: list[str],
     *,

@@ -213,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
 # one, so they are imported after everything above is defined.
 import commcanary.cli.compare as _compare  # noqa: E402
 import commcanary.cli.compile as _compile  # noqa: E402
+import commcanary.cli.export as _export  # noqa: E402
 import commcanary.cli.import_ as _import  # noqa: E402
 import commcanary.cli.render as _render  # noqa: E402
 import commcanary.cli.replay as _replay  # noqa: E402
@@ -226,3 +227,4 @@ app.command("verify-fidelity", cls=Command)(_verify.verify_fidelity_command)
 app.command("verify-behavior", cls=Command)(_verify.verify_behavior_command)
 app.command("render-html", cls=Command)(_render.render_html_command)
 app.command("import-kineto", cls=Command)(_import.import_kineto_command)
+app.command("export-param", cls=Command)(_export.export_param_command)

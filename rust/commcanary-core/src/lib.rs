@@ -17,6 +17,7 @@
 //! * [`sim`]: the replay model `deterministic-scheduler-v4`;
 //! * [`report`]: reports — sections, the reader, recomputation, one replay run;
 //! * [`import`]: other tools' traces (PyTorch Kineto) fed into the trace builder;
+//! * [`export`]: a canary in other tools' formats (PARAM comms replay);
 //! * [`behavior`]: behavioural fidelity under several configurations, and the
 //!   search for the smallest canary that keeps it.
 //!
@@ -32,6 +33,7 @@ pub mod canary;
 pub mod compile;
 pub mod document;
 pub mod error;
+pub mod export;
 pub mod fault;
 pub mod import;
 pub mod input;

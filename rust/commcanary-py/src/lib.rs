@@ -17,6 +17,7 @@
 mod behavior;
 mod compiled;
 mod errors;
+mod export;
 mod import;
 mod inputs;
 mod replay;
@@ -109,6 +110,8 @@ mod _core {
     };
     #[pymodule_export]
     use super::compiled::PyCompiled;
+    #[pymodule_export]
+    use super::export::export_param;
     #[pymodule_export]
     use super::import::{import_kineto_file, import_kineto_job};
     #[pymodule_export]

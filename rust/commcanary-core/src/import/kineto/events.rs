@@ -299,7 +299,10 @@ fn signature(
         dtype: Some(json_str(c.dtype)),
         ..Signature::default()
     };
-    if c.kind == Kind::Broadcast {
+    if matches!(
+        c.kind,
+        Kind::Broadcast | Kind::Reduce | Kind::Gather | Kind::Scatter
+    ) {
         let root = group
             .ranks
             .get(c.peer.max(0) as usize)

@@ -1,0 +1,620 @@
+//! A canary as PARAM comms-replay ("basic") JSON.
+//!
+//! Two shapes, one walk over the canary's occurrences in execution order
+//! ([`crate::canary::expand::for_each_occurrence`], so every record's gap
+//! residual lands exactly where replay puts it; `startTime_ns` is the running
+//! sum of `round(gap_us · 1000)`):
+//!
+//! * [`export_basic`] — the reference tool's single list: one `init` entry
+//!   per group (in order of first use), then one entry per occurrence
+//!   (`send`+`recv` for a transfer), with `req`, `startTime_ns`,
+//!   `world_size`, `global_ranks`, `pg_id`, element counts, `dtype` and
+//!   `markers`; a broadcast carries `root`, a reduction `reduce_op`.
+//! * [`export_per_rank`] — what PARAM's replayer (one process per rank)
+//!   runs: per rank, an `init` entry for every group, then the entries that
+//!   rank takes part in, with PARAM's op and dtype names (`all_gather_base`,
+//!   `reduce_scatter_base`, `all_to_allv` with equal splits, `float`,
+//!   `long`, …) and `src_rank`/`dst_rank`/`use_batch` on send and recv.
+//!
+//! Sizes are element counts: `bytes` must be a whole number of elements of
+//! the event's dtype (the `--dtype` override, else the event's own, else
+//! float32); an all_gather's input and a reduce_scatter's output are
+//! `n / W`. Ops with no PARAM equivalent are refused, or skipped and counted.
+
+use rustc_hash::FxHashMap;
+
+use crate::canary::Program;
+use crate::canary::expand::for_each_occurrence;
+use crate::error::{Error, Result};
+use crate::json::canon::{self, ObjectWriter};
+use crate::trace::Signature;
+
+/// Largest number of entries one export writes.
+pub const MAX_ENTRIES: u64 = 20_000_000;
+
+/// Options of an export.
+#[derive(Debug, Clone, Default)]
+pub struct ParamOptions {
+    /// Element type for every event (canonical or PARAM spelling).
+    pub dtype: Option<String>,
+    /// Drop events with no PARAM equivalent instead of refusing them.
+    pub skip_unsupported: bool,
+}
+
+/// An export's entries (JSON arrays) and counts.
+#[derive(Debug, Clone, Default)]
+pub struct ParamExport {
+    /// `(rank, JSON array, entries)`; one item, rank −1, for the basic list.
+    pub files: Vec<(i64, Vec<u8>, u64)>,
+    /// Entries written, over all files.
+    pub entries: u64,
+    /// Occurrences skipped as unsupported.
+    pub skipped: u64,
+}
+
+/// `(canonical name, element bytes, PARAM name)` of the dtypes PARAM reads.
+const DTYPES: [(&str, i64, &str); 10] = [
+    ("float32", 4, "float"),
+    ("float64", 8, "double"),
+    ("float16", 2, "half"),
+    ("bfloat16", 2, "bfloat16"),
+    ("int64", 8, "long"),
+    ("int32", 4, "int"),
+    ("int16", 2, "short"),
+    ("int8", 1, "char"),
+    ("uint8", 1, "byte"),
+    ("bool", 1, "bool"),
+];
+
+fn dtype_of(name: &str) -> Option<(&'static str, i64, &'static str)> {
+    let lower = name.trim().to_ascii_lowercase();
+    let canonical = match lower.as_str() {
+        "float" => "float32",
+        "double" => "float64",
+        "half" => "float16",
+        "long" => "int64",
+        "int" => "int32",
+        "short" => "int16",
+        "char" => "int8",
+        "byte" => "uint8",
+        other => other,
+    };
+    DTYPES.iter().copied().find(|d| d.0 == canonical)
+}
+
+/// What one signature exports as.
+#[derive(Debug, Clone)]
+struct Shape {
+    kind: Option<&'static str>,
+    param: &'static str,
+    in_elems: i64,
+    out_elems: i64,
+    dtype: (&'static str, i64, &'static str),
+    group: usize,
+    root: Option<i64>,
+    reduce_op: Option<Vec<u8>>,
+    ends: Option<(i64, i64)>,
+    marker: String,
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A process group: name and global ranks.
+type Group = (String, Vec<i64>);
+
+/// The groups of a program (first-use order) and each signature's shape.
+fn shapes(program: &Program, options: &ParamOptions) -> Result<(Vec<Group>, Vec<Shape>)> {
+    let forced = match &options.dtype {
+        None => None,
+        Some(d) => Some(dtype_of(d).ok_or_else(|| unsupported_dtype(d))?),
+    };
+    let mut groups: Vec<Group> = Vec::new();
+    let mut index: FxHashMap<String, usize> = FxHashMap::default();
+    let mut out = Vec::with_capacity(program.signatures.len());
+    let ranks = group_ranks(program)?;
+    for sig in &program.signatures {
+        let name = text(&sig.group);
+        let g = *index.entry(name.clone()).or_insert_with(|| {
+            groups.push((name.clone(), ranks[&name].clone()));
+            groups.len() - 1
+        });
+        out.push(shape(sig, g, forced)?);
+    }
+    Ok((groups, out))
+}
+
+/// Each group's ranks: those of its collectives (which must agree), else
+/// the union of its transfers' endpoints (a transfer's `ranks` are its two
+/// ends, a subset of its group).
+fn group_ranks(program: &Program) -> Result<FxHashMap<String, Vec<i64>>> {
+    let mut ranks: FxHashMap<String, Vec<i64>> = FxHashMap::default();
+    let is_p2p = |sig: &Signature| sig.sender_rank.is_some() && sig.receiver_rank.is_some();
+    for sig in program.signatures.iter().filter(|s| !is_p2p(s)) {
+        let name = text(&sig.group);
+        match ranks.get(&name) {
+            Some(known) if *known != sig.ranks => {
+                return Err(Error::invalid(format!(
+                    "group '{name}' appears with ranks {known:?} and {:?}",
+                    sig.ranks
+                )));
+            }
+            Some(_) => {}
+            None => {
+                ranks.insert(name, sig.ranks.clone());
+            }
+        }
+    }
+    let mut endpoints: FxHashMap<String, Vec<i64>> = FxHashMap::default();
+    for sig in program.signatures.iter().filter(|s| is_p2p(s)) {
+        let name = text(&sig.group);
+        if let Some(known) = ranks.get(&name) {
+            if sig.ranks.iter().any(|r| !known.contains(r)) {
+                return Err(Error::invalid(format!(
+                    "a transfer on group '{name}' has ranks {:?} outside the group's {known:?}",
+                    sig.ranks
+                )));
+            }
+            continue;
+        }
+        endpoints
+            .entry(name)
+            .or_default()
+            .extend(sig.ranks.iter().copied());
+    }
+    for (name, mut list) in endpoints {
+        list.sort_unstable();
+        list.dedup();
+        ranks.insert(name, list);
+    }
+    Ok(ranks)
+}
+
+fn unsupported_dtype(d: &str) -> Error {
+    let names: Vec<&str> = DTYPES.iter().map(|d| d.0).collect();
+    Error::invalid(format!(
+        "unsupported PARAM export dtype '{d}'; supported: {}",
+        names.join(", ")
+    ))
+}
+
+fn shape(
+    sig: &Signature,
+    group: usize,
+    forced: Option<(&'static str, i64, &'static str)>,
+) -> Result<Shape> {
+    let op = text(&sig.op);
+    let event_dtype = sig
+        .dtype
+        .as_deref()
+        .map(|d| text(d).trim_matches('"').to_owned());
+    let dtype = match (forced, &event_dtype) {
+        (Some(d), _) => d,
+        (None, Some(d)) => dtype_of(d).ok_or_else(|| {
+            Error::invalid(format!(
+                "event dtype '{d}' of op '{op}' has no PARAM equivalent"
+            ))
+        })?,
+        (None, None) => DTYPES[0],
+    };
+    let w = sig.ranks.len() as i64;
+    if sig.bytes % dtype.1 != 0 {
+        return Err(Error::invalid(format!(
+            "{} bytes of op '{op}' on group '{}' are not a whole number of {} elements",
+            sig.bytes,
+            text(&sig.group),
+            dtype.0
+        )));
+    }
+    let n = sig.bytes / dtype.1;
+    let divided = |what: &str| -> Result<i64> {
+        if n % w == 0 {
+            Ok(n / w)
+        } else {
+            Err(Error::invalid(format!(
+                "{what} of {n} elements does not divide by its {w} ranks"
+            )))
+        }
+    };
+    let (kind, param, in_elems, out_elems) = match (op.as_str(), sig.custom_op) {
+        ("all_reduce", false) => (Some("all_reduce"), "all_reduce", n, n),
+        ("all_gather", false) => (
+            Some("all_gather"),
+            "all_gather_base",
+            divided("all_gather")?,
+            n,
+        ),
+        ("reduce_scatter", false) => (
+            Some("reduce_scatter"),
+            "reduce_scatter_base",
+            n,
+            divided("reduce_scatter")?,
+        ),
+        ("all_to_all", false) => (Some("all_to_all"), "all_to_allv", n, n),
+        ("broadcast", false) => (Some("broadcast"), "broadcast", n, n),
+        ("send" | "recv" | "point_to_point", false)
+            if sig.sender_rank.is_some() && sig.receiver_rank.is_some() =>
+        {
+            (Some("p2p"), "send", n, n)
+        }
+        _ => (None, "", n, n),
+    };
+    let root = sig
+        .root_rank
+        .as_deref()
+        .and_then(|r| text(r).trim().parse::<i64>().ok());
+    // A reduce is a custom op of the trace format but a PARAM op: exported
+    // when its root is known.
+    let (kind, param) = match (kind, op.as_str(), root) {
+        (None, "reduce", Some(_)) => (Some("reduce"), "reduce"),
+        _ => (kind, param),
+    };
+    Ok(Shape {
+        kind,
+        param,
+        in_elems,
+        out_elems,
+        dtype,
+        group,
+        root,
+        reduce_op: sig.reduction_op.clone(),
+        ends: sig.sender_rank.zip(sig.receiver_rank),
+        marker: format!("commcanary:{}:{op}", text(&sig.group)),
+    })
+}
+
+fn unsupported(op: &str) -> Error {
+    Error::invalid(format!(
+        "op '{op}' has no PARAM comms-replay equivalent; re-run with skip_unsupported to drop such events"
+    ))
+}
+
+/// Common fields of one communication entry.
+struct Entry<'a> {
+    comms: &'a str,
+    req: u64,
+    start_ns: i64,
+    shape: &'a Shape,
+    group: &'a Group,
+    pg_id: usize,
+    dtype_name: &'a str,
+    extra_marker: Option<&'a str>,
+}
+
+/// One entry as canonical JSON (keys in order); `per_rank` adds the
+/// all-to-all-v splits, `ends` the p2p fields.
+fn write_entry(out: &mut Vec<u8>, e: &Entry<'_>, per_rank: bool, ends: Option<(i64, i64)>) {
+    let (w, ranks) = (e.group.1.len() as i64, &e.group.1);
+    let splits = per_rank && e.shape.param == "all_to_allv";
+    let mut o = ObjectWriter::new(out);
+    o.str("comms", e.comms);
+    if let Some((_, dst)) = ends {
+        o.i64("dst_rank", dst);
+    }
+    o.str("dtype", e.dtype_name);
+    canon::write_i64_array(o.key("global_ranks"), ranks);
+    o.i64("in_msg_size", e.shape.in_elems);
+    if splits {
+        canon::write_i64_array(
+            o.key("in_split"),
+            &vec![e.shape.in_elems / w.max(1); w as usize],
+        );
+    }
+    let marker = o.key("markers");
+    marker.push(b'[');
+    canon::write_str(marker, &e.shape.marker);
+    if let Some(m) = e.extra_marker {
+        marker.push(b',');
+        canon::write_str(marker, m);
+    }
+    marker.push(b']');
+    o.i64("out_msg_size", e.shape.out_elems);
+    if splits {
+        canon::write_i64_array(
+            o.key("out_split"),
+            &vec![e.shape.out_elems / w.max(1); w as usize],
+        );
+    }
+    o.i64("pg_id", e.pg_id as i64);
+    if let Some(r) = &e.shape.reduce_op {
+        o.raw("reduce_op", r);
+    }
+    o.i64("req", e.req as i64);
+    if matches!(e.shape.kind, Some("broadcast" | "reduce"))
+        && let Some(root) = e.shape.root
+    {
+        o.i64("root", root);
+    }
+    if let Some((src, _)) = ends {
+        o.i64("src_rank", src);
+    }
+    o.i64("startTime_ns", e.start_ns);
+    if ends.is_some() {
+        o.bool("use_batch", false);
+    }
+    o.i64("world_size", w);
+    o.end();
+}
+
+fn write_init(out: &mut Vec<u8>, pg_id: usize, group: &Group, req: u64) {
+    let mut o = ObjectWriter::new(out);
+    o.str("comms", "init");
+    canon::write_i64_array(o.key("global_ranks"), &group.1);
+    let marker = o.key("markers");
+    marker.push(b'[');
+    canon::write_str(marker, &format!("commcanary:pg-init:{}", group.0));
+    marker.push(b']');
+    o.i64("pg_id", pg_id as i64);
+    o.i64("req", req as i64);
+    o.i64("startTime_ns", 0);
+    o.i64("world_size", group.1.len() as i64);
+    o.end();
+}
+
+/// A JSON array being filled.
+struct List {
+    text: Vec<u8>,
+    entries: u64,
+}
+
+impl List {
+    fn new() -> Self {
+        Self {
+            text: vec![b'['],
+            entries: 0,
+        }
+    }
+    fn next(&mut self) -> &mut Vec<u8> {
+        if self.entries > 0 {
+            self.text.push(b',');
+        }
+        self.entries += 1;
+        &mut self.text
+    }
+    fn finish(mut self) -> Vec<u8> {
+        self.text.push(b']');
+        self.text
+    }
+}
+
+/// Every occurrence in execution order: `(signature, startTime_ns)`.
+fn schedule(program: &Program) -> Vec<(u32, i64)> {
+    let mut clock: i64 = 0;
+    let mut out = Vec::new();
+    for_each_occurrence(program, |_, occ| {
+        clock = clock.saturating_add((occ.gap_us * 1000.0).round().max(0.0) as i64);
+        out.push((occ.signature, clock));
+    });
+    out
+}
+
+fn check_size(program: &Program) -> Result<()> {
+    let (_, occurrences) = crate::canary::expand::expanded_counts(program);
+    if occurrences.saturating_mul(2) > MAX_ENTRIES {
+        return Err(Error::limit(format!(
+            "expands to {occurrences} occurrences; a PARAM export writes at most {MAX_ENTRIES} entries"
+        )));
+    }
+    Ok(())
+}
+
+/// The reference single list.
+///
+/// # Errors
+/// An unknown dtype, sizes that are not whole elements, a group with two rank
+/// sets, an unsupported op (unless skipped), or nothing to export.
+pub fn export_basic(program: &Program, options: &ParamOptions) -> Result<ParamExport> {
+    check_size(program)?;
+    let (groups, shapes) = shapes(program, options)?;
+    let timeline = schedule(program);
+    let mut used: Vec<usize> = Vec::new();
+    let mut pg_of = vec![usize::MAX; groups.len()];
+    let mut body = List::new();
+    let mut skipped = 0_u64;
+    let mut req = 0_u64;
+    let first_entry_marker = skipped_marker(&shapes, &timeline, options)?;
+    for &(sig, start_ns) in &timeline {
+        let shape = &shapes[sig as usize];
+        let Some(kind) = shape.kind else {
+            skipped += 1;
+            continue;
+        };
+        if pg_of[shape.group] == usize::MAX {
+            pg_of[shape.group] = used.len();
+            used.push(shape.group);
+        }
+        let extra = if body.entries == 0 {
+            first_entry_marker.as_deref()
+        } else {
+            None
+        };
+        let mut entry = Entry {
+            comms: kind,
+            req,
+            start_ns,
+            shape,
+            group: &groups[shape.group],
+            pg_id: pg_of[shape.group],
+            dtype_name: shape.dtype.0,
+            extra_marker: extra,
+        };
+        if kind == "p2p" {
+            for comms in ["send", "recv"] {
+                entry.comms = comms;
+                entry.req = req;
+                write_entry(body.next(), &entry, false, shape.ends);
+                req += 1;
+                entry.extra_marker = None;
+            }
+        } else {
+            write_entry(body.next(), &entry, false, None);
+            req += 1;
+        }
+    }
+    if body.entries == 0 {
+        return Err(Error::invalid(
+            "canary produced no PARAM-exportable entries",
+        ));
+    }
+    let mut list = List::new();
+    for (pg_id, &g) in used.iter().enumerate() {
+        write_init(list.next(), pg_id, &groups[g], pg_id as u64);
+    }
+    let inits = list.entries;
+    let text = join_with_shifted_req(list, body, inits);
+    Ok(ParamExport {
+        entries: inits + req,
+        skipped,
+        files: vec![(-1, text, inits + req)],
+    })
+}
+
+/// The `commcanary:skipped_unsupported=K` marker, or the refusal.
+fn skipped_marker(
+    shapes: &[Shape],
+    timeline: &[(u32, i64)],
+    options: &ParamOptions,
+) -> Result<Option<String>> {
+    let skipped = timeline
+        .iter()
+        .filter(|(s, _)| shapes[*s as usize].kind.is_none())
+        .count();
+    if skipped == 0 {
+        return Ok(None);
+    }
+    if !options.skip_unsupported {
+        let first = timeline
+            .iter()
+            .find(|(s, _)| shapes[*s as usize].kind.is_none())
+            .map_or(0, |t| t.0);
+        let op = shapes[first as usize]
+            .marker
+            .rsplit(':')
+            .next()
+            .unwrap_or("")
+            .to_owned();
+        return Err(unsupported(&op));
+    }
+    Ok(Some(format!("commcanary:skipped_unsupported={skipped}")))
+}
+
+/// The init entries followed by the body, whose `req` values were counted
+/// from 0 and are shifted by the number of init entries.
+fn join_with_shifted_req(inits: List, body: List, shift: u64) -> Vec<u8> {
+    let mut text = inits.finish();
+    text.pop();
+    let body = body.finish();
+    let inner = &body[1..body.len() - 1];
+    if !inner.is_empty() {
+        if shift > 0 {
+            text.push(b',');
+        }
+        shift_req(inner, shift, &mut text);
+    }
+    text.push(b']');
+    text
+}
+
+/// Copies `entries` adding `shift` to every `"req":N`.
+fn shift_req(entries: &[u8], shift: u64, out: &mut Vec<u8>) {
+    const KEY: &[u8] = b"\"req\":";
+    let mut i = 0;
+    while i < entries.len() {
+        if entries[i..].starts_with(KEY) {
+            out.extend_from_slice(KEY);
+            i += KEY.len();
+            let start = i;
+            while i < entries.len() && entries[i].is_ascii_digit() {
+                i += 1;
+            }
+            let n: u64 = std::str::from_utf8(&entries[start..i])
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            canon::write_i64(out, (n + shift) as i64);
+        } else {
+            out.push(entries[i]);
+            i += 1;
+        }
+    }
+}
+
+/// Per-rank lists for PARAM's replayer, ranks `0..=max` (a dense domain).
+///
+/// # Errors
+/// As [`export_basic`], and a rank domain with holes.
+pub fn export_per_rank(program: &Program, options: &ParamOptions) -> Result<ParamExport> {
+    check_size(program)?;
+    let (groups, shapes) = shapes(program, options)?;
+    let timeline = schedule(program);
+    let first_marker = skipped_marker(&shapes, &timeline, options)?;
+    let max_rank = groups
+        .iter()
+        .flat_map(|g| g.1.iter().copied())
+        .max()
+        .unwrap_or(0);
+    let world = max_rank + 1;
+    for r in 0..world {
+        if !groups.iter().any(|g| g.1.contains(&r)) {
+            return Err(Error::invalid(format!(
+                "rank {r} takes part in no group: PARAM's replayer needs ranks 0..{max_rank} without holes"
+            )));
+        }
+    }
+    let mut lists: Vec<List> = (0..world).map(|_| List::new()).collect();
+    for list in &mut lists {
+        for (pg_id, g) in groups.iter().enumerate() {
+            let req = list.entries;
+            write_init(list.next(), pg_id, g, req);
+        }
+    }
+    let mut skipped = 0_u64;
+    let mut first = true;
+    for &(sig, start_ns) in &timeline {
+        let shape = &shapes[sig as usize];
+        let Some(kind) = shape.kind else {
+            skipped += 1;
+            continue;
+        };
+        let group = &groups[shape.group];
+        let takers: Vec<(i64, &str)> = match (kind, shape.ends) {
+            ("p2p", Some((src, dst))) => vec![(src, "send"), (dst, "recv")],
+            _ => group.1.iter().map(|&r| (r, shape.param)).collect(),
+        };
+        for (rank, comms) in takers {
+            let list = &mut lists[rank as usize];
+            let entry = Entry {
+                comms,
+                req: list.entries,
+                start_ns,
+                shape,
+                group,
+                pg_id: shape.group,
+                dtype_name: shape.dtype.2,
+                extra_marker: if first { first_marker.as_deref() } else { None },
+            };
+            write_entry(
+                list.next(),
+                &entry,
+                true,
+                if kind == "p2p" { shape.ends } else { None },
+            );
+        }
+        first = false;
+    }
+    let entries = lists.iter().map(|l| l.entries).sum();
+    let files = lists
+        .into_iter()
+        .enumerate()
+        .map(|(r, l)| {
+            let n = l.entries;
+            (r as i64, l.finish(), n)
+        })
+        .collect();
+    Ok(ParamExport {
+        files,
+        entries,
+        skipped,
+    })
+}

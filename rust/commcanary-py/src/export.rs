@@ -1,0 +1,90 @@
+//! Exporters: `export_param` (PARAM comms-replay JSON, one list or per-rank
+//! files).
+
+use std::path::PathBuf;
+
+use commcanary_core::Error;
+use commcanary_core::ErrorKind;
+use commcanary_core::canary::read::read_canary;
+use commcanary_core::export::param::{ParamOptions, export_basic, export_per_rank};
+use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
+use commcanary_core::output::{check_target, write_atomic_parts};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::detached;
+
+/// Exports a canary as PARAM comms-replay JSON: the reference single list at
+/// `output`, and/or PARAM's per-rank `<rank>.json` files in `per_rank_dir`.
+/// Everything is computed before anything is written. Returns a dict with
+/// `entries`, `skipped` and `per_rank_entries` (entries per rank file).
+#[pyfunction]
+#[pyo3(signature = (path, *, output=None, per_rank_dir=None, dtype=None, skip_unsupported=false))]
+pub(crate) fn export_param<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    output: Option<PathBuf>,
+    per_rank_dir: Option<PathBuf>,
+    dtype: Option<String>,
+    skip_unsupported: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let display = path.display().to_string();
+    let options = ParamOptions {
+        dtype,
+        skip_unsupported,
+    };
+    let (basic, per_rank) = detached(py, Some(&display), || {
+        if output.is_none() && per_rank_dir.is_none() {
+            return Err(Error::option("output", "or per_rank_dir is required"));
+        }
+        let canary = read_canary(&read_input(&path, MAX_INPUT_BYTES)?)?;
+        let basic = output
+            .as_ref()
+            .map(|_| export_basic(&canary.program, &options))
+            .transpose()?;
+        let per_rank = per_rank_dir
+            .as_ref()
+            .map(|_| export_per_rank(&canary.program, &options))
+            .transpose()?;
+        Ok((basic, per_rank))
+    })?;
+    detached(py, None, || {
+        if let Some(dir) = &per_rank_dir {
+            if dir.exists() && !dir.is_dir() {
+                return Err(Error::new(
+                    ErrorKind::Output,
+                    format!("{} is not a directory", dir.display()),
+                ));
+            }
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Error::new(
+                    ErrorKind::Output,
+                    format!("cannot create {}: {e}", dir.display()),
+                )
+            })?;
+            for (rank, text, _) in per_rank.as_ref().map_or(&[][..], |p| &p.files[..]) {
+                write_atomic_parts(&dir.join(format!("{rank}.json")), &[text, b"\n"])?;
+            }
+        }
+        if let (Some(out), Some(b)) = (&output, &basic) {
+            write_atomic_parts(out, &[&b.files[0].1, b"\n"])?;
+        }
+        Ok(())
+    })?;
+    let result = PyDict::new(py);
+    result.set_item("entries", basic.as_ref().map_or(0, |b| b.entries))?;
+    result.set_item(
+        "skipped",
+        basic
+            .as_ref()
+            .map(|b| b.skipped)
+            .or(per_rank.as_ref().map(|p| p.skipped))
+            .unwrap_or(0),
+    )?;
+    let counts: Vec<u64> = per_rank
+        .as_ref()
+        .map(|p| p.files.iter().map(|f| f.2).collect())
+        .unwrap_or_default();
+    result.set_item("per_rank_entries", counts)?;
+    Ok(result)
+}

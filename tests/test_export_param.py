@@ -1,0 +1,126 @@
+"""`export-param`: the reference single list, PARAM's per-rank files checked
+field by field against the trace PARAM's replayer ran, occurrence counts
+against the canary's expansion, and refusals."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from commcanary.cli import app
+from conftest import SHARED
+
+DECODE = SHARED / "fixtures" / "kineto" / "gloo_tp4_decode"
+PARAM_RAN = SHARED / "fixtures" / "param" / "basic_4rank_gloo"
+
+pytestmark = pytest.mark.skipif(not DECODE.exists(), reason="shared fixtures not present")
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(app, list(args))
+
+
+def load(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def canary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("param")
+    assert run("import-kineto", str(DECODE), "-o", str(d / "job.trace.json")).exit_code == 0
+    assert run("compile", str(d / "job.trace.json"), "-o", str(d / "job.canary.json")).exit_code == 0
+    return d / "job.canary.json"
+
+
+def test_per_rank_files_have_the_shape_param_ran(canary: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ranks"
+    result = run("export-param", str(canary), "--per-rank-dir", str(out))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("exported ") and "for 4 ranks" in result.stdout
+    ours = {r: load(out / f"{r}.json") for r in range(4)}
+    ran = {r: load(PARAM_RAN / f"{r}.json") for r in range(4)}
+    for r in range(4):
+        # Every group is initialised on every rank, with its size.
+        inits = [e for e in ours[r] if e["comms"] == "init"]
+        assert sorted(tuple(e["global_ranks"]) for e in inits) == sorted(
+            tuple(e["global_ranks"]) for e in ran[r] if e["comms"] == "init"
+        )
+        assert all(e["world_size"] == len(e["global_ranks"]) for e in inits)
+        kinds = {e["comms"] for e in ours[r]}
+        theirs_kinds = {e["comms"] for e in ran[r]} - {"barrier"}  # barriers are control ops
+        assert kinds >= theirs_kinds  # the imported job also has the ack transfers
+        for kind in theirs_kinds - {"init"}:
+            mine = [e for e in ours[r] if e["comms"] == kind]
+            theirs = [e for e in ran[r] if e["comms"] == kind]
+            assert set(theirs[0]) - {"markers"} <= set(mine[0]), kind  # every field PARAM read
+            if kind in ("send", "recv"):
+                assert {(e["src_rank"], e["dst_rank"]) for e in theirs} <= {
+                    (e["src_rank"], e["dst_rank"]) for e in mine
+                }
+                assert all(e["use_batch"] is False for e in mine)
+            decode = {(e["in_msg_size"], e["out_msg_size"], e["dtype"]) for e in mine}
+            assert {(e["in_msg_size"], e["out_msg_size"], e["dtype"]) for e in theirs} <= decode, kind
+        reqs = [e["req"] for e in ours[r]]
+        assert reqs == list(range(len(reqs)))
+
+
+def test_entry_counts_follow_the_canary_expansion(canary: Path, tmp_path: Path) -> None:
+    import commcanary
+
+    data = load(canary)
+    signatures = data["signatures"]
+    compiled = commcanary.compile(commcanary.load_trace(canary.parent / "job.trace.json"))
+    compiled.write(tmp_path / "same.canary.json")
+    assert (tmp_path / "same.canary.json").read_bytes() == canary.read_bytes()
+    occurrence_signatures = [int(s) for s in compiled.occurrences()["signature"]]
+    done = commcanary.export_param(canary, tmp_path / "basic.json", per_rank_dir=tmp_path / "ranks")
+    p2p = sum("sender_rank" in signatures[s] for s in occurrence_signatures)
+    groups = {signatures[s]["group"] for s in occurrence_signatures}
+    assert done.entries == len(groups) + len(occurrence_signatures) + p2p
+    assert len(load(tmp_path / "basic.json")) == done.entries
+    per_rank: Counter[int] = Counter()
+    for s in occurrence_signatures:
+        sig = signatures[s]
+        for r in [sig["sender_rank"], sig["receiver_rank"]] if "sender_rank" in sig else sig["ranks"]:
+            per_rank[r] += 1
+    assert done.per_rank_entries == tuple(per_rank[r] + len(groups) for r in range(4))
+
+
+def test_refusals_write_nothing(canary: Path, tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    bad = run("export-param", str(canary), "-o", str(out), "--dtype", "quaternion")
+    assert bad.exit_code == 3 and "unsupported PARAM export dtype 'quaternion'" in bad.stderr
+    assert not out.exists()
+    a_file = tmp_path / "ranks"
+    a_file.write_text("x")
+    bad = run("export-param", str(canary), "-o", str(out), "--per-rank-dir", str(a_file))
+    assert bad.exit_code == 3 and "is not a directory" in bad.stderr
+    assert not out.exists() and a_file.read_text() == "x"
+    # A canary with an op PARAM has no equivalent for: refused, or skipped and marked.
+    trace = tmp_path / "custom.trace.json"
+    trace.write_text(
+        json.dumps(
+            {
+                "format": "commcanary.trace.v1",
+                "events": [
+                    {"op": "all_reduce", "bytes": 1024, "ranks": 2, "start_us": 0},
+                    {"op": "frobnicate", "custom_op": True, "bytes": 1024, "ranks": 2, "start_us": 10},
+                ],
+            }
+        )
+    )
+    custom = tmp_path / "custom.canary.json"
+    assert run("compile", str(trace), "-o", str(custom)).exit_code == 0
+    bad = run("export-param", str(custom), "-o", str(out))
+    assert bad.exit_code == 3 and "op 'frobnicate' has no PARAM comms-replay equivalent" in bad.stderr
+    assert not out.exists()
+    ok = run("export-param", str(custom), "-o", str(out), "--skip-unsupported")
+    assert ok.exit_code == 0, ok.output
+    entries = load(out)
+    assert [e["comms"] for e in entries] == ["init", "all_reduce"]
+    assert "commcanary:skipped_unsupported=1" in entries[1]["markers"]
