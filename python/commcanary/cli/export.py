@@ -14,7 +14,9 @@ __all__ = ["export_param_command"]
 CanaryPath = Annotated[Path, typer.Argument(metavar="CANARY", help="The canary to export.")]
 Output = Annotated[
     Path | None,
-    typer.Option("--output", "-o", metavar="PATH", help="Where to write the single PARAM list (the reference shape)."),
+    typer.Option(
+        "--output", "-o", metavar="PATH", help="Where to write the single PARAM list (the reference shape)."
+    ),
 ]
 PerRankDir = Annotated[
     Path | None,
@@ -30,7 +32,9 @@ Dtype = Annotated[
 ]
 SkipUnsupported = Annotated[
     bool,
-    typer.Option("--skip-unsupported", help="Drop ops with no PARAM equivalent instead of refusing the canary."),
+    typer.Option(
+        "--skip-unsupported", help="Drop ops with no PARAM equivalent instead of refusing the canary."
+    ),
 ]
 
 

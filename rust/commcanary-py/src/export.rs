@@ -49,13 +49,20 @@ pub(crate) fn export_param<'py>(
         Ok((basic, per_rank))
     })?;
     detached(py, None, || {
+        // Every target is checked before the first byte is written.
+        if let Some(dir) = &per_rank_dir
+            && dir.exists()
+            && !dir.is_dir()
+        {
+            return Err(Error::new(
+                ErrorKind::Output,
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        if let Some(out) = &output {
+            check_target(out)?;
+        }
         if let Some(dir) = &per_rank_dir {
-            if dir.exists() && !dir.is_dir() {
-                return Err(Error::new(
-                    ErrorKind::Output,
-                    format!("{} is not a directory", dir.display()),
-                ));
-            }
             std::fs::create_dir_all(dir).map_err(|e| {
                 Error::new(
                     ErrorKind::Output,

@@ -21,6 +21,7 @@
 //! float32); an all_gather's input and a reduce_scatter's output are
 //! `n / W`. Ops with no PARAM equivalent are refused, or skipped and counted.
 
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use crate::canary::Program;
@@ -399,6 +400,65 @@ fn check_size(program: &Program) -> Result<()> {
     Ok(())
 }
 
+/// An entry's text around its two varying numbers, `req` and
+/// `startTime_ns`: every occurrence of a signature shares the rest, so it is
+/// written once and copied.
+struct Template {
+    head: Vec<u8>,
+    middle: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+const REQ_MARK: u64 = 987_654_321_987_654_321;
+const START_MARK: i64 = 876_543_210_876_543_210;
+
+impl Template {
+    fn of(entry: &Entry<'_>, per_rank: bool, ends: Option<(i64, i64)>) -> Self {
+        let marked = Entry {
+            req: REQ_MARK,
+            start_ns: START_MARK,
+            ..*entry
+        };
+        let mut text = Vec::new();
+        write_entry(&mut text, &marked, per_rank, ends);
+        let find = |needle: &[u8]| {
+            text.windows(needle.len())
+                .position(|w| w == needle)
+                .unwrap_or(0)
+        };
+        let (req, start) = (REQ_MARK.to_string(), START_MARK.to_string());
+        let (r, t) = (find(req.as_bytes()), find(start.as_bytes()));
+        Self {
+            head: text[..r].to_vec(),
+            middle: text[r + req.len()..t].to_vec(),
+            tail: text[t + start.len()..].to_vec(),
+        }
+    }
+
+    fn emit(&self, out: &mut Vec<u8>, req: u64, start_ns: i64) {
+        out.extend_from_slice(&self.head);
+        canon::write_i64(out, req as i64);
+        out.extend_from_slice(&self.middle);
+        canon::write_i64(out, start_ns);
+        out.extend_from_slice(&self.tail);
+    }
+}
+
+/// What one entry is: its `comms`, and the ends of a transfer.
+type EntryKind = (&'static str, Option<(i64, i64)>);
+
+/// The entries of one occurrence.
+fn comms_of(shape: &Shape, per_rank: bool) -> [Option<EntryKind>; 2] {
+    match (shape.kind, shape.ends) {
+        (Some("p2p"), ends @ Some(_)) => [Some(("send", ends)), Some(("recv", ends))],
+        (Some(kind), _) => [
+            Some((if per_rank { shape.param } else { kind }, None)),
+            None,
+        ],
+        (None, _) => [None, None],
+    }
+}
+
 /// The reference single list.
 ///
 /// # Errors
@@ -408,51 +468,17 @@ pub fn export_basic(program: &Program, options: &ParamOptions) -> Result<ParamEx
     check_size(program)?;
     let (groups, shapes) = shapes(program, options)?;
     let timeline = schedule(program);
-    let mut used: Vec<usize> = Vec::new();
+    let first_marker = skipped_marker(&shapes, &timeline, options)?;
     let mut pg_of = vec![usize::MAX; groups.len()];
-    let mut body = List::new();
-    let mut skipped = 0_u64;
-    let mut req = 0_u64;
-    let first_entry_marker = skipped_marker(&shapes, &timeline, options)?;
-    for &(sig, start_ns) in &timeline {
-        let shape = &shapes[sig as usize];
-        let Some(kind) = shape.kind else {
-            skipped += 1;
-            continue;
-        };
-        if pg_of[shape.group] == usize::MAX {
-            pg_of[shape.group] = used.len();
-            used.push(shape.group);
-        }
-        let extra = if body.entries == 0 {
-            first_entry_marker.as_deref()
-        } else {
-            None
-        };
-        let mut entry = Entry {
-            comms: kind,
-            req,
-            start_ns,
-            shape,
-            group: &groups[shape.group],
-            pg_id: pg_of[shape.group],
-            dtype_name: shape.dtype.0,
-            extra_marker: extra,
-        };
-        if kind == "p2p" {
-            for comms in ["send", "recv"] {
-                entry.comms = comms;
-                entry.req = req;
-                write_entry(body.next(), &entry, false, shape.ends);
-                req += 1;
-                entry.extra_marker = None;
-            }
-        } else {
-            write_entry(body.next(), &entry, false, None);
-            req += 1;
+    let mut used: Vec<usize> = Vec::new();
+    for &(sig, _) in &timeline {
+        let g = shapes[sig as usize].group;
+        if shapes[sig as usize].kind.is_some() && pg_of[g] == usize::MAX {
+            pg_of[g] = used.len();
+            used.push(g);
         }
     }
-    if body.entries == 0 {
+    if used.is_empty() {
         return Err(Error::invalid(
             "canary produced no PARAM-exportable entries",
         ));
@@ -461,12 +487,50 @@ pub fn export_basic(program: &Program, options: &ParamOptions) -> Result<ParamEx
     for (pg_id, &g) in used.iter().enumerate() {
         write_init(list.next(), pg_id, &groups[g], pg_id as u64);
     }
-    let inits = list.entries;
-    let text = join_with_shifted_req(list, body, inits);
+    let mut templates: Vec<Option<[Option<Template>; 2]>> =
+        (0..shapes.len()).map(|_| None).collect();
+    let mut skipped = 0_u64;
+    let mut req = used.len() as u64;
+    for &(sig, start_ns) in &timeline {
+        let shape = &shapes[sig as usize];
+        if shape.kind.is_none() {
+            skipped += 1;
+            continue;
+        }
+        let entry = |comms: &'static str, req: u64| Entry {
+            comms,
+            req,
+            start_ns,
+            shape,
+            group: &groups[shape.group],
+            pg_id: pg_of[shape.group],
+            dtype_name: shape.dtype.0,
+            extra_marker: None,
+        };
+        let slots = templates[sig as usize].get_or_insert_with(|| {
+            comms_of(shape, false).map(|c| c.map(|(k, e)| Template::of(&entry(k, 0), false, e)))
+        });
+        for (k, slot) in comms_of(shape, false).iter().zip(slots.iter()) {
+            let (Some((comms, ends)), Some(template)) = (k, slot) else {
+                continue;
+            };
+            if req == used.len() as u64 && first_marker.is_some() {
+                let first = Entry {
+                    extra_marker: first_marker.as_deref(),
+                    ..entry(comms, req)
+                };
+                write_entry(list.next(), &first, false, *ends);
+            } else {
+                template.emit(list.next(), req, start_ns);
+            }
+            req += 1;
+        }
+    }
+    let entries = list.entries;
     Ok(ParamExport {
-        entries: inits + req,
+        entries,
         skipped,
-        files: vec![(-1, text, inits + req)],
+        files: vec![(-1, list.finish(), entries)],
     })
 }
 
@@ -499,48 +563,8 @@ fn skipped_marker(
     Ok(Some(format!("commcanary:skipped_unsupported={skipped}")))
 }
 
-/// The init entries followed by the body, whose `req` values were counted
-/// from 0 and are shifted by the number of init entries.
-fn join_with_shifted_req(inits: List, body: List, shift: u64) -> Vec<u8> {
-    let mut text = inits.finish();
-    text.pop();
-    let body = body.finish();
-    let inner = &body[1..body.len() - 1];
-    if !inner.is_empty() {
-        if shift > 0 {
-            text.push(b',');
-        }
-        shift_req(inner, shift, &mut text);
-    }
-    text.push(b']');
-    text
-}
-
-/// Copies `entries` adding `shift` to every `"req":N`.
-fn shift_req(entries: &[u8], shift: u64, out: &mut Vec<u8>) {
-    const KEY: &[u8] = b"\"req\":";
-    let mut i = 0;
-    while i < entries.len() {
-        if entries[i..].starts_with(KEY) {
-            out.extend_from_slice(KEY);
-            i += KEY.len();
-            let start = i;
-            while i < entries.len() && entries[i].is_ascii_digit() {
-                i += 1;
-            }
-            let n: u64 = std::str::from_utf8(&entries[start..i])
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0);
-            canon::write_i64(out, (n + shift) as i64);
-        } else {
-            out.push(entries[i]);
-            i += 1;
-        }
-    }
-}
-
-/// Per-rank lists for PARAM's replayer, ranks `0..=max` (a dense domain).
+/// Per-rank lists for PARAM's replayer, ranks `0..=max` (a dense domain),
+/// written in parallel, one rank per task.
 ///
 /// # Errors
 /// As [`export_basic`], and a rank domain with holes.
@@ -554,67 +578,108 @@ pub fn export_per_rank(program: &Program, options: &ParamOptions) -> Result<Para
         .flat_map(|g| g.1.iter().copied())
         .max()
         .unwrap_or(0);
-    let world = max_rank + 1;
-    for r in 0..world {
+    for r in 0..=max_rank {
         if !groups.iter().any(|g| g.1.contains(&r)) {
             return Err(Error::invalid(format!(
                 "rank {r} takes part in no group: PARAM's replayer needs ranks 0..{max_rank} without holes"
             )));
         }
     }
-    let mut lists: Vec<List> = (0..world).map(|_| List::new()).collect();
-    for list in &mut lists {
-        for (pg_id, g) in groups.iter().enumerate() {
-            let req = list.entries;
-            write_init(list.next(), pg_id, g, req);
-        }
-    }
-    let mut skipped = 0_u64;
-    let mut first = true;
-    for &(sig, start_ns) in &timeline {
-        let shape = &shapes[sig as usize];
-        let Some(kind) = shape.kind else {
-            skipped += 1;
-            continue;
-        };
-        let group = &groups[shape.group];
-        let takers: Vec<(i64, &str)> = match (kind, shape.ends) {
-            ("p2p", Some((src, dst))) => vec![(src, "send"), (dst, "recv")],
-            _ => group.1.iter().map(|&r| (r, shape.param)).collect(),
-        };
-        for (rank, comms) in takers {
-            let list = &mut lists[rank as usize];
-            let entry = Entry {
-                comms,
-                req: list.entries,
-                start_ns,
-                shape,
-                group,
-                pg_id: shape.group,
-                dtype_name: shape.dtype.2,
-                extra_marker: if first { first_marker.as_deref() } else { None },
-            };
-            write_entry(
-                list.next(),
-                &entry,
-                true,
-                if kind == "p2p" { shape.ends } else { None },
-            );
-        }
-        first = false;
-    }
-    let entries = lists.iter().map(|l| l.entries).sum();
-    let files = lists
-        .into_iter()
-        .enumerate()
-        .map(|(r, l)| {
-            let n = l.entries;
-            (r as i64, l.finish(), n)
+    let templates: Vec<[Option<Template>; 2]> = shapes
+        .iter()
+        .map(|shape| {
+            comms_of(shape, true).map(|c| {
+                c.map(|(comms, ends)| {
+                    let e = rank_entry(shape, &groups, comms, None);
+                    Template::of(&e, true, ends)
+                })
+            })
         })
         .collect();
+    let skipped = timeline
+        .iter()
+        .filter(|(s, _)| shapes[*s as usize].kind.is_none())
+        .count() as u64;
+    let files: Vec<(i64, Vec<u8>, u64)> = (0..=max_rank)
+        .into_par_iter()
+        .map(|rank| {
+            let list = rank_file(
+                rank,
+                &timeline,
+                &shapes,
+                &groups,
+                &templates,
+                first_marker.as_deref(),
+            );
+            let n = list.entries;
+            (rank, list.finish(), n)
+        })
+        .collect();
+    let entries = files.iter().map(|f| f.2).sum();
     Ok(ParamExport {
         files,
         entries,
         skipped,
     })
+}
+
+fn rank_entry<'a>(
+    shape: &'a Shape,
+    groups: &'a [Group],
+    comms: &'a str,
+    extra: Option<&'a str>,
+) -> Entry<'a> {
+    Entry {
+        comms,
+        req: 0,
+        start_ns: 0,
+        shape,
+        group: &groups[shape.group],
+        pg_id: shape.group,
+        dtype_name: shape.dtype.2,
+        extra_marker: extra,
+    }
+}
+
+/// One rank's list: `init` for every group, then its part of every occurrence.
+fn rank_file(
+    rank: i64,
+    timeline: &[(u32, i64)],
+    shapes: &[Shape],
+    groups: &[Group],
+    templates: &[[Option<Template>; 2]],
+    first_marker: Option<&str>,
+) -> List {
+    let mut list = List::new();
+    for (pg_id, g) in groups.iter().enumerate() {
+        let req = list.entries;
+        write_init(list.next(), pg_id, g, req);
+    }
+    let inits = list.entries;
+    for &(sig, start_ns) in timeline {
+        let shape = &shapes[sig as usize];
+        let takes = match (shape.kind, shape.ends) {
+            (None, _) => [false, false],
+            (Some("p2p"), Some((src, dst))) => [src == rank, dst == rank],
+            (Some(_), _) => [groups[shape.group].1.contains(&rank), false],
+        };
+        for (k, template) in templates[sig as usize].iter().enumerate() {
+            let Some(template) = template.as_ref().filter(|_| takes[k]) else {
+                continue;
+            };
+            let req = list.entries;
+            if req == inits && first_marker.is_some() {
+                let (comms, ends) = comms_of(shape, true)[k].unwrap_or(("", None));
+                let e = Entry {
+                    req,
+                    start_ns,
+                    ..rank_entry(shape, groups, comms, first_marker)
+                };
+                write_entry(list.next(), &e, true, ends);
+            } else {
+                template.emit(list.next(), req, start_ns);
+            }
+        }
+    }
+    list
 }
