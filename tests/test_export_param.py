@@ -124,3 +124,62 @@ def test_refusals_write_nothing(canary: Path, tmp_path: Path) -> None:
     entries = load(out)
     assert [e["comms"] for e in entries] == ["init", "all_reduce"]
     assert "commcanary:skipped_unsupported=1" in entries[1]["markers"]
+
+
+def test_random_canaries_export_one_entry_per_occurrence(tmp_path: Path) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    import commcanary
+    from commcanary.errors import InputError
+
+    ops = st.sampled_from(
+        ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "p2p", "custom"]
+    )
+    event = st.tuples(ops, st.integers(1, 64), st.sampled_from([2, 4]), st.floats(0, 100, allow_nan=False))
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(event, min_size=1, max_size=30), st.booleans())
+    def check(events: list[tuple[str, int, int, float]], skip: bool) -> None:
+        out = []
+        for op, k, w, gap in events:
+            e: dict[str, Any] = {
+                "bytes": 4 * w * k,
+                "ranks": w,
+                "gap_us": gap,
+                "group": f"g{w}",
+                "dtype": "float32",
+            }
+            if op == "p2p":
+                e.update(op="point_to_point", ranks=[0, 1], sender_rank=0, receiver_rank=1, group="p2p")
+            elif op == "custom":
+                e.update(op="frobnicate", custom_op=True)
+            elif op == "broadcast":
+                e.update(op=op, root_rank=0)
+            else:
+                e["op"] = op
+            out.append(e)
+        trace = tmp_path / "t.json"
+        trace.write_text(json.dumps({"format": "commcanary.trace.v1", "events": out}))
+        canary = commcanary.compile(commcanary.load_trace(trace))
+        canary.write(tmp_path / "c.json")
+        target = tmp_path / "p.json"
+        target.unlink(missing_ok=True)
+        try:
+            done = commcanary.export_param(tmp_path / "c.json", target, skip_unsupported=skip)
+        except InputError as exc:
+            assert "frobnicate" in str(exc) or "no PARAM-exportable" in str(exc)
+            assert not target.exists()
+            return
+        entries = load(target)
+        assert len(entries) == done.entries
+        kept = [e for e in out if e["op"] != "frobnicate"]
+        transfers = sum(e["op"] == "point_to_point" for e in kept)
+        groups = {e["group"] for e in kept}
+        assert done.entries == len(groups) + len(kept) + transfers
+        assert done.skipped == len(out) - len(kept)
+        assert [e["req"] for e in entries] == list(range(len(entries)))
+        starts = [e["startTime_ns"] for e in entries if e["comms"] != "init"]
+        assert starts == sorted(starts)
+
+    check()
