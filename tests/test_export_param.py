@@ -183,3 +183,29 @@ def test_random_canaries_export_one_entry_per_occurrence(tmp_path: Path) -> None
         assert starts == sorted(starts)
 
     check()
+
+
+def test_the_demo_canary_exports_as_the_reference_did(tmp_path: Path) -> None:
+    """Spec §8.3, observed: 11 entries, 20 with a 5 us fill, 30 with the overlap
+    structure; all_reduce entries of 65536 elements at 0, 75629, 153354 ns."""
+    demo = Path(__file__).resolve().parent.parent / "examples" / "traces" / "llama70b_tp8_trace.json"
+    canary = tmp_path / "demo.canary.json"
+    assert run("compile", str(demo), "-o", str(canary)).exit_code == 0
+    out = tmp_path / "p.json"
+    for extra, count in (
+        ((), 11),
+        (("--compute-fill-us-per-gemm", "5"), 20),
+        (("--compute-fill-us-per-gemm", "5", "--overlap-structure"), 30),
+    ):
+        result = run("export-param", str(canary), "-o", str(out), "--dtype", "float32", *extra)
+        assert result.stdout == f"exported {count} PARAM comms-replay entries: {out}\n", result.output
+    entries = load(out)
+    collectives = [e for e in entries if e.get("comms") == "all_reduce"]
+    assert [e["startTime_ns"] for e in collectives[:3]] == [0, 75629, 153354]
+    assert collectives[0]["in_msg_size"] == collectives[0]["out_msg_size"] == 65536  # 262144 B / 4
+    waits = [e for e in entries if e.get("comms") == "wait"]
+    assert [w["req"] for w in waits] == [c["req"] for c in collectives]
+    fills = [e for e in entries if e.get("compute") == "gemm"]
+    assert len(fills) == 9 and all(f["mm_dim"] == 1024 and f["count"] > 0 for f in fills)
+    bad = run("export-param", str(canary), "-o", str(out), "--overlap-structure")
+    assert bad.exit_code == 2 and "--overlap-structure requires compute_fill_us_per_gemm" in bad.stderr

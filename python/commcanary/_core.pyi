@@ -220,6 +220,9 @@ def export_param(
     per_rank_dir: str | None = None,
     dtype: str | None = None,
     skip_unsupported: bool = False,
+    compute_fill_us_per_gemm: float | None = None,
+    compute_fill_gemm_dim: int | None = None,
+    overlap_structure: bool = False,
 ) -> dict[str, Any]: ...
 def import_kineto_job(
     paths: list[str],

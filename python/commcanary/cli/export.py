@@ -37,6 +37,26 @@ SkipUnsupported = Annotated[
     ),
 ]
 
+Fill = Annotated[
+    float | None,
+    typer.Option(
+        "--compute-fill-us-per-gemm",
+        metavar="US",
+        help="Single list: a GEMM fill entry before each collective, one GEMM per US microseconds of its gap.",
+    ),
+]
+FillDim = Annotated[
+    int | None,
+    typer.Option("--compute-fill-gemm-dim", help="Dimension of the fill GEMMs (1-16384; default 1024)."),
+]
+Overlap = Annotated[
+    bool,
+    typer.Option(
+        "--overlap-structure",
+        help="Single list, with a fill: issue each collective asynchronously and wait for it after the next fill.",
+    ),
+]
+
 
 def export_param_command(
     ctx: typer.Context,
@@ -45,6 +65,9 @@ def export_param_command(
     per_rank_dir: PerRankDir = None,
     dtype: Dtype = None,
     skip_unsupported: SkipUnsupported = False,
+    compute_fill_us_per_gemm: Fill = None,
+    compute_fill_gemm_dim: FillDim = None,
+    overlap_structure: Overlap = False,
 ) -> None:
     """Export a canary as PARAM comms-replay JSON (one list, or per-rank files)."""
     with errors_exit(ctx):
@@ -52,7 +75,14 @@ def export_param_command(
 
         check_paths(ctx, inputs={"canary": canary}, outputs={"output": output})
         done = export_param(
-            canary, output, per_rank_dir=per_rank_dir, dtype=dtype, skip_unsupported=skip_unsupported
+            canary,
+            output,
+            per_rank_dir=per_rank_dir,
+            dtype=dtype,
+            skip_unsupported=skip_unsupported,
+            compute_fill_us_per_gemm=compute_fill_us_per_gemm,
+            compute_fill_gemm_dim=compute_fill_gemm_dim,
+            overlap_structure=overlap_structure,
         )
         if output is not None:
             typer.echo(f"exported {done.entries} PARAM comms-replay entries: {output}")

@@ -34,14 +34,21 @@ def export_param(
     per_rank_dir: str | os.PathLike[str] | None = None,
     dtype: str | None = None,
     skip_unsupported: bool = False,
+    compute_fill_us_per_gemm: float | None = None,
+    compute_fill_gemm_dim: int | None = None,
+    overlap_structure: bool = False,
 ) -> ParamExport:
     """Export ``canary`` as the single list at ``output`` and/or per-rank
     files in ``per_rank_dir`` (created if absent).
 
     ``dtype`` overrides every event's element type; ``skip_unsupported``
     drops ops with no PARAM equivalent (counted in ``skipped`` and marked on
-    the first entry) instead of refusing the canary. Nothing is written when
-    anything is refused.
+    the first entry) instead of refusing the canary. For the single list,
+    ``compute_fill_us_per_gemm`` puts a GEMM fill entry (``mm_dim``
+    ``compute_fill_gemm_dim``, default 1024) before each collective, one GEMM
+    per that many µs of its readiness gap, and ``overlap_structure`` issues
+    each collective asynchronously with its ``wait`` after the next fill.
+    Nothing is written when anything is refused.
     """
     if output is None and per_rank_dir is None:
         raise OptionError("output", "or per_rank_dir is required")
@@ -51,5 +58,8 @@ def export_param(
         per_rank_dir=None if per_rank_dir is None else os.fspath(per_rank_dir),
         dtype=dtype,
         skip_unsupported=skip_unsupported,
+        compute_fill_us_per_gemm=compute_fill_us_per_gemm,
+        compute_fill_gemm_dim=compute_fill_gemm_dim,
+        overlap_structure=overlap_structure,
     )
     return ParamExport(result["entries"], result["skipped"], tuple(result["per_rank_entries"]))

@@ -19,7 +19,8 @@ use crate::errors::detached;
 /// Everything is computed before anything is written. Returns a dict with
 /// `entries`, `skipped` and `per_rank_entries` (entries per rank file).
 #[pyfunction]
-#[pyo3(signature = (path, *, output=None, per_rank_dir=None, dtype=None, skip_unsupported=false))]
+#[pyo3(signature = (path, *, output=None, per_rank_dir=None, dtype=None, skip_unsupported=false, compute_fill_us_per_gemm=None, compute_fill_gemm_dim=None, overlap_structure=false))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn export_param<'py>(
     py: Python<'py>,
     path: PathBuf,
@@ -27,11 +28,17 @@ pub(crate) fn export_param<'py>(
     per_rank_dir: Option<PathBuf>,
     dtype: Option<String>,
     skip_unsupported: bool,
+    compute_fill_us_per_gemm: Option<f64>,
+    compute_fill_gemm_dim: Option<i64>,
+    overlap_structure: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let display = path.display().to_string();
     let options = ParamOptions {
         dtype,
         skip_unsupported,
+        compute_fill_us_per_gemm,
+        compute_fill_gemm_dim,
+        overlap_structure,
     };
     let (basic, per_rank) = detached(py, Some(&display), || {
         if output.is_none() && per_rank_dir.is_none() {

@@ -40,6 +40,43 @@ pub struct ParamOptions {
     pub dtype: Option<String>,
     /// Drop events with no PARAM equivalent instead of refusing them.
     pub skip_unsupported: bool,
+    /// Single list: a GEMM fill entry before each collective, one GEMM per
+    /// this many µs of its readiness gap.
+    pub compute_fill_us_per_gemm: Option<f64>,
+    /// Single list: the fill's GEMM dimension (1..=16384; default 1024).
+    pub compute_fill_gemm_dim: Option<i64>,
+    /// Single list (with a fill): issue each collective asynchronously and
+    /// wait for it after the next fill, so compute overlaps it.
+    pub overlap_structure: bool,
+}
+
+impl ParamOptions {
+    /// The fill settings, checked: `(µs per GEMM, dimension)`.
+    fn fill(&self) -> Result<Option<(f64, i64)>> {
+        let dim = self.compute_fill_gemm_dim.unwrap_or(1024);
+        if !(1..=16_384).contains(&dim) {
+            return Err(Error::option(
+                "compute_fill_gemm_dim",
+                "must be between 1 and 16384",
+            ));
+        }
+        match self.compute_fill_us_per_gemm {
+            None if self.overlap_structure => Err(Error::option(
+                "overlap_structure",
+                "requires compute_fill_us_per_gemm",
+            )),
+            None if self.compute_fill_gemm_dim.is_some() => Err(Error::option(
+                "compute_fill_gemm_dim",
+                "requires compute_fill_us_per_gemm",
+            )),
+            None => Ok(None),
+            Some(f) if f.is_finite() && f > 0.0 => Ok(Some((f, dim))),
+            Some(_) => Err(Error::option(
+                "compute_fill_us_per_gemm",
+                "must be a positive number of microseconds",
+            )),
+        }
+    }
 }
 
 /// An export's entries (JSON arrays) and counts.
@@ -96,6 +133,8 @@ struct Shape {
     reduce_op: Option<Vec<u8>>,
     ends: Option<(i64, i64)>,
     marker: String,
+    /// The marker of the wait that completes it (overlap structure).
+    wait_marker: String,
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -262,6 +301,7 @@ fn shape(
         reduce_op: sig.reduction_op.clone(),
         ends: sig.sender_rank.zip(sig.receiver_rank),
         marker: format!("commcanary:{}:{op}", text(&sig.group)),
+        wait_marker: format!("commcanary:{}:{op}", text(&sig.group)),
     })
 }
 
@@ -381,11 +421,19 @@ impl List {
 
 /// Every occurrence in execution order: `(signature, startTime_ns)`.
 fn schedule(program: &Program) -> Vec<(u32, i64)> {
+    schedule_with_gaps(program)
+        .into_iter()
+        .map(|(s, t, _)| (s, t))
+        .collect()
+}
+
+/// Every occurrence in execution order: `(signature, startTime_ns, gap_us)`.
+fn schedule_with_gaps(program: &Program) -> Vec<(u32, i64, f64)> {
     let mut clock: i64 = 0;
     let mut out = Vec::new();
     for_each_occurrence(program, |_, occ| {
         clock = clock.saturating_add((occ.gap_us * 1000.0).round().max(0.0) as i64);
-        out.push((occ.signature, clock));
+        out.push((occ.signature, clock, occ.gap_us));
     });
     out
 }
@@ -459,19 +507,80 @@ fn comms_of(shape: &Shape, per_rank: bool) -> [Option<EntryKind>; 2] {
     }
 }
 
+/// A GEMM fill entry.
+fn write_fill(
+    out: &mut Vec<u8>,
+    count: i64,
+    dim: i64,
+    dtype: &str,
+    req: u64,
+    start_ns: i64,
+    markers: &[&str],
+) {
+    let mut o = ObjectWriter::new(out);
+    o.str("compute", "gemm");
+    o.i64("count", count);
+    o.str("dtype", dtype);
+    write_markers(o.key("markers"), markers);
+    o.i64("mm_dim", dim);
+    o.i64("req", req as i64);
+    o.i64("startTime_ns", start_ns);
+    o.end();
+}
+
+/// The wait that completes an asynchronously issued collective.
+fn write_wait(out: &mut Vec<u8>, req: u64, start_ns: i64, marker: &str) {
+    let mut o = ObjectWriter::new(out);
+    o.str("comms", "wait");
+    write_markers(o.key("markers"), &[marker]);
+    o.i64("req", req as i64);
+    o.i64("startTime_ns", start_ns);
+    o.end();
+}
+
+fn write_markers(out: &mut Vec<u8>, markers: &[&str]) {
+    out.push(b'[');
+    for (i, m) in markers.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        canon::write_str(out, m);
+    }
+    out.push(b']');
+}
+
+/// The single list's shapes: with the overlap structure, collectives are
+/// marked as issued (`commcanary:issue:{group}:{op}`); transfers stay
+/// synchronous.
+fn basic_shapes(mut shapes: Vec<Shape>, overlap: bool) -> Vec<Shape> {
+    if overlap {
+        for s in shapes
+            .iter_mut()
+            .filter(|s| s.kind.is_some_and(|k| k != "p2p"))
+        {
+            s.marker = s.marker.replacen("commcanary:", "commcanary:issue:", 1);
+        }
+    }
+    shapes
+}
+
 /// The reference single list.
 ///
 /// # Errors
 /// An unknown dtype, sizes that are not whole elements, a group with two rank
-/// sets, an unsupported op (unless skipped), or nothing to export.
+/// sets, an unsupported op (unless skipped), bad fill options, or nothing
+/// to export.
 pub fn export_basic(program: &Program, options: &ParamOptions) -> Result<ParamExport> {
     check_size(program)?;
+    let fill = options.fill()?;
     let (groups, shapes) = shapes(program, options)?;
-    let timeline = schedule(program);
-    let first_marker = skipped_marker(&shapes, &timeline, options)?;
+    let shapes = basic_shapes(shapes, options.overlap_structure);
+    let timeline = schedule_with_gaps(program);
+    let plain: Vec<(u32, i64)> = timeline.iter().map(|t| (t.0, t.1)).collect();
+    let first_marker = skipped_marker(&shapes, &plain, options)?;
     let mut pg_of = vec![usize::MAX; groups.len()];
     let mut used: Vec<usize> = Vec::new();
-    for &(sig, _) in &timeline {
+    for &(sig, _, _) in &timeline {
         let g = shapes[sig as usize].group;
         if shapes[sig as usize].kind.is_some() && pg_of[g] == usize::MAX {
             pg_of[g] = used.len();
@@ -487,51 +596,116 @@ pub fn export_basic(program: &Program, options: &ParamOptions) -> Result<ParamEx
     for (pg_id, &g) in used.iter().enumerate() {
         write_init(list.next(), pg_id, &groups[g], pg_id as u64);
     }
-    let mut templates: Vec<Option<[Option<Template>; 2]>> =
-        (0..shapes.len()).map(|_| None).collect();
+    let mut body = Body {
+        list,
+        req: used.len() as u64,
+        first_marker: first_marker.as_deref(),
+        templates: (0..shapes.len()).map(|_| None).collect(),
+        pending: None,
+    };
     let mut skipped = 0_u64;
-    let mut req = used.len() as u64;
-    for &(sig, start_ns) in &timeline {
+    for &(sig, start_ns, gap_us) in &timeline {
         let shape = &shapes[sig as usize];
         if shape.kind.is_none() {
             skipped += 1;
             continue;
         }
-        let entry = |comms: &'static str, req: u64| Entry {
+        if let Some((per_gemm, dim)) = fill {
+            body.fill(shape, &groups, gap_us / per_gemm, dim, start_ns);
+        }
+        if options.overlap_structure
+            && let Some((req, at, marker)) = body.pending.take()
+        {
+            write_wait(body.list.next(), req, at, &marker);
+        }
+        body.occurrence(sig, shape, &groups, pg_of[shape.group], start_ns);
+        if options.overlap_structure && shape.kind != Some("p2p") {
+            body.pending = Some((body.req - 1, start_ns, shape.wait_marker.clone()));
+        }
+    }
+    if let Some((req, at, marker)) = body.pending.take() {
+        write_wait(body.list.next(), req, at, &marker);
+    }
+    let entries = body.list.entries;
+    Ok(ParamExport {
+        entries,
+        skipped,
+        files: vec![(-1, body.list.finish(), entries)],
+    })
+}
+
+/// The single list being written after its inits.
+struct Body<'m> {
+    list: List,
+    req: u64,
+    first_marker: Option<&'m str>,
+    templates: Vec<Option<[Option<Template>; 2]>>,
+    pending: Option<(u64, i64, String)>,
+}
+
+impl Body<'_> {
+    /// A fill of `round(gemms)` GEMMs, when there is any.
+    fn fill(&mut self, shape: &Shape, groups: &[Group], gemms: f64, dim: i64, start_ns: i64) {
+        let count = crate::pyfloat::round(gemms, 0) as i64;
+        if count <= 0 {
+            return;
+        }
+        let marker = format!("commcanary:compute-fill:{}", groups[shape.group].0);
+        let mut markers = vec![marker.as_str()];
+        markers.extend(self.first_marker.take());
+        write_fill(
+            self.list.next(),
+            count,
+            dim,
+            shape.dtype.0,
+            self.req,
+            start_ns,
+            &markers,
+        );
+        self.req += 1;
+    }
+
+    /// The entries of one occurrence (a transfer is a send and a recv).
+    fn occurrence(
+        &mut self,
+        sig: u32,
+        shape: &Shape,
+        groups: &[Group],
+        pg_id: usize,
+        start_ns: i64,
+    ) {
+        let first = self.first_marker;
+        let entry = |comms: &'static str, req: u64, extra: bool| Entry {
             comms,
             req,
             start_ns,
             shape,
             group: &groups[shape.group],
-            pg_id: pg_of[shape.group],
+            pg_id,
             dtype_name: shape.dtype.0,
-            extra_marker: None,
+            extra_marker: if extra { first } else { None },
         };
-        let slots = templates[sig as usize].get_or_insert_with(|| {
-            comms_of(shape, false).map(|c| c.map(|(k, e)| Template::of(&entry(k, 0), false, e)))
+        let slots = self.templates[sig as usize].get_or_insert_with(|| {
+            comms_of(shape, false)
+                .map(|c| c.map(|(k, e)| Template::of(&entry(k, 0, false), false, e)))
         });
         for (k, slot) in comms_of(shape, false).iter().zip(slots.iter()) {
             let (Some((comms, ends)), Some(template)) = (k, slot) else {
                 continue;
             };
-            if req == used.len() as u64 && first_marker.is_some() {
-                let first = Entry {
-                    extra_marker: first_marker.as_deref(),
-                    ..entry(comms, req)
-                };
-                write_entry(list.next(), &first, false, *ends);
+            if self.first_marker.take().is_some() {
+                write_entry(
+                    self.list.next(),
+                    &entry(comms, self.req, true),
+                    false,
+                    *ends,
+                );
             } else {
-                template.emit(list.next(), req, start_ns);
+                template.emit(self.list.next(), self.req, start_ns);
             }
-            req += 1;
+            self.req += 1;
         }
     }
-    let entries = list.entries;
-    Ok(ParamExport {
-        entries,
-        skipped,
-        files: vec![(-1, list.finish(), entries)],
-    })
 }
 
 /// The `commcanary:skipped_unsupported=K` marker, or the refusal.
@@ -569,6 +743,12 @@ fn skipped_marker(
 /// # Errors
 /// As [`export_basic`], and a rank domain with holes.
 pub fn export_per_rank(program: &Program, options: &ParamOptions) -> Result<ParamExport> {
+    if options.compute_fill_us_per_gemm.is_some() || options.overlap_structure {
+        return Err(Error::option(
+            "compute_fill_us_per_gemm",
+            "and overlap_structure apply to the single list only",
+        ));
+    }
     check_size(program)?;
     let (groups, shapes) = shapes(program, options)?;
     let timeline = schedule(program);
