@@ -37,6 +37,7 @@ USAGE = {
     "render-html": "REPORT",
     "import-kineto": "TRACE...",
     "export-param": "CANARY",
+    "capture": "[-- CMD...]",
 }
 
 

@@ -43,6 +43,7 @@ REQUIRED = [
     "import-kineto-truncated-refused",
     "export-param",
     "export-param-init-entry",
+    "capture-empty-refused",
 ]
 
 

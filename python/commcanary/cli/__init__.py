@@ -211,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # The commands, in the order ``--help`` lists them. Their modules import this
 # one, so they are imported after everything above is defined.
+import commcanary.cli.capture as _capture  # noqa: E402
 import commcanary.cli.compare as _compare  # noqa: E402
 import commcanary.cli.compile as _compile  # noqa: E402
 import commcanary.cli.export as _export  # noqa: E402
@@ -228,3 +229,4 @@ app.command("verify-behavior", cls=Command)(_verify.verify_behavior_command)
 app.command("render-html", cls=Command)(_render.render_html_command)
 app.command("import-kineto", cls=Command)(_import.import_kineto_command)
 app.command("export-param", cls=Command)(_export.export_param_command)
+app.command("capture", cls=Command)(_capture.capture_command)

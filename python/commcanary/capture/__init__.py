@@ -1,0 +1,193 @@
+"""Recording a running program's collectives: ``record_collective``.
+
+A process records with the recorder its environment selects:
+``COMMCANARY_TRACE_DIR`` (a shard file per process in that directory, what
+``commcanary capture`` sets), else ``COMMCANARY_TRACE_OUT`` (one shard next
+to that path), else nothing (every call is a cheap no-op). A shard is JSON
+Lines: a header line (format ``commcanary.capture-shard.v1``, the capture
+session, the process's rank and pid, the workload name) and one line per
+recorded call, each written whole and flushed as it is recorded, so a
+process that is killed leaves every call it finished recording usable.
+Arrival times are wall-clock (``time.time_ns()``, one clock per host), so
+shards of one host merge into measured per-rank arrivals
+(:mod:`commcanary.capture.merge`).
+
+The rank label is the first non-empty of ``COMMCANARY_RANK``, ``RANK``,
+``OMPI_COMM_WORLD_RANK``, ``SLURM_PROCID``, ``LOCAL_RANK``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from commcanary.errors import OptionError
+
+__all__ = ["SHARD_FORMAT", "ShardRecorder", "record_collective", "recorder"]
+
+SHARD_FORMAT = "commcanary.capture-shard.v1"
+_RANK_VARIABLES = ("COMMCANARY_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "LOCAL_RANK")
+
+
+def _rank_label() -> str:
+    for name in _RANK_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return "unknown"
+
+
+class ShardRecorder:
+    """Appends recorded calls to one shard file (thread-safe)."""
+
+    def __init__(self, path: Path, *, session: str, rank: str, workload: str) -> None:
+        self.path = path
+        self.session = session
+        self.rank = rank
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o600)
+        header = {
+            "format": SHARD_FORMAT,
+            "capture_session_id": session,
+            "rank": rank,
+            "pid": os.getpid(),
+            "workload": {"name": workload},
+        }
+        self._write(header)
+
+    def _write(self, obj: Mapping[str, Any]) -> None:
+        line = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+        os.write(self._fd, line)
+
+    def record(self, event: dict[str, Any]) -> None:
+        """Append one event (``id`` and ``collective_seq`` are assigned here)."""
+        with self._lock:
+            event["id"] = f"event-{self._seq:06d}"
+            event["collective_seq"] = self._seq
+            event["capture_session_id"] = self.session
+            event["recorder_rank"] = self.rank
+            self._seq += 1
+            self._write(event)
+
+
+class _NoRecorder:
+    def record(self, event: dict[str, Any]) -> None:
+        del event
+
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+
+
+def recorder() -> ShardRecorder | _NoRecorder:
+    """This process's recorder, created on first use from the environment (a
+    forked child gets its own shard)."""
+    with _lock:
+        if _state.get("pid") == os.getpid():
+            current: ShardRecorder | _NoRecorder = _state["recorder"]
+            return current
+        directory = os.environ.get("COMMCANARY_TRACE_DIR")
+        single = os.environ.get("COMMCANARY_TRACE_OUT")
+        session = os.environ.get("COMMCANARY_CAPTURE_SESSION_ID") or str(uuid.uuid4())
+        workload = os.environ.get("COMMCANARY_WORKLOAD_NAME") or "instrumented-workload"
+        rank = _rank_label()
+        made: ShardRecorder | _NoRecorder
+        tag = "".join(c if c.isalnum() else "_" for c in rank)[:32]
+        name = f"rank-{tag}-pid-{os.getpid()}-rec-{uuid.uuid4().hex}.shard.jsonl"
+        if directory:
+            made = ShardRecorder(Path(directory) / name, session=session, rank=rank, workload=workload)
+        elif single:
+            target = Path(single)
+            made = ShardRecorder(
+                target.with_name(f"{target.name}.{name}"), session=session, rank=rank, workload=workload
+            )
+        else:
+            made = _NoRecorder()
+        _state.update(pid=os.getpid(), recorder=made)
+        return made
+
+
+def _non_negative(name: str, value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise OptionError(name, "must be a non-negative finite number")
+    return float(value)
+
+
+def record_collective(
+    op: str,
+    ranks: Sequence[int] | int,
+    byte_count: int | None = None,
+    *,
+    bytes: int | None = None,
+    dtype: str | None = None,
+    phase: str = "unknown",
+    group: str = "default",
+    compute_before_us: float = 0.0,
+    compute_overlap_us: float = 0.0,
+    collective_id: str | int | None = None,
+    sender_rank: int | None = None,
+    receiver_rank: int | None = None,
+    root_rank: int | None = None,
+    tag: str | None = None,
+    duration_us: float | None = None,
+    step: int | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> None:
+    """Record one collective (or one side of a transfer) called now.
+
+    Exactly one of ``byte_count`` / ``bytes``. ``collective_id`` names the
+    instance across ranks (each member records it with the same id); with
+    several recording processes it is what the merge pairs. ``duration_us``
+    is how long the call took on this rank, when known.
+    """
+    now_ns = time.time_ns()
+    size = byte_count if bytes is None else bytes
+    if (byte_count is None) == (bytes is None):
+        raise OptionError("byte_count", "or bytes must be given, not both")
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise OptionError("bytes", "must be a positive integer")
+    if not isinstance(op, str) or not op:
+        raise OptionError("op", "must be a non-empty string")
+    members = list(range(ranks)) if isinstance(ranks, int) else [int(r) for r in ranks]
+    if not members or len(set(members)) != len(members) or min(members) < 0:
+        raise OptionError("ranks", "must be distinct non-negative integers")
+    for name, rank in (
+        ("sender_rank", sender_rank),
+        ("receiver_rank", receiver_rank),
+        ("root_rank", root_rank),
+    ):
+        if rank is not None and rank not in members:
+            raise OptionError(name, "must be one of the ranks")
+    event: dict[str, Any] = {
+        "op": op,
+        "bytes": size,
+        "ranks": members,
+        "group": group,
+        "phase": phase,
+        "wall_ns": now_ns,
+        "compute_before_us": _non_negative("compute_before_us", compute_before_us),
+        "compute_overlap_us": _non_negative("compute_overlap_us", compute_overlap_us),
+    }
+    optional = {
+        "dtype": dtype,
+        "collective_id": None if collective_id is None else str(collective_id),
+        "sender_rank": sender_rank,
+        "receiver_rank": receiver_rank,
+        "root_rank": root_rank,
+        "tag": tag,
+        "duration_us": _non_negative("duration_us", duration_us),
+        "step": step,
+        "metadata": dict(metadata) if metadata is not None else None,
+    }
+    event.update({k: v for k, v in optional.items() if v is not None})
+    recorder().record(event)

@@ -1,0 +1,161 @@
+"""Capture shards → one ``commcanary.trace.v1`` trace.
+
+Every shard must belong to the capture's session. With one shard each
+recorded call is an event of that process's view. With several, calls are
+paired by ``collective_id``: one instance is one event, with each member's
+arrival measured on the host's wall clock (``rank_arrival_us``), the
+largest member's compute before it and the smallest member's compute during
+it; a send and its recv make one ``point_to_point``. An instance some member
+never recorded (a killed or hung process) is counted and reported as
+partial and kept out of the events, as ``import-kineto`` does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from commcanary.capture import SHARD_FORMAT
+from commcanary.errors import InputError
+
+__all__ = ["CaptureMerge", "merge_shards", "read_shard"]
+
+_MAX_LINE = 1 << 20
+_IDENTITY = ("op", "bytes", "ranks", "group", "phase", "dtype", "root_rank", "tag")
+
+
+@dataclass(frozen=True)
+class CaptureMerge:
+    """A merged capture: the trace document and what was left out."""
+
+    trace: dict[str, Any]
+    shards: int
+    partial: int
+    first_partial: str | None
+
+
+def read_shard(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and events of one shard (a torn last line is an error)."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        raise InputError(f"{path}: the last line is torn (the recording process was killed while writing it)")
+    lines = data.split(b"\n")[:-1]
+    if not lines:
+        raise InputError(f"{path}: is an empty capture shard")
+    rows: list[dict[str, Any]] = []
+    for n, line in enumerate(lines, 1):
+        if len(line) > _MAX_LINE:
+            raise InputError(f"{path}: line {n} is longer than {_MAX_LINE} bytes")
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{path}: line {n} is not JSON: {exc}") from None
+        if not isinstance(row, dict):
+            raise InputError(f"{path}: line {n} is not a JSON object")
+        rows.append(row)
+    header = rows[0]
+    if header.get("format") != SHARD_FORMAT:
+        raise InputError(f"{path}: field 'format' must be {SHARD_FORMAT}")
+    return header, rows[1:]
+
+
+def _rank_of(path: Path, header: dict[str, Any]) -> int:
+    label = str(header.get("rank", ""))
+    if not label.isdigit():
+        raise InputError(f"{path}: field 'rank' is '{label}'; set RANK (or COMMCANARY_RANK) in every process")
+    return int(label)
+
+
+def merge_shards(paths: Sequence[Path], *, session: str, workload_name: str) -> CaptureMerge:
+    """Merge the shards of one capture session into a trace."""
+    contributions: list[tuple[int, dict[str, Any]]] = []
+    for path in sorted(paths):
+        header, recorded = read_shard(path)
+        if header.get("capture_session_id") != session:
+            raise InputError(
+                f"{path}: belongs to capture session {header.get('capture_session_id')!r}, not this capture's {session!r}"
+            )
+        if len(paths) > 1:
+            rank = _rank_of(path, header)
+        else:
+            rank = int(header["rank"]) if str(header.get("rank", "")).isdigit() else 0
+        contributions.extend((rank, e) for e in recorded)
+    single = len(paths) == 1
+    buckets: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for i, (rank, e) in enumerate(contributions):
+        key = e.get("collective_id")
+        buckets.setdefault(str(key) if key is not None and not single else f"#{i}", []).append((rank, e))
+    events: list[dict[str, Any]] = []
+    partial: list[str] = []
+    for key, members in buckets.items():
+        event = _instance(key, members, single)
+        if isinstance(event, str):
+            partial.append(event)
+        else:
+            events.append(event)
+    return _document(events, partial, len(paths), session, workload_name)
+
+
+def _instance(key: str, members: list[tuple[int, dict[str, Any]]], single: bool) -> dict[str, Any] | str:
+    first = members[0][1]
+    p2p = first["op"] in ("send", "recv") and "sender_rank" in first and "receiver_rank" in first
+    for _, e in members[1:]:
+        same = [f for f in _IDENTITY if f not in ("op",) and e.get(f) != first.get(f)]
+        if same or (not p2p and e["op"] != first["op"]):
+            raise InputError(f"collective {key}: ranks recorded it differently ({', '.join(same) or 'op'})")
+    expected = {first["sender_rank"], first["receiver_rank"]} if p2p else set(first["ranks"])
+    seen = {rank for rank, _ in members}
+    if len(seen) != len(members):
+        raise InputError(f"collective {key}: a rank recorded it twice")
+    if not single and seen != expected:
+        missing = sorted(expected - seen)
+        return f"{first['op']} {key} on group {first['group']}, seen on ranks {sorted(seen)}, missing ranks {missing}"
+    start = min(e["wall_ns"] for _, e in members)
+    by_rank = {rank: e for rank, e in members}
+    out: dict[str, Any] = {
+        k: first[k]
+        for k in ("op", "bytes", "ranks", "group", "phase", "dtype", "root_rank", "tag", "step")
+        if k in first
+    }
+    out.update(
+        id=f"collective-{key}" if not single else first["id"],
+        wall_ns=start,
+        compute_before_us=max(e["compute_before_us"] for _, e in members),
+        compute_overlap_us=min(e["compute_overlap_us"] for _, e in members),
+        metadata={"capture_collective_id": first.get("collective_id"), "recorder_ranks": sorted(seen)},
+    )
+    if p2p:
+        out.update(
+            op="point_to_point", sender_rank=first["sender_rank"], receiver_rank=first["receiver_rank"]
+        )
+        out["ranks"] = sorted(expected)
+    if not single:
+        out["rank_arrival_us"] = [round((by_rank[r]["wall_ns"] - start) / 1000, 3) for r in out["ranks"]]
+    return out
+
+
+def _document(
+    events: list[dict[str, Any]], partial: list[str], shards: int, session: str, name: str
+) -> CaptureMerge:
+    import datetime
+
+    events.sort(key=lambda e: (e["wall_ns"], e["id"]))
+    origin = events[0]["wall_ns"] if events else 0
+    for e in events:
+        e["start_us"] = round((e.pop("wall_ns") - origin) / 1000, 3)
+    notes = f"Captured from {shards} recording process(es); arrivals on the host's wall clock. " + (
+        f"{len(partial)} collective(s) were recorded by some member ranks only and are not events; first: {partial[0]}."
+        if partial
+        else "Every collective was recorded by all of its member ranks."
+    )
+    trace = {
+        "format": "commcanary.trace.v1",
+        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "workload": {"name": name, "notes": notes, "partial_collectives": len(partial)},
+        "system": {"capture_mode": "sharded", "shards": shards, "capture_session_id": session},
+        "events": events,
+    }
+    return CaptureMerge(trace, shards, len(partial), partial[0] if partial else None)

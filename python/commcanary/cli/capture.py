@@ -1,0 +1,101 @@
+"""``commcanary capture``: run a program and merge what it recorded."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from commcanary.cli import EXIT_CHILD, check_paths, errors_exit, fail
+
+__all__ = ["capture_command"]
+
+Output = Annotated[
+    Path,
+    typer.Option(
+        "--output", "-o", metavar="TRACE", help="Where to write the merged commcanary.trace.v1 trace."
+    ),
+]
+WorkloadName = Annotated[str, typer.Option("--workload-name", help="workload.name of the captured trace.")]
+AllowEmpty = Annotated[
+    bool, typer.Option("--allow-empty", help="Write an empty trace when the program recorded nothing.")
+]
+Command = Annotated[
+    list[str] | None,
+    typer.Argument(metavar="-- CMD...", help="The program to run (argv, no shell) after --."),
+]
+
+
+def _run_child(command: list[str], env: dict[str, str]) -> int:
+    """Runs the child; Ctrl-C is forwarded to it, and its exit status returned."""
+    try:
+        child = subprocess.Popen(command, env=env)
+    except OSError as exc:
+        fail(f"could not run capture command {command[0]!r}: {exc}")
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            child.send_signal(signal.SIGINT)
+
+
+def capture_command(
+    ctx: typer.Context,
+    output: Output,
+    command: Command = None,
+    workload_name: WorkloadName = "instrumented-workload",
+    allow_empty: AllowEmpty = False,
+) -> None:
+    """Run a program with capture enabled and merge the collectives it recorded into one trace."""
+    with errors_exit(ctx):
+        from commcanary import _core
+        from commcanary.capture.merge import merge_shards
+        from commcanary.fidelity import canonical
+
+        if not command:
+            fail("capture requires a command after --")
+        check_paths(ctx, inputs={}, outputs={"output": output})
+        session = str(uuid.uuid4())
+        work = Path(tempfile.mkdtemp(prefix="commcanary-capture-"))
+        try:
+            env = dict(os.environ)
+            env.update(
+                COMMCANARY_TRACE_DIR=str(work),
+                COMMCANARY_TRACE_OUT=str(work / "manual.trace.json"),
+                COMMCANARY_WORKLOAD_NAME=workload_name,
+                COMMCANARY_CAPTURE_SESSION_ID=session,
+            )
+            code = _run_child(command, env)
+            if code != 0:
+                fail(f"workload exited with child code {code}", EXIT_CHILD)
+            shards = sorted(work.glob("*.shard.jsonl"))
+            merged = merge_shards(shards, session=session, workload_name=workload_name) if shards else None
+            if merged is None or not merged.trace["events"]:
+                if not allow_empty:
+                    fail(
+                        "target command did not write a trace; import commcanary.capture.record_collective "
+                        "or pass --allow-empty"
+                    )
+                document = {
+                    "format": "commcanary.trace.v1",
+                    "workload": {"name": workload_name},
+                    "events": [],
+                }
+            else:
+                document = merged.trace
+            _core.write_atomic(str(output), canonical(document))
+            typer.echo(f"captured trace: {output}")
+            if merged is not None and merged.partial:
+                typer.echo(
+                    f"partial: {merged.partial} collective(s) recorded by some member ranks only, "
+                    f"not captured; first: {merged.first_partial}"
+                )
+        finally:
+            shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,182 @@
+"""`commcanary capture` and `record_collective` with real processes: four
+ranks that synchronise at every step (one sleeps before step 3), merged into
+one trace with measured arrivals, then compiled, replayed and verified; the
+refusals and the shard rules."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from commcanary.errors import InputError
+
+WORKLOAD = """
+import os, sys, time, multiprocessing as mp
+
+def worker(rank, barrier):
+    os.environ["RANK"] = str(rank)
+    from commcanary.capture import record_collective
+    for step in range(6):
+        barrier.wait()
+        if rank == 2 and step == 3:
+            time.sleep(0.08)
+        record_collective("all_reduce", [0, 1, 2, 3], bytes=1 << 20, dtype="float32",
+                          collective_id=f"ar-{step}", step=step, group="world", phase="decode")
+        pair = [0, 1] if rank < 2 else [2, 3]
+        record_collective("all_gather", pair, bytes=1 << 16, dtype="float32",
+                          collective_id=f"ag-{pair[0]}-{step}", group=f"tp{pair[0] // 2}", phase="decode")
+        if rank in (0, 2):
+            record_collective("send" if rank == 0 else "recv", [0, 2], bytes=4096, dtype="float32",
+                              sender_rank=0, receiver_rank=2, collective_id=f"p2p-{step}", group="world",
+                              phase="decode")
+    if rank == 3 and os.environ.get("LOSE_RANK_3"):
+        os._exit(0)
+
+if __name__ == "__main__":
+    barrier = mp.get_context("spawn").Barrier(4)
+    procs = [mp.get_context("spawn").Process(target=worker, args=(r, barrier)) for r in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else max(p.exitcode for p in procs))
+"""
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "commcanary", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    d = tmp_path_factory.mktemp("capture")
+    (d / "workload.py").write_text(WORKLOAD)
+    p = cli(
+        "capture",
+        "-o",
+        "job.trace.json",
+        "--workload-name",
+        "four",
+        "--",
+        sys.executable,
+        "workload.py",
+        cwd=d,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == "captured trace: job.trace.json"
+    return d, json.loads((d / "job.trace.json").read_text())
+
+
+def test_four_real_processes_merge_into_measured_instances(captured: tuple[Path, dict[str, Any]]) -> None:
+    _, trace = captured
+    events = trace["events"]
+    counts: dict[tuple[str, str], int] = {}
+    for e in events:
+        counts[(e["op"], e["group"])] = counts.get((e["op"], e["group"]), 0) + 1
+    assert counts == {
+        ("all_reduce", "world"): 6,
+        ("all_gather", "tp0"): 6,
+        ("all_gather", "tp1"): 6,
+        ("point_to_point", "world"): 6,
+    }
+    assert trace["system"]["shards"] == 4 and trace["workload"]["partial_collectives"] == 0
+    lag = {
+        e["step"]: e["rank_arrival_us"][2] - max(e["rank_arrival_us"][r] for r in (0, 1, 3))
+        for e in events
+        if e["op"] == "all_reduce"
+    }
+    assert lag[3] >= 60_000, lag  # the 80 ms sleep on rank 2, measured across processes
+    assert all(abs(v) < 40_000 for s, v in lag.items() if s != 3), lag
+    p2p = [e for e in events if e["op"] == "point_to_point"]
+    assert all((e["sender_rank"], e["receiver_rank"]) == (0, 2) for e in p2p)
+
+
+def test_the_captured_trace_compiles_replays_and_verifies(captured: tuple[Path, dict[str, Any]]) -> None:
+    d, _ = captured
+    for args in (
+        ("compile", "job.trace.json", "-o", "job.canary.json"),
+        ("replay", "job.canary.json", "-o", "job.report.json"),
+        ("verify-fidelity", "job.trace.json", "job.canary.json", "-o", "fidelity.json"),
+    ):
+        p = cli(*args, cwd=d)
+        assert p.returncode == 0, (args, p.stdout, p.stderr)
+
+
+def test_refusals(tmp_path: Path) -> None:
+    (tmp_path / "workload.py").write_text(WORKLOAD)
+    p = cli("capture", "-o", "x.json", "--", sys.executable, "-c", "print('hello')", cwd=tmp_path)
+    assert p.returncode == 3 and "hello" in p.stdout
+    assert p.stderr.strip() == (
+        "commcanary: target command did not write a trace; import commcanary.capture.record_collective "
+        "or pass --allow-empty"
+    )
+    assert not (tmp_path / "x.json").exists()
+    p = cli("capture", "-o", "x.json", "--allow-empty", "--", sys.executable, "-c", "pass", cwd=tmp_path)
+    assert p.returncode == 0 and json.loads((tmp_path / "x.json").read_text())["events"] == []
+    (tmp_path / "x.json").unlink()
+    p = cli("capture", "-o", "x.json", "--", sys.executable, "workload.py", "5", cwd=tmp_path)
+    assert p.returncode == 4 and p.stderr.strip() == "commcanary: workload exited with child code 5"
+    assert not (tmp_path / "x.json").exists()
+    p = cli("capture", "-o", "x.json", cwd=tmp_path)
+    assert p.returncode == 3 and "capture requires a command after --" in p.stderr
+    p = cli("capture", "-o", "x.json", "--", "/nonexistent/program", cwd=tmp_path)
+    assert p.returncode == 3 and "could not run capture command '/nonexistent/program'" in p.stderr
+
+
+def _shards(tmp_path: Path, session: str = "s1") -> list[Path]:
+    import os
+
+    out = []
+    for rank in (0, 1):
+        env = dict(
+            os.environ,
+            COMMCANARY_TRACE_DIR=str(tmp_path),
+            COMMCANARY_CAPTURE_SESSION_ID=session,
+            RANK=str(rank),
+        )
+        code = "from commcanary.capture import record_collective as r; r('all_reduce', 2, bytes=64, collective_id='a')"
+        subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+    out = sorted(tmp_path.glob("*.shard.jsonl"))
+    assert len(out) == 2
+    return out
+
+
+def test_shard_rules(tmp_path: Path) -> None:
+    from commcanary.capture.merge import merge_shards
+
+    shards = _shards(tmp_path)
+    merged = merge_shards(shards, session="s1", workload_name="w")
+    assert len(merged.trace["events"]) == 1 and merged.trace["events"][0]["ranks"] == [0, 1]
+    with pytest.raises(InputError, match="belongs to capture session 's1', not this capture's 'other'"):
+        merge_shards(shards, session="other", workload_name="w")
+    # A process killed while writing leaves a torn last line: named, refused.
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    for s in shards:
+        (torn / s.name).write_bytes(s.read_bytes())
+    victim = sorted(torn.iterdir())[1]
+    victim.write_bytes(victim.read_bytes()[:-7])
+    with pytest.raises(InputError, match="the last line is torn"):
+        merge_shards(sorted(torn.iterdir()), session="s1", workload_name="w")
+    # A rank that never recorded its part: a partial collective, not an event.
+    merged = merge_shards(shards[:1], session="s1", workload_name="w")
+    assert merged.partial == 0  # one shard: that process's own view
+    lost = tmp_path / "lost"
+    lost.mkdir()
+    (lost / shards[0].name).write_bytes(shards[0].read_bytes())
+    (lost / "rank-1-pid-1-rec-x.shard.jsonl").write_bytes(shards[1].read_bytes().split(b"\n", 1)[0] + b"\n")
+    merged = merge_shards(sorted(lost.iterdir()), session="s1", workload_name="w")
+    assert merged.partial == 1 and merged.trace["events"] == []
+    assert "missing ranks [1]" in (merged.first_partial or "")
