@@ -18,7 +18,6 @@ The rank label is the first non-empty of ``COMMCANARY_RANK``, ``RANK``,
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
@@ -27,6 +26,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from commcanary.errors import OptionError
 
@@ -64,8 +65,9 @@ class ShardRecorder:
         self._write(header)
 
     def _write(self, obj: Mapping[str, Any]) -> None:
-        line = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode() + b"\n"
-        os.write(self._fd, line)
+        # One write(2) per line: a line is whole on disk or absent, unless the
+        # process dies inside the call (a torn line the merge refuses).
+        os.write(self._fd, orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE))
 
     def record(self, event: dict[str, Any]) -> None:
         """Append one event (``id`` and ``collective_seq`` are assigned here)."""
@@ -81,6 +83,9 @@ class ShardRecorder:
 class _NoRecorder:
     def record(self, event: dict[str, Any]) -> None:
         del event
+
+
+_NO_RECORDER = _NoRecorder()
 
 
 _lock = threading.Lock()
@@ -110,7 +115,7 @@ def recorder() -> ShardRecorder | _NoRecorder:
                 target.with_name(f"{target.name}.{name}"), session=session, rank=rank, workload=workload
             )
         else:
-            made = _NoRecorder()
+            made = _NO_RECORDER
         _state.update(pid=os.getpid(), recorder=made)
         return made
 
@@ -151,6 +156,9 @@ def record_collective(
     is how long the call took on this rank, when known.
     """
     now_ns = time.time_ns()
+    sink = _state["recorder"] if _state.get("pid") == os.getpid() else recorder()
+    if sink is _NO_RECORDER:
+        return
     size = byte_count if bytes is None else bytes
     if (byte_count is None) == (bytes is None):
         raise OptionError("byte_count", "or bytes must be given, not both")
@@ -190,4 +198,4 @@ def record_collective(
         "metadata": dict(metadata) if metadata is not None else None,
     }
     event.update({k: v for k, v in optional.items() if v is not None})
-    recorder().record(event)
+    sink.record(event)
