@@ -27,6 +27,8 @@ quietly() { "$@" >"$LOG" 2>&1 || { cat "$LOG"; echo "failed: $*"; exit 1; }; }
 quietly python -m pip install --upgrade pip
 quietly python -m pip install "maturin>=1.9.4,<2" "numpy>=1.26" "typer>=0.12" "orjson>=3.10" \
     "pytest>=8" "hypothesis>=6.100" "jsonschema>=4.20" "ruff>=0.6" "mypy>=1.10" "selenium>=4.20"
+# torch (the optional `torch` extra) for the real-process capture tests.
+quietly python -m pip install "torch>=2.4"
 
 echo "== rust: fmt, clippy, tests"
 cargo fmt --all --check

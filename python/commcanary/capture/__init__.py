@@ -147,15 +147,18 @@ def record_collective(
     duration_us: float | None = None,
     step: int | None = None,
     metadata: Mapping[str, Any] | None = None,
+    called_at_ns: int | None = None,
 ) -> None:
     """Record one collective (or one side of a transfer) called now.
 
     Exactly one of ``byte_count`` / ``bytes``. ``collective_id`` names the
     instance across ranks (each member records it with the same id); with
     several recording processes it is what the merge pairs. ``duration_us``
-    is how long the call took on this rank, when known.
+    is how long the call took on this rank, when known; ``called_at_ns``
+    (``time.time_ns()`` at the call) when the call is recorded after it
+    returned, else the call is taken to be now.
     """
-    now_ns = time.time_ns()
+    now_ns = time.time_ns() if called_at_ns is None else int(called_at_ns)
     sink = _state["recorder"] if _state.get("pid") == os.getpid() else recorder()
     if sink is _NO_RECORDER:
         return

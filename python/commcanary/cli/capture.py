@@ -33,6 +33,17 @@ Command = Annotated[
 ]
 
 
+# Put on the children's path: records torch.distributed calls once the
+# program imports torch.distributed; nothing without torch.
+_HOOK = """
+try:
+    from commcanary.capture.torch import install_when_imported
+    install_when_imported()
+except Exception:  # never break the program being captured
+    pass
+"""
+
+
 def _run_child(command: list[str], env: dict[str, str]) -> int:
     """Runs the child; Ctrl-C is forwarded to it, and its exit status returned."""
     try:
@@ -66,6 +77,10 @@ def capture_command(
         work = Path(tempfile.mkdtemp(prefix="commcanary-capture-"))
         try:
             env = dict(os.environ)
+            hook = work / "hook"
+            hook.mkdir()
+            (hook / "sitecustomize.py").write_text(_HOOK)
+            env["PYTHONPATH"] = os.pathsep.join([str(hook), *filter(None, [env.get("PYTHONPATH")])])
             env.update(
                 COMMCANARY_TRACE_DIR=str(work),
                 COMMCANARY_TRACE_OUT=str(work / "manual.trace.json"),

@@ -1,0 +1,240 @@
+"""Recording every ``torch.distributed`` collective of a process, unmodified.
+
+:func:`install` wraps the public collective and point-to-point functions of
+``torch.distributed`` (sync and async: an async call is recorded when its
+work object completes, through the wrapped ``wait``). Each call becomes a
+:func:`commcanary.capture.record_collective` with the group's global ranks
+and name (``pg_name``, the same on every member), message bytes and dtype
+from the tensors, root and peer ranks, the call's duration, and a
+``collective_id`` every member derives alike: the group's name and the
+call's position among that group's collectives in this process (the
+backends pair collectives by that order too), or, for a transfer, its two
+ends, tag and position among their transfers. ``barrier`` is a control op
+and is not recorded. Phases come from the innermost
+``torch.profiler.record_function`` range, when the program opens any.
+
+``commcanary capture`` enables this in every child by putting a
+``sitecustomize`` on the children's ``PYTHONPATH`` that calls
+:func:`install_when_imported`: nothing happens until the program itself
+imports ``torch.distributed``, and nothing at all when torch is absent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from commcanary.capture import record_collective
+
+__all__ = ["install", "install_when_imported"]
+
+_COLLECTIVES = {
+    "all_reduce": ("all_reduce", 0, None),
+    "all_gather_into_tensor": ("all_gather", 0, None),
+    "all_gather": ("all_gather", 0, None),
+    "reduce_scatter_tensor": ("reduce_scatter", 1, None),
+    "reduce_scatter": ("reduce_scatter", 1, None),
+    "all_to_all_single": ("all_to_all", 1, None),
+    "broadcast": ("broadcast", 0, "src"),
+    "reduce": ("reduce", 0, "dst"),
+}
+_P2P = {"send": ("send", "dst"), "isend": ("send", "dst"), "recv": ("recv", "src"), "irecv": ("recv", "src")}
+_lock = threading.Lock()
+_sequence: dict[tuple[Any, ...], itertools.count[int]] = {}
+
+
+def _next(key: tuple[Any, ...]) -> int:
+    with _lock:
+        return next(_sequence.setdefault(key, itertools.count()))
+
+
+def _tensor_bytes(value: Any) -> tuple[int, str]:
+    if isinstance(value, list | tuple):
+        sizes = [_tensor_bytes(v) for v in value]
+        return sum(s[0] for s in sizes), sizes[0][1] if sizes else "float32"
+    return int(value.numel() * value.element_size()), str(value.dtype).removeprefix("torch.")
+
+
+def _ensure_rank(dist: Any) -> None:
+    """The recorder's rank label is the process's global rank."""
+    import os
+
+    if not os.environ.get("COMMCANARY_RANK"):
+        os.environ["COMMCANARY_RANK"] = str(dist.get_rank())
+
+
+def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
+    return kwargs[name] if name in kwargs else (args[index] if len(args) > index else None)
+
+
+def _group(dist: Any, group: Any) -> tuple[str, list[int]]:
+    group = group if group is not None else dist.group.WORLD
+    ranks = list(dist.get_process_group_ranks(group))
+    name = getattr(group, "group_name", None) or "0"
+    return str(name), ranks
+
+
+class _RecordedWork:
+    """A work object that records its collective when it is waited for (or,
+    if the program never waits, when it is dropped, without a duration)."""
+
+    def __init__(self, work: Any, record: Callable[[float | None], None], start: int) -> None:
+        self._work = work
+        self._record = record
+        self._start = start
+        self._done = False
+
+    def _finish(self, duration: float | None) -> None:
+        if not self._done:
+            self._done = True
+            self._record(duration)
+
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._work.wait(*args, **kwargs)
+        self._finish((time.time_ns() - self._start) / 1000)
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._work, name)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # never raise from a finaliser
+            self._finish(None)
+
+
+def _when_done(result: Any, record: Callable[[float | None], None], start: int) -> Any:
+    """Records when the call is done: now (sync), or when its work is waited."""
+    if result is None or not hasattr(result, "wait"):
+        record((time.time_ns() - start) / 1000)
+        return result
+    return _RecordedWork(result, record, start)
+
+
+def _wrap_collective(
+    dist: Any, fn: Callable[..., Any], op: str, tensor_at: int, root_name: str | None
+) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.time_ns()
+        name, ranks = _group(dist, kwargs.get("group"))
+        _ensure_rank(dist)
+        tensor = _arg(args, kwargs, tensor_at, "input" if tensor_at else "tensor")
+        size, dtype = _tensor_bytes(args[0] if tensor is None else tensor)
+        root = _arg(args, kwargs, 1, root_name) if root_name else None
+        collective_id = f"{name}:{_next((name,))}"
+        result = fn(*args, **kwargs)
+
+        def record(duration: float | None) -> None:
+            record_collective(
+                op,
+                ranks,
+                bytes=max(size, 1),
+                dtype=dtype,
+                group=name,
+                collective_id=collective_id,
+                root_rank=root if root in ranks else None,
+                duration_us=duration,
+                called_at_ns=start,
+            )
+
+        return _when_done(result, record, start)
+
+    return wrapper
+
+
+def _wrap_p2p(dist: Any, fn: Callable[..., Any], op: str, peer_name: str) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.time_ns()
+        name, _ = _group(dist, kwargs.get("group"))
+        _ensure_rank(dist)
+        me = dist.get_rank()
+        peer_value = _arg(args, kwargs, 1, peer_name)
+        if peer_value is None:  # a receive from any source: no pair to record
+            return fn(*args, **kwargs)
+        peer = int(peer_value)
+        tag = int(kwargs.get("tag", args[3] if len(args) > 3 else 0) or 0)
+        sender, receiver = (me, peer) if op == "send" else (peer, me)
+        size, dtype = _tensor_bytes(args[0] if args else kwargs["tensor"])
+        collective_id = f"p2p:{sender}>{receiver}:{tag}:{_next(('p2p', sender, receiver, tag))}"
+        result = fn(*args, **kwargs)
+
+        def record(duration: float | None) -> None:
+            record_collective(
+                op,
+                sorted({sender, receiver}),
+                bytes=max(size, 1),
+                dtype=dtype,
+                group=name,
+                collective_id=collective_id,
+                sender_rank=sender,
+                receiver_rank=receiver,
+                duration_us=duration,
+                called_at_ns=start,
+            )
+
+        return _when_done(result, record, start)
+
+    return wrapper
+
+
+def install() -> bool:
+    """Wraps ``torch.distributed`` in this process (once); ``False`` when
+    torch is not installed."""
+    import importlib
+
+    try:
+        dist: Any = importlib.import_module("torch.distributed")
+    except ImportError:
+        return False
+    if getattr(dist, "_commcanary_installed", False):
+        return True
+    for fn_name, (op, tensor_at, root) in _COLLECTIVES.items():
+        if hasattr(dist, fn_name):
+            setattr(dist, fn_name, _wrap_collective(dist, getattr(dist, fn_name), op, tensor_at, root))
+    for fn_name, (op, peer) in _P2P.items():
+        if hasattr(dist, fn_name):
+            setattr(dist, fn_name, _wrap_p2p(dist, getattr(dist, fn_name), op, peer))
+    dist._commcanary_installed = True
+    return True
+
+
+def install_when_imported() -> None:
+    """Installs as soon as the program imports ``torch.distributed`` (now, if
+    it already has); does nothing when torch is absent."""
+    import importlib.util
+
+    if "torch.distributed" in sys.modules:
+        install()
+        return
+    if importlib.util.find_spec("torch") is None:
+        return
+
+    class _Hook:
+        """A meta-path finder that patches ``torch.distributed`` after it loads."""
+
+        @staticmethod
+        def find_spec(name: str, path: Any = None, target: Any = None) -> Any:
+            if name != "torch.distributed":
+                return None
+            sys.meta_path.remove(_Hook)  # type: ignore[arg-type,unused-ignore]
+            spec = importlib.util.find_spec(name)
+            if spec is None or spec.loader is None:
+                return spec
+            loader = spec.loader
+            exec_module = loader.exec_module
+
+            def patched(module: Any) -> None:
+                exec_module(module)
+                install()
+
+            loader.exec_module = patched  # type: ignore[method-assign]
+            return spec
+
+    sys.meta_path.insert(0, _Hook)  # type: ignore[arg-type,unused-ignore]
