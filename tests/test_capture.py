@@ -20,13 +20,14 @@ import os, sys, time, multiprocessing as mp
 
 def worker(rank, barrier):
     os.environ["RANK"] = str(rank)
-    from commcanary.capture import record_collective
+    from commcanary.capture import record_collective, step as mark_step
     for step in range(6):
         barrier.wait()
+        mark_step()
         if rank == 2 and step == 3:
             time.sleep(0.08)
         record_collective("all_reduce", [0, 1, 2, 3], bytes=1 << 20, dtype="float32",
-                          collective_id=f"ar-{step}", step=step, group="world", phase="decode")
+                          collective_id=f"ar-{step}", group="world", phase="decode")
         pair = [0, 1] if rank < 2 else [2, 3]
         record_collective("all_gather", pair, bytes=1 << 16, dtype="float32",
                           collective_id=f"ag-{pair[0]}-{step}", group=f"tp{pair[0] // 2}", phase="decode")
@@ -99,6 +100,7 @@ def test_four_real_processes_merge_into_measured_instances(captured: tuple[Path,
     }
     assert lag[3] >= 60_000, lag  # the 80 ms sleep on rank 2, measured across processes
     assert all(abs(v) < 40_000 for s, v in lag.items() if s != 3), lag
+    assert sorted(e["step"] for e in events if e["op"] == "all_reduce") == list(range(6))  # capture.step()
     p2p = [e for e in events if e["op"] == "point_to_point"]
     assert all((e["sender_rank"], e["receiver_rank"]) == (0, 2) for e in p2p)
 

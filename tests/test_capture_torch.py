@@ -32,7 +32,8 @@ def run(rank, port):
         if rank == 2 and step == 2:
             time.sleep(0.1)
         x = torch.ones(1 << 16)
-        dist.all_reduce(x)
+        with torch.profiler.record_function("decode"):
+            dist.all_reduce(x)
         out = torch.empty(2 * 1024)
         work = dist.all_gather_into_tensor(out, torch.ones(1024), group=mine, async_op=True)
         work.wait()
@@ -91,6 +92,8 @@ def test_an_unmodified_torch_program_is_captured(tmp_path: Path) -> None:
     lags = [e["rank_arrival_us"][2] - max(e["rank_arrival_us"][r] for r in (0, 1, 3)) for e in reduce_events]
     assert lags[2] >= 70_000, lags  # the 100 ms sleep before step 2 on rank 2
     assert all(e["dtype"] == "float32" for e in reduce_events)
+    assert {e["phase"] for e in reduce_events} == {"decode"}  # from record_function
+    assert {e["phase"] for e in events if e["op"] == "broadcast"} == {"unknown"}
     assert all(e.get("root_rank") == 0 for e in events if e["op"] == "broadcast")
     for args in (
         ["compile", "job.trace.json", "-o", "job.canary.json"],

@@ -31,7 +31,7 @@ import orjson
 
 from commcanary.errors import OptionError
 
-__all__ = ["SHARD_FORMAT", "ShardRecorder", "record_collective", "recorder"]
+__all__ = ["SHARD_FORMAT", "ShardRecorder", "current_phase", "record_collective", "recorder", "step"]
 
 SHARD_FORMAT = "commcanary.capture-shard.v1"
 _RANK_VARIABLES = ("COMMCANARY_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "LOCAL_RANK")
@@ -78,6 +78,43 @@ class ShardRecorder:
             event["recorder_rank"] = self.rank
             self._seq += 1
             self._write(event)
+
+
+_step: list[int] = []
+_phases = threading.local()
+
+
+def step(number: int | None = None) -> int:
+    """Marks the start of a training or serving step: collectives recorded
+    from now on carry it (``step``), unless a call names its own. Without
+    ``number`` the step after the previous one (0 first). Returns it."""
+    with _lock:
+        value = (_step[0] + 1 if _step else 0) if number is None else int(number)
+        if value < 0:
+            raise OptionError("number", "must be non-negative")
+        _step[:] = [value]
+        return value
+
+
+def current_phase() -> str | None:
+    """The innermost phase range open on this thread (see
+    :func:`commcanary.capture.torch.install`), if any."""
+    stack: list[str] = getattr(_phases, "stack", [])
+    return stack[-1] if stack else None
+
+
+def push_phase(name: str) -> None:
+    """Opens a phase range on this thread."""
+    if not hasattr(_phases, "stack"):
+        _phases.stack = []
+    _phases.stack.append(name)
+
+
+def pop_phase() -> None:
+    """Closes the innermost phase range on this thread."""
+    stack: list[str] = getattr(_phases, "stack", [])
+    if stack:
+        stack.pop()
 
 
 class _NoRecorder:
@@ -179,6 +216,10 @@ def record_collective(
     ):
         if rank is not None and rank not in members:
             raise OptionError(name, "must be one of the ranks")
+    if step is None and _step:
+        step = _step[0]
+    if phase == "unknown":
+        phase = current_phase() or phase
     event: dict[str, Any] = {
         "op": op,
         "bytes": size,

@@ -122,6 +122,7 @@ def _wrap_collective(
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         start = time.time_ns()
+        _follow_record_function()
         name, ranks = _group(dist, kwargs.get("group"))
         _ensure_rank(dist)
         tensor = _arg(args, kwargs, tensor_at, "input" if tensor_at else "tensor")
@@ -201,8 +202,47 @@ def install() -> bool:
     for fn_name, (op, peer) in _P2P.items():
         if hasattr(dist, fn_name):
             setattr(dist, fn_name, _wrap_p2p(dist, getattr(dist, fn_name), op, peer))
+    # torch may still be importing itself here (torch.distributed is loaded
+    # from inside torch's own __init__): phases are followed from the first
+    # init_process_group (or collective) on, when torch is whole.
+    init = dist.init_process_group
+
+    @functools.wraps(init)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        _follow_record_function()
+        return init(*args, **kwargs)
+
+    dist.init_process_group = init_process_group
     dist._commcanary_installed = True
     return True
+
+
+def _follow_record_function() -> None:
+    """Phases: ``torch.profiler.record_function`` ranges (innermost wins)."""
+    import importlib
+
+    from commcanary.capture import pop_phase, push_phase
+
+    try:
+        profiler: Any = importlib.import_module("torch.autograd.profiler")
+    except ImportError:
+        return
+    cls = getattr(profiler, "record_function", None)
+    if cls is None or getattr(cls, "_commcanary_phases", False):
+        return
+    cls._commcanary_phases = True
+    enter, leave = cls.__enter__, cls.__exit__
+
+    def patched_enter(self: Any) -> Any:
+        out = enter(self)
+        push_phase(str(getattr(self, "name", "")) or "unknown")
+        return out
+
+    def patched_exit(self: Any, *exc: Any) -> Any:
+        pop_phase()
+        return leave(self, *exc)
+
+    cls.__enter__, cls.__exit__ = patched_enter, patched_exit
 
 
 def install_when_imported() -> None:
