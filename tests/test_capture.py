@@ -182,3 +182,49 @@ def test_shard_rules(tmp_path: Path) -> None:
     merged = merge_shards(sorted(lost.iterdir()), session="s1", workload_name="w")
     assert merged.partial == 1 and merged.trace["events"] == []
     assert "missing ranks [1]" in (merged.first_partial or "")
+
+
+def test_a_killed_program_leaves_its_shards_usable(tmp_path: Path) -> None:
+    from commcanary.capture.merge import merge_shards
+
+    program = (
+        "import os, signal\n"
+        "os.environ['RANK'] = '0'\n"
+        "from commcanary.capture import record_collective\n"
+        "for i in range(3):\n"
+        "    record_collective('all_reduce', [0], bytes=1024, collective_id=i)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    (tmp_path / "killed.py").write_text(program)
+    p = cli(
+        "capture",
+        "-o",
+        "x.json",
+        "--preserve-on-failure",
+        "kept",
+        "--",
+        sys.executable,
+        "killed.py",
+        cwd=tmp_path,
+    )
+    assert p.returncode == 4 and "workload exited with child code -9" in p.stderr
+    assert "preserved failed capture: kept" in p.stderr and not (tmp_path / "x.json").exists()
+    failure = json.loads((tmp_path / "kept" / "capture_failure.json").read_text())
+    assert failure["format"] == "commcanary.capture_failure.v1" and failure["child_returncode"] == -9
+    shards = sorted((tmp_path / "kept" / "shards").iterdir())
+    assert [s.name for s in shards] == [f["name"] for f in failure["partial_shards"]]
+    merged = merge_shards(shards, session=failure["capture_session_id"], workload_name="w")
+    assert len(merged.trace["events"]) == 3
+    again = cli(
+        "capture",
+        "-o",
+        "x.json",
+        "--preserve-on-failure",
+        "kept",
+        "--",
+        sys.executable,
+        "-c",
+        "pass",
+        cwd=tmp_path,
+    )
+    assert again.returncode == 3 and "already exists" in again.stderr

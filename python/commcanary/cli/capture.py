@@ -27,6 +27,15 @@ WorkloadName = Annotated[str, typer.Option("--workload-name", help="workload.nam
 AllowEmpty = Annotated[
     bool, typer.Option("--allow-empty", help="Write an empty trace when the program recorded nothing.")
 ]
+Preserve = Annotated[
+    Path | None,
+    typer.Option(
+        "--preserve-on-failure",
+        metavar="DIR",
+        help="When the program fails, keep what it recorded: DIR (which must not exist) gets its shards and "
+        "capture_failure.json.",
+    ),
+]
 Command = Annotated[
     list[str] | None,
     typer.Argument(metavar="-- CMD...", help="The program to run (argv, no shell) after --."),
@@ -42,6 +51,46 @@ try:
 except Exception:  # never break the program being captured
     pass
 """
+
+
+_MAX_SHARD_BYTES = 64 << 20
+_MAX_PRESERVED_BYTES = 256 << 20
+
+
+def _preserve(work: Path, target: Path, session: str, workload: str, code: int) -> None:
+    """Copies the shards of a failed capture to ``target`` (read-only), with
+    a ``capture_failure.json`` describing them; never the command line or
+    the environment."""
+    import datetime
+    import hashlib
+
+    from commcanary import _core
+    from commcanary.fidelity import canonical
+
+    shards_dir = target / "shards"
+    shards_dir.mkdir(parents=True, mode=0o700)
+    kept: list[dict[str, object]] = []
+    total = 0
+    for shard in sorted(work.glob("*.shard.jsonl")):
+        data = shard.read_bytes()
+        if len(data) > _MAX_SHARD_BYTES or total + len(data) > _MAX_PRESERVED_BYTES or len(shard.name) > 255:
+            continue
+        total += len(data)
+        copy = shards_dir / shard.name
+        copy.write_bytes(data)
+        copy.chmod(0o400)
+        kept.append({"name": shard.name, "size_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    report = {
+        "format": "commcanary.capture_failure.v1",
+        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "workload": {"name": workload},
+        "capture_session_id": session,
+        "child_returncode": code,
+        "partial_shards": kept,
+    }
+    _core.write_atomic(str(target / "capture_failure.json"), canonical(report))
+    (target / "capture_failure.json").chmod(0o400)
+    typer.echo(f"preserved failed capture: {target}", err=True)
 
 
 def _run_child(command: list[str], env: dict[str, str]) -> int:
@@ -63,6 +112,7 @@ def capture_command(
     command: Command = None,
     workload_name: WorkloadName = "instrumented-workload",
     allow_empty: AllowEmpty = False,
+    preserve_on_failure: Preserve = None,
 ) -> None:
     """Run a program with capture enabled and merge the collectives it recorded into one trace."""
     with errors_exit(ctx):
@@ -72,6 +122,10 @@ def capture_command(
 
         if not command:
             fail("capture requires a command after --")
+        if preserve_on_failure is not None and (
+            preserve_on_failure.exists() or preserve_on_failure.is_symlink()
+        ):
+            fail(f"--preserve-on-failure {preserve_on_failure} already exists")
         check_paths(ctx, inputs={}, outputs={"output": output})
         session = str(uuid.uuid4())
         work = Path(tempfile.mkdtemp(prefix="commcanary-capture-"))
@@ -89,6 +143,8 @@ def capture_command(
             )
             code = _run_child(command, env)
             if code != 0:
+                if preserve_on_failure is not None:
+                    _preserve(work, preserve_on_failure, session, workload_name, code)
                 fail(f"workload exited with child code {code}", EXIT_CHILD)
             shards = sorted(work.glob("*.shard.jsonl"))
             merged = merge_shards(shards, session=session, workload_name=workload_name) if shards else None
