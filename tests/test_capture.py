@@ -228,3 +228,27 @@ def test_a_killed_program_leaves_its_shards_usable(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert again.returncode == 3 and "already exists" in again.stderr
+
+
+def test_clock_offsets_put_hosts_on_one_clock(tmp_path: Path) -> None:
+    import os
+
+    from commcanary.capture.merge import merge_shards
+
+    for rank, offset in ((0, "0"), (1, "-2500.5")):
+        env = dict(
+            os.environ,
+            COMMCANARY_TRACE_DIR=str(tmp_path),
+            COMMCANARY_CAPTURE_SESSION_ID="s",
+            RANK=str(rank),
+            COMMCANARY_CLOCK_OFFSET_US=offset,
+        )
+        code = (
+            "from commcanary.capture import record_collective as r; "
+            "r('all_reduce', 2, bytes=64, collective_id='a', called_at_ns=10_000_000_000)"
+        )
+        subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+    event = merge_shards(sorted(tmp_path.glob("*.shard.jsonl")), session="s", workload_name="w").trace[
+        "events"
+    ][0]
+    assert event["rank_arrival_us"] == [2500.5, 0.0]

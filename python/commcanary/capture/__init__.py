@@ -13,7 +13,9 @@ shards of one host merge into measured per-rank arrivals
 (:mod:`commcanary.capture.merge`).
 
 The rank label is the first non-empty of ``COMMCANARY_RANK``, ``RANK``,
-``OMPI_COMM_WORLD_RANK``, ``SLURM_PROCID``, ``LOCAL_RANK``.
+``OMPI_COMM_WORLD_RANK``, ``SLURM_PROCID``, ``LOCAL_RANK``. On several hosts,
+``COMMCANARY_CLOCK_OFFSET_US`` (µs added to this host's clock) puts every
+shard on one clock.
 """
 
 from __future__ import annotations
@@ -55,13 +57,19 @@ class ShardRecorder:
         self._lock = threading.Lock()
         self._seq = 0
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o600)
-        header = {
+        offset = os.environ.get("COMMCANARY_CLOCK_OFFSET_US", "").strip()
+        header: dict[str, Any] = {
             "format": SHARD_FORMAT,
             "capture_session_id": session,
             "rank": rank,
             "pid": os.getpid(),
             "workload": {"name": workload},
         }
+        if offset:
+            value = float(offset)
+            if not math.isfinite(value):
+                raise OptionError("COMMCANARY_CLOCK_OFFSET_US", "must be a finite number of microseconds")
+            header["clock_offset_us"] = value
         self._write(header)
 
     def _write(self, obj: Mapping[str, Any]) -> None:

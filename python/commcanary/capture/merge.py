@@ -82,6 +82,9 @@ def merge_shards(paths: Sequence[Path], *, session: str, workload_name: str) -> 
             rank = _rank_of(path, header)
         else:
             rank = int(header["rank"]) if str(header.get("rank", "")).isdigit() else 0
+        shift = round(float(header.get("clock_offset_us", 0.0)) * 1000)
+        for e in recorded:
+            e["wall_ns"] = int(e["wall_ns"]) + shift
         contributions.extend((rank, e) for e in recorded)
     single = len(paths) == 1
     buckets: dict[str, list[tuple[int, dict[str, Any]]]] = {}
