@@ -252,3 +252,62 @@ def test_clock_offsets_put_hosts_on_one_clock(tmp_path: Path) -> None:
         "events"
     ][0]
     assert event["rank_arrival_us"] == [2500.5, 0.0]
+
+
+def test_bad_shards_from_the_program_are_refused_naming_the_file(tmp_path: Path) -> None:
+    other = (
+        "import os\n"
+        "os.environ['COMMCANARY_CAPTURE_SESSION_ID'] = 'another-session'\n"
+        "from commcanary.capture import record_collective\n"
+        "record_collective('all_reduce', [0], bytes=64)\n"
+    )
+    (tmp_path / "other.py").write_text(other)
+    p = cli("capture", "-o", "x.json", "--", sys.executable, "other.py", cwd=tmp_path)
+    assert p.returncode == 3 and "belongs to capture session 'another-session'" in p.stderr
+    assert ".shard.jsonl" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    torn = (
+        "import os\n"
+        "from commcanary.capture import record_collective\n"
+        "record_collective('all_reduce', [0], bytes=64)\n"
+        "d = os.environ['COMMCANARY_TRACE_DIR']\n"
+        "name = [n for n in os.listdir(d) if n.endswith('.shard.jsonl')][0]\n"
+        "open(os.path.join(d, name), 'ab').write(b'{\"op\": \"all_re')\n"
+    )
+    (tmp_path / "torn.py").write_text(torn)
+    p = cli("capture", "-o", "x.json", "--", sys.executable, "torn.py", cwd=tmp_path)
+    assert p.returncode == 3 and "the last line is torn" in p.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_ctrl_c_is_forwarded_to_the_program(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    program = (
+        "import signal, sys, time\n"
+        "from commcanary.capture import record_collective\n"
+        "def stop(*_):\n"
+        "    record_collective('all_reduce', [0], bytes=64)\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGINT, stop)\n"
+        "open('ready', 'w').close()\n"
+        "time.sleep(60)\n"
+    )
+    (tmp_path / "wait.py").write_text(program)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "commcanary", "capture", "-o", "x.json", "--", sys.executable, "wait.py"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    for _ in range(300):
+        if (tmp_path / "ready").exists():
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)  # to capture only: it forwards the interrupt
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.startswith("captured trace: x.json")
+    assert len(json.loads((tmp_path / "x.json").read_text())["events"]) == 1
