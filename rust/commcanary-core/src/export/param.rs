@@ -419,16 +419,8 @@ impl List {
     }
 }
 
-/// Every occurrence in execution order: `(signature, startTime_ns)`.
-fn schedule(program: &Program) -> Vec<(u32, i64)> {
-    schedule_with_gaps(program)
-        .into_iter()
-        .map(|(s, t, _)| (s, t))
-        .collect()
-}
-
 /// Every occurrence in execution order: `(signature, startTime_ns, gap_us)`.
-fn schedule_with_gaps(program: &Program) -> Vec<(u32, i64, f64)> {
+fn schedule(program: &Program) -> Vec<(u32, i64, f64)> {
     let mut clock: i64 = 0;
     let mut out = Vec::new();
     for_each_occurrence(program, |_, occ| {
@@ -575,9 +567,8 @@ pub fn export_basic(program: &Program, options: &ParamOptions) -> Result<ParamEx
     let fill = options.fill()?;
     let (groups, shapes) = shapes(program, options)?;
     let shapes = basic_shapes(shapes, options.overlap_structure);
-    let timeline = schedule_with_gaps(program);
-    let plain: Vec<(u32, i64)> = timeline.iter().map(|t| (t.0, t.1)).collect();
-    let first_marker = skipped_marker(&shapes, &plain, options)?;
+    let timeline = schedule(program);
+    let (first_marker, skipped) = skipped_marker(&shapes, &timeline, options)?;
     let mut pg_of = vec![usize::MAX; groups.len()];
     let mut used: Vec<usize> = Vec::new();
     for &(sig, _, _) in &timeline {
@@ -603,11 +594,9 @@ pub fn export_basic(program: &Program, options: &ParamOptions) -> Result<ParamEx
         templates: (0..shapes.len()).map(|_| None).collect(),
         pending: None,
     };
-    let mut skipped = 0_u64;
     for &(sig, start_ns, gap_us) in &timeline {
         let shape = &shapes[sig as usize];
         if shape.kind.is_none() {
-            skipped += 1;
             continue;
         }
         if let Some((per_gemm, dim)) = fill {
@@ -711,30 +700,22 @@ impl Body<'_> {
 /// The `commcanary:skipped_unsupported=K` marker, or the refusal.
 fn skipped_marker(
     shapes: &[Shape],
-    timeline: &[(u32, i64)],
+    timeline: &[(u32, i64, f64)],
     options: &ParamOptions,
-) -> Result<Option<String>> {
-    let skipped = timeline
-        .iter()
-        .filter(|(s, _)| shapes[*s as usize].kind.is_none())
-        .count();
-    if skipped == 0 {
-        return Ok(None);
-    }
+) -> Result<(Option<String>, u64)> {
+    let unsupported_at = |t: &&(u32, i64, f64)| shapes[t.0 as usize].kind.is_none();
+    let skipped = timeline.iter().filter(unsupported_at).count() as u64;
+    let Some(first) = timeline.iter().find(unsupported_at) else {
+        return Ok((None, 0));
+    };
     if !options.skip_unsupported {
-        let first = timeline
-            .iter()
-            .find(|(s, _)| shapes[*s as usize].kind.is_none())
-            .map_or(0, |t| t.0);
-        let op = shapes[first as usize]
-            .marker
-            .rsplit(':')
-            .next()
-            .unwrap_or("")
-            .to_owned();
-        return Err(unsupported(&op));
+        let marker = &shapes[first.0 as usize].marker;
+        return Err(unsupported(marker.rsplit(':').next().unwrap_or("")));
     }
-    Ok(Some(format!("commcanary:skipped_unsupported={skipped}")))
+    Ok((
+        Some(format!("commcanary:skipped_unsupported={skipped}")),
+        skipped,
+    ))
 }
 
 /// Per-rank lists for PARAM's replayer, ranks `0..=max` (a dense domain),
@@ -752,7 +733,7 @@ pub fn export_per_rank(program: &Program, options: &ParamOptions) -> Result<Para
     check_size(program)?;
     let (groups, shapes) = shapes(program, options)?;
     let timeline = schedule(program);
-    let first_marker = skipped_marker(&shapes, &timeline, options)?;
+    let (first_marker, skipped) = skipped_marker(&shapes, &timeline, options)?;
     let max_rank = groups
         .iter()
         .flat_map(|g| g.1.iter().copied())
@@ -776,10 +757,6 @@ pub fn export_per_rank(program: &Program, options: &ParamOptions) -> Result<Para
             })
         })
         .collect();
-    let skipped = timeline
-        .iter()
-        .filter(|(s, _)| shapes[*s as usize].kind.is_none())
-        .count() as u64;
     let files: Vec<(i64, Vec<u8>, u64)> = (0..=max_rank)
         .into_par_iter()
         .map(|rank| {
@@ -824,7 +801,7 @@ fn rank_entry<'a>(
 /// One rank's list: `init` for every group, then its part of every occurrence.
 fn rank_file(
     rank: i64,
-    timeline: &[(u32, i64)],
+    timeline: &[(u32, i64, f64)],
     shapes: &[Shape],
     groups: &[Group],
     templates: &[[Option<Template>; 2]],
@@ -836,7 +813,7 @@ fn rank_file(
         write_init(list.next(), pg_id, g, req);
     }
     let inits = list.entries;
-    for &(sig, start_ns) in timeline {
+    for &(sig, start_ns, _) in timeline {
         let shape = &shapes[sig as usize];
         let takes = match (shape.kind, shape.ends) {
             (None, _) => [false, false],

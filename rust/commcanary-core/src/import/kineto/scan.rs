@@ -444,11 +444,7 @@ impl FileScan {
         let mut previous_end = f64::NEG_INFINITY;
         for c in &mut calls {
             let since = previous_end.min(c.arrival);
-            c.compute_before = if since.is_finite() {
-                compute.within(since, c.arrival)
-            } else {
-                compute.within(f64::NEG_INFINITY, c.arrival)
-            };
+            c.compute_before = compute.within(since, c.arrival);
             c.compute_overlap = compute.within(c.arrival, c.end);
             previous_end = previous_end.max(c.end);
             c.step = steps.step_at(c.arrival);
