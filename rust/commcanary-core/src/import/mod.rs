@@ -8,7 +8,9 @@
 //! * [`kineto`] — one rank's PyTorch profiler (Kineto) Chrome trace.
 //! * [`cache`] — parsed inputs on disk, keyed by their BLAKE3 fingerprint.
 //! * [`stream`] — Chrome-trace `traceEvents`, one event at a time.
+//! * [`stacks`] — a hung job's Python stack dumps and exception texts.
 
 pub mod cache;
 pub mod kineto;
+pub mod stacks;
 pub mod stream;
