@@ -8,7 +8,10 @@
 //! * [`kineto`] — one rank's PyTorch profiler (Kineto) Chrome trace.
 //! * [`cache`] — parsed inputs on disk, keyed by their BLAKE3 fingerprint.
 //! * [`stream`] — Chrome-trace `traceEvents`, one event at a time.
+//! * [`pickle`] — a restricted, bounded reader for pickles of plain data
+//!   (PyTorch Flight Recorder dumps); it never runs or imports anything.
 
 pub mod cache;
 pub mod kineto;
+pub mod pickle;
 pub mod stream;
