@@ -9,8 +9,11 @@
 //! * [`cache`] — parsed inputs on disk, keyed by their BLAKE3 fingerprint.
 //! * [`stream`] — Chrome-trace `traceEvents`, one event at a time.
 //! * [`stacks`] — a hung job's Python stack dumps and exception texts.
+//! * [`pickle`] — a restricted, bounded reader for pickles of plain data
+//!   (PyTorch Flight Recorder dumps); it never runs or imports anything.
 
 pub mod cache;
 pub mod kineto;
+pub mod pickle;
 pub mod stacks;
 pub mod stream;
