@@ -203,6 +203,12 @@ CASES: dict[str, Case] = {
         f["trace"],
         "the input TRACE...",
     ),
+    "diagnose -o EVIDENCE...": lambda f, w: (
+        ["diagnose", "hang", str(f["trace"]), "-o", str(f["trace"])],
+        "--output",
+        f["trace"],
+        "the input EVIDENCE...",
+    ),
     "export-param -o CANARY": lambda f, w: (
         ["export-param", str(f["canary"]), "-o", str(f["canary"])],
         "--output",
@@ -221,7 +227,8 @@ def test_output_that_is_an_input_is_refused(files: dict[str, Path], tmp_path: Pa
 def test_every_command_is_covered() -> None:
     commands = {case.split()[0] for case in CASES}
     # capture reads no input file (its inputs are the shards it creates).
-    assert commands == {c.name for c in app.registered_commands} - {"capture"}
+    registered = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
+    assert commands == registered - {"capture"}
 
 
 def test_a_symlink_to_the_input_is_the_input(files: dict[str, Path], tmp_path: Path) -> None:

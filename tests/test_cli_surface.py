@@ -38,14 +38,23 @@ USAGE = {
     "import-kineto": "TRACE...",
     "export-param": "CANARY",
     "capture": "[-- CMD...]",
+    "diagnose hang": "EVIDENCE...",
 }
 
 
 def commands() -> dict[str, typer.core.TyperCommand]:
+    """Every command, a group's as ``group sub``."""
     group = typer.main.get_command(app)
     found = group.commands  # type: ignore[attr-defined]
     assert isinstance(found, dict)
-    return found
+    flat: dict[str, typer.core.TyperCommand] = {}
+    for name, command in found.items():
+        subcommands = getattr(command, "commands", None)
+        if subcommands:
+            flat.update({f"{name} {sub}": c for sub, c in subcommands.items()})
+        else:
+            flat[name] = command
+    return flat
 
 
 def test_every_parameter_has_help() -> None:
@@ -61,7 +70,7 @@ def test_every_parameter_has_help() -> None:
 
 @pytest.mark.parametrize("command", USAGE)
 def test_usage_names_arguments_in_capitals(command: str) -> None:
-    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    result = runner.invoke(app, [*command.split(), "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     assert result.stdout.splitlines()[0] == f"Usage: commcanary {command} [OPTIONS] {USAGE[command]}"
     assert "{" not in result.stdout

@@ -18,11 +18,14 @@ Public API::
     commcanary.verify_behavior("trace.json", "workload.canary.json")["status"]
     found = commcanary.search_behavior("trace.json", min_limit=2, max_limit=128)
     found.canary.write("small.canary.json"); found.evidence_bytes  # the search ledger
+    hang = commcanary.diagnose_hang("fr_dumps/")                # FR dumps, traces, stacks, exceptions
+    hang.verdict, hang.root, hang.wait_for; hang.write("hang.json")
 """
 
 from __future__ import annotations
 
 from commcanary._core import __version__
+from commcanary.analysis import HangReport, diagnose_hang
 from commcanary.behavior import DEFAULT_CONFIGURATIONS, SearchResult, Tolerances, verify_behavior
 from commcanary.behavior import search as search_behavior
 from commcanary.behavior import verify_fidelity_files as verify_fidelity
@@ -31,7 +34,7 @@ from commcanary.compiler import BOUND_FIELDS, Canary, Trace, compile, load_trace
 from commcanary.errors import BudgetError, CommCanaryError, InputError, OutputError
 from commcanary.exporters import ParamExport, export_param
 from commcanary.formats import CANARY_FORMAT, TRACE_FORMAT
-from commcanary.importers import KinetoImport, import_kineto
+from commcanary.importers import FlightRecorderDump, KinetoImport, import_kineto, read_flight_recorder
 from commcanary.replay import Backend, Report, replay
 from commcanary.verify import verify_report
 
@@ -44,6 +47,8 @@ __all__ = [
     "BudgetError",
     "Canary",
     "CommCanaryError",
+    "FlightRecorderDump",
+    "HangReport",
     "InputError",
     "KinetoImport",
     "OutputError",
@@ -56,9 +61,11 @@ __all__ = [
     "__version__",
     "compare",
     "compile",
+    "diagnose_hang",
     "export_param",
     "import_kineto",
     "load_trace",
+    "read_flight_recorder",
     "replay",
     "search_behavior",
     "verify_behavior",

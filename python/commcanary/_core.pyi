@@ -36,6 +36,7 @@ __all__ = [
     "canonical_json",
     "check_canary",
     "compile_file",
+    "diagnose_hang",
     "evaluate_behavior",
     "export_param",
     "float_repr",
@@ -44,6 +45,7 @@ __all__ = [
     "load_trace",
     "load_trace_bytes",
     "py_round",
+    "read_flight_recorder_file",
     "read_input_file",
     "read_report_file",
     "replay_canary",
@@ -234,5 +236,7 @@ def import_kineto_job(
     strict: bool = False,
     cache_dir: str | None = None,
 ) -> tuple[Trace, dict[str, int], list[dict[str, Any]]]: ...
+def diagnose_hang(paths: list[str], *, cache_dir: str | None = None) -> dict[str, Any]: ...
+def read_flight_recorder_file(path: str) -> dict[str, Any]: ...
 def check_canary(path: str, *, data: bytes | None = None) -> int: ...
 def read_input_file(path: str) -> bytes: ...

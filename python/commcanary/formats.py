@@ -16,6 +16,7 @@ REPORT_VERIFICATION_FORMAT = "commcanary.report_verification.v1"
 FIDELITY_VERIFICATION_FORMAT = "commcanary.fidelity_verification.v1"
 BEHAVIOR_VERIFICATION_FORMAT = "commcanary.behavior_verification.v1"
 BEHAVIOR_SEARCH_EVIDENCE_FORMAT = "commcanary.behavior_search_evidence.v1"
+HANG_FORMAT = "commcanary.hang.v1"
 
 #: Every format this version reads or writes, by role.
 FORMATS: dict[str, str] = {
@@ -27,4 +28,5 @@ FORMATS: dict[str, str] = {
     "fidelity_verification": FIDELITY_VERIFICATION_FORMAT,
     "behavior_verification": BEHAVIOR_VERIFICATION_FORMAT,
     "behavior_search_evidence": BEHAVIOR_SEARCH_EVIDENCE_FORMAT,
+    "hang_diagnosis": HANG_FORMAT,
 }

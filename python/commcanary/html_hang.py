@@ -28,11 +28,11 @@ from html import escape
 from typing import Any, TypeGuard
 
 from commcanary.errors import InputError
+from commcanary.formats import HANG_FORMAT
 from commcanary.html import CSP, STYLE, VERDICT_COLOURS, _cards, _table
 
 __all__ = ["HANG_FORMAT", "HANG_VERDICT_COLOURS", "MAX_GRAPH_NODES", "render_hang"]
 
-HANG_FORMAT = "commcanary.hang.v1"
 
 #: Background of the verdict banner, by hang verdict: the report palette's fail, pass and warn.
 HANG_VERDICT_COLOURS = {

@@ -17,7 +17,8 @@ say. Exit status:
 
 This module holds the application, the exit codes and the error boundary;
 each command group lives in its own module (:mod:`.compile`, :mod:`.replay`,
-:mod:`.compare`, :mod:`.verify`, :mod:`.render`, :mod:`.import_`). Command modules parse
+:mod:`.compare`, :mod:`.verify`, :mod:`.render`, :mod:`.import_`,
+:mod:`.export`, :mod:`.capture`, :mod:`.diagnose`). Command modules parse
 options and print; the library validates values and raises the errors the
 boundary maps. Heavy modules are imported inside commands so
 ``commcanary --help`` stays fast.
@@ -214,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
 import commcanary.cli.capture as _capture  # noqa: E402
 import commcanary.cli.compare as _compare  # noqa: E402
 import commcanary.cli.compile as _compile  # noqa: E402
+import commcanary.cli.diagnose as _diagnose  # noqa: E402
 import commcanary.cli.export as _export  # noqa: E402
 import commcanary.cli.import_ as _import  # noqa: E402
 import commcanary.cli.render as _render  # noqa: E402
@@ -230,3 +232,4 @@ app.command("render-html", cls=Command)(_render.render_html_command)
 app.command("import-kineto", cls=Command)(_import.import_kineto_command)
 app.command("export-param", cls=Command)(_export.export_param_command)
 app.command("capture", cls=Command)(_capture.capture_command)
+app.add_typer(_diagnose.diagnose_app, name="diagnose")

@@ -5,10 +5,13 @@ the same :class:`commcanary.Trace` that :func:`commcanary.load_trace` returns,
 ready to compile, inspect as numpy arrays, or write.
 
 * :func:`import_kineto` — PyTorch profiler (Kineto) traces of one rank or a job.
+* :func:`read_flight_recorder` — one PyTorch Flight Recorder dump (pickle or
+  JSON) as columns; the hang diagnosis reads dumps the same way.
 """
 
 from __future__ import annotations
 
+from commcanary.importers.flight_recorder import FlightRecorderDump, read_flight_recorder
 from commcanary.importers.kineto import (
     KinetoImport,
     PartialCollective,
@@ -17,4 +20,12 @@ from commcanary.importers.kineto import (
     kineto_files,
 )
 
-__all__ = ["KinetoImport", "PartialCollective", "default_cache_dir", "import_kineto", "kineto_files"]
+__all__ = [
+    "FlightRecorderDump",
+    "KinetoImport",
+    "PartialCollective",
+    "default_cache_dir",
+    "import_kineto",
+    "kineto_files",
+    "read_flight_recorder",
+]

@@ -26,9 +26,11 @@ pub const FIDELITY_VERIFICATION: &str = "commcanary.fidelity_verification.v1";
 pub const BEHAVIOR_VERIFICATION: &str = "commcanary.behavior_verification.v1";
 /// `commcanary.behavior_search_evidence.v1`.
 pub const BEHAVIOR_SEARCH_EVIDENCE: &str = "commcanary.behavior_search_evidence.v1";
+/// A hang diagnosis.
+pub const HANG: &str = "commcanary.hang.v1";
 
 /// Every document format this version knows, with the noun a person reads.
-pub const KINDS: [(&str, &str); 8] = [
+pub const KINDS: [(&str, &str); 9] = [
     (TRACE, "trace"),
     (CANARY, "canary"),
     (REPORT, "report"),
@@ -37,6 +39,7 @@ pub const KINDS: [(&str, &str); 8] = [
     (FIDELITY_VERIFICATION, "fidelity verification"),
     (BEHAVIOR_VERIFICATION, "behaviour verification"),
     (BEHAVIOR_SEARCH_EVIDENCE, "behaviour search evidence"),
+    (HANG, "hang diagnosis"),
 ];
 
 /// The noun for a known format identifier.

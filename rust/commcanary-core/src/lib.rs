@@ -18,6 +18,7 @@
 //! * [`report`]: reports — sections, the reader, recomputation, one replay run;
 //! * [`import`]: other tools' traces (PyTorch Kineto) fed into the trace builder;
 //! * [`export`]: a canary in other tools' formats (PARAM comms replay);
+//! * [`analysis`]: diagnoses of imported evidence (who hung, and where);
 //! * [`behavior`]: behavioural fidelity under several configurations, and the
 //!   search for the smallest canary that keeps it.
 //!
@@ -28,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod behavior;
 pub mod canary;
 pub mod compile;

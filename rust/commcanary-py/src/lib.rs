@@ -16,6 +16,7 @@
 
 mod behavior;
 mod compiled;
+mod diagnose;
 mod errors;
 mod export;
 mod import;
@@ -110,6 +111,8 @@ mod _core {
     };
     #[pymodule_export]
     use super::compiled::PyCompiled;
+    #[pymodule_export]
+    use super::diagnose::{diagnose_hang, read_flight_recorder_file};
     #[pymodule_export]
     use super::export::export_param;
     #[pymodule_export]

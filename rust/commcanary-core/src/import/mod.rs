@@ -11,8 +11,10 @@
 //! * [`stacks`] — a hung job's Python stack dumps and exception texts.
 //! * [`pickle`] — a restricted, bounded reader for pickles of plain data
 //!   (PyTorch Flight Recorder dumps); it never runs or imports anything.
+//! * [`flight_recorder`] — PyTorch Flight Recorder dumps (pickle or JSON).
 
 pub mod cache;
+pub mod flight_recorder;
 pub mod kineto;
 pub mod pickle;
 pub mod stacks;

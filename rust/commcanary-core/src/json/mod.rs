@@ -12,10 +12,12 @@
 //! allow_nan=False)` in CPython. Integers stay integers and floats stay floats
 //! (`8` and `8.0` hash differently, as in Python).
 
+pub mod build;
 pub mod canon;
 mod doc;
 mod parse;
 
+pub use build::Json;
 pub use doc::{Doc, Node, NodeId, Value};
 pub use parse::{Parser, parse, parse_tracking};
 

@@ -142,6 +142,8 @@ pub fn encode(p: &RankProfile) -> Vec<u8> {
         w.f64(s);
         w.f64(e);
     }
+    w.u64(p.barriers.len() as u64);
+    p.barriers.iter().for_each(|&t| w.f64(t));
     w.u64(p.files.len() as u64);
     for f in &p.files {
         w.u64(f.bytes);
@@ -232,6 +234,9 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile> {
     let steps = (0..r.count(24)?)
         .map(|_| Ok((r.i64()?, r.f64()?, r.f64()?)))
         .collect::<Result<Vec<_>>>()?;
+    let barriers = (0..r.count(8)?)
+        .map(|_| r.f64())
+        .collect::<Result<Vec<_>>>()?;
     let files = (0..r.count(16)?)
         .map(|_| {
             Ok(FileFacts {
@@ -270,6 +275,7 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile> {
         names,
         phases,
         steps,
+        barriers,
         files,
         counts,
     })

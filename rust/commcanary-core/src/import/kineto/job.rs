@@ -10,7 +10,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::align::{Job, align};
+use super::align::{Instance, Job, align};
 use super::events::{PartialCollective, write_events};
 use super::profile::{GroupDecl, RankProfile};
 use crate::error::{Error, Result};
@@ -78,46 +78,14 @@ pub fn import_job(
     options: &JobOptions,
 ) -> Result<JobImport> {
     let files = profiles.len() as u64;
-    let (profiles, labels) = join_windows(profiles, labels)?;
-    check_world(&profiles, &labels)?;
-    let groups = job_groups(&profiles, &labels)?;
-    let group_maps: Vec<Vec<usize>> = profiles
-        .iter()
-        .map(|p| {
-            p.groups
-                .iter()
-                .map(|g| groups.iter().position(|j| j.name == g.name).unwrap_or(0))
-                .collect()
-        })
-        .collect();
-    let epoch = profiles.iter().map(|p| p.epoch_ns).min().unwrap_or(0);
-    let shifts: Vec<f64> = profiles
-        .iter()
-        .map(|p| {
-            (p.epoch_ns - epoch) as f64 / 1000.0
-                + options
-                    .clock_offsets_us
-                    .get(&p.rank)
-                    .copied()
-                    .unwrap_or(0.0)
-        })
-        .collect();
-    let slot_of_rank: FxHashMap<i64, usize> = profiles
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.rank, i))
-        .collect();
-    let job = Job {
-        profiles: &profiles,
-        shifts: &shifts,
-        groups: &groups,
-        slot_of_rank: &slot_of_rank,
-        group_maps: &group_maps,
-    };
-    let instances = align(&job);
+    let aligned = align_job(profiles, labels, &options.clock_offsets_us)?;
+    let (profiles, groups) = (&aligned.profiles, &aligned.groups);
+    let epoch = aligned.epoch;
+    let job = aligned.job();
+    let instances = &aligned.instances;
     let mut b = TraceBuilder::new();
-    let (partial, origin) = write_events(&job, &instances, options.phase.as_deref(), &mut b);
-    let mut counts = sum_counts(&profiles);
+    let (partial, origin) = write_events(&job, instances, options.phase.as_deref(), &mut b);
+    let mut counts = sum_counts(profiles);
     counts.files = files;
     counts.imported = b.len() as u64;
     counts.partial = partial.len() as u64;
@@ -138,16 +106,100 @@ pub fn import_job(
             describe(p)
         )));
     }
-    b.set_member(b"system", system_json(&profiles, &groups, epoch));
+    b.set_member(b"system", system_json(profiles, groups, epoch));
     b.set_member(
         b"workload",
-        workload_json(&counts, &partial, origin, epoch, &profiles, options),
+        workload_json(&counts, &partial, origin, epoch, profiles, options),
     );
     Ok(JobImport {
         trace: b.finish(Vec::new()),
         counts,
         partial,
     })
+}
+
+/// A job's profiles joined per rank, checked to be one job, and matched
+/// into collective instances: what the importer and the hang diagnosis
+/// share.
+pub struct AlignedJob {
+    /// One profile per rank (windows joined), by rank.
+    pub profiles: Vec<RankProfile>,
+    /// The file label of each profile.
+    pub labels: Vec<String>,
+    /// The job's groups.
+    pub groups: Vec<GroupDecl>,
+    /// Offset of each profile's clock onto the job clock, µs.
+    pub shifts: Vec<f64>,
+    /// The earliest rank epoch, ns: the job clock's origin.
+    pub epoch: i64,
+    /// Profile index of each rank.
+    pub slot_of_rank: FxHashMap<i64, usize>,
+    /// Per profile, per profile-group index, the job group index.
+    pub group_maps: Vec<Vec<usize>>,
+    /// Complete and partial instances.
+    pub instances: Vec<Instance>,
+}
+
+impl AlignedJob {
+    /// The matcher's view of the job.
+    #[must_use]
+    pub fn job(&self) -> Job<'_> {
+        Job {
+            profiles: &self.profiles,
+            shifts: &self.shifts,
+            groups: &self.groups,
+            slot_of_rank: &self.slot_of_rank,
+            group_maps: &self.group_maps,
+        }
+    }
+}
+
+/// Joins windows, checks the files are one job and matches instances.
+///
+/// # Errors
+/// Files of different jobs, a rank given twice, group lists that disagree.
+pub fn align_job(
+    profiles: Vec<RankProfile>,
+    labels: &[String],
+    clock_offsets_us: &FxHashMap<i64, f64>,
+) -> Result<AlignedJob> {
+    let (profiles, labels) = join_windows(profiles, labels)?;
+    check_world(&profiles, &labels)?;
+    let groups = job_groups(&profiles, &labels)?;
+    let group_maps: Vec<Vec<usize>> = profiles
+        .iter()
+        .map(|p| {
+            p.groups
+                .iter()
+                .map(|g| groups.iter().position(|j| j.name == g.name).unwrap_or(0))
+                .collect()
+        })
+        .collect();
+    let epoch = profiles.iter().map(|p| p.epoch_ns).min().unwrap_or(0);
+    let shifts: Vec<f64> = profiles
+        .iter()
+        .map(|p| {
+            (p.epoch_ns - epoch) as f64 / 1000.0
+                + clock_offsets_us.get(&p.rank).copied().unwrap_or(0.0)
+        })
+        .collect();
+    let slot_of_rank: FxHashMap<i64, usize> = profiles
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.rank, i))
+        .collect();
+    let mut aligned = AlignedJob {
+        profiles,
+        labels,
+        groups,
+        shifts,
+        epoch,
+        slot_of_rank,
+        group_maps,
+        instances: Vec::new(),
+    };
+    aligned.instances = align(&aligned.job());
+    Ok(aligned)
 }
 
 /// One line about a partial collective.

@@ -28,6 +28,6 @@ pub mod timeline;
 
 pub use events::PartialCollective;
 pub use files::{CacheStats, read_files};
-pub use job::{JobCounts, JobImport, JobOptions, describe, import_job};
+pub use job::{AlignedJob, JobCounts, JobImport, JobOptions, align_job, describe, import_job};
 pub use profile::{RankProfile, Source, read_file};
 pub use single::{KinetoCounts, KinetoImport, KinetoOptions, import_kineto};

@@ -136,6 +136,9 @@ pub struct RankProfile {
     pub phases: Vec<String>,
     /// `(N, start, end)` of every `ProfilerStep#N`, sorted.
     pub steps: Vec<(i64, f64, f64)>,
+    /// When each barrier call was issued (µs, rank clock), sorted: barriers
+    /// are not calls, but they count in the group's collective sequence.
+    pub barriers: Vec<f64>,
     /// The files, in the order read.
     pub files: Vec<FileFacts>,
     /// What was skipped.
@@ -244,6 +247,9 @@ impl RankProfile {
                 .iter()
                 .map(|&(n, s, e)| (n, s + shift_other, e + shift_other)),
         );
+        self.barriers
+            .extend(other.barriers.iter().map(|&t| t + shift_other));
+        self.barriers.sort_by(f64::total_cmp);
         self.files.extend(other.files);
         self.add_counts(&other.counts);
         self.calls.sort_by(call_order);
@@ -262,6 +268,9 @@ impl RankProfile {
         for s in &mut self.steps {
             s.1 += by;
             s.2 += by;
+        }
+        for t in &mut self.barriers {
+            *t += by;
         }
     }
 

@@ -107,6 +107,7 @@ pub(super) struct FileScan {
     steps: Vec<(i64, f64, f64)>,
     phase_ranges: Vec<(u32, u32, f64, f64)>,
     control: u64,
+    barriers: Vec<f64>,
 }
 
 fn args_doc(e: &RawEvent<'_>) -> Result<Option<crate::json::Doc>> {
@@ -264,6 +265,9 @@ impl FileScan {
         let normalized = ops::normalize(name);
         let Some(kind) = Kind::of_normalized(&normalized) else {
             self.control += 1;
+            if normalized == "barrier" {
+                self.barriers.push(ts);
+            }
             return Ok(());
         };
         let doc = args_doc(e)?;
@@ -347,6 +351,9 @@ impl FileScan {
         let normalized = ops::normalize(raw_name);
         let Some(kind) = Kind::of_normalized(&normalized) else {
             self.control += 1;
+            if normalized == "barrier" {
+                self.barriers.push(ts);
+            }
             return Ok(());
         };
         let in_elems = integer(args.get("In msg nelems")).unwrap_or(0);
@@ -455,6 +462,8 @@ impl FileScan {
         profile.phases = std::mem::take(&mut self.phases);
         self.steps.sort_by(|a, b| a.1.total_cmp(&b.1));
         profile.steps = std::mem::take(&mut self.steps);
+        self.barriers.sort_by(f64::total_cmp);
+        profile.barriers = std::mem::take(&mut self.barriers);
         Ok(())
     }
 

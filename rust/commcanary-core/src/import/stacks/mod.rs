@@ -51,7 +51,7 @@ pub const MAX_LINES: usize = 1_000_000;
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 
 /// One Python frame.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Frame {
     /// The source file as printed (`/opt/venv/.../distributed_c10d.py`,
     /// `<string>`).

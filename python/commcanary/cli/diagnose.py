@@ -1,0 +1,78 @@
+"""``commcanary diagnose``: diagnoses of a job's evidence.
+
+``diagnose hang`` reads any mix of Flight Recorder dumps, profiler traces,
+stack dumps and exception texts (files or directories) and prints the few
+lines a person needs at 3 a.m.: the verdict and the root, the wait-for
+chain, where the root is. The ``commcanary.hang.v1`` document goes to
+``-o``, the HTML view to ``--html``. Exit 1 when a hang is found, 0 when
+none is (or the evidence is inconclusive: the first line says so), 3 on bad
+evidence.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from commcanary.cli import EXIT_NEGATIVE, Command, check_paths, errors_exit
+from commcanary.cli._output import write_text
+from commcanary.cli.import_ import CacheDir, NoCache
+
+__all__ = ["diagnose_app", "hang_command"]
+
+diagnose_app: typer.Typer = typer.Typer(
+    name="diagnose",
+    help="Diagnose a job from its evidence: who hung, and where.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+Evidence = Annotated[
+    list[Path],
+    typer.Argument(
+        metavar="EVIDENCE...",
+        help="Flight Recorder dumps (pickle or JSON), profiler traces (windowed or not), stack dumps and "
+        "exception texts, or directories of them (walked recursively; other files are skipped).",
+    ),
+]
+Output = Annotated[
+    Path | None,
+    typer.Option(
+        "--output", "-o", metavar="OUT.json", help="Where to write the commcanary.hang.v1 document."
+    ),
+]
+Html = Annotated[
+    Path | None,
+    typer.Option("--html", metavar="OUT.html", help="Where to write the self-contained HTML view."),
+]
+@diagnose_app.command("hang", cls=Command)
+def hang_command(
+    ctx: typer.Context,
+    evidence: Evidence,
+    output: Output = None,
+    html: Html = None,
+    cache_dir: CacheDir = None,
+    no_cache: NoCache = False,
+) -> None:
+    """Who hung, and where: partial collectives, mismatches, the wait-for graph and its root."""
+    with errors_exit(ctx):
+        from commcanary.analysis import diagnose_hang
+        from commcanary.importers import default_cache_dir
+
+        for path in evidence:
+            check_paths(ctx, inputs={"evidence": path}, outputs={"output": output, "html": html})
+        report = diagnose_hang(evidence, cache_dir=None if no_cache else (cache_dir or default_cache_dir()))
+        page = report.render_html() if html is not None else None
+        for line in report.lines:
+            typer.echo(line)
+        if output is not None:
+            report.write(output)
+            typer.echo(f"wrote {report.document['format']}: {output}")
+        if html is not None and page is not None:
+            write_text(html, page)
+            typer.echo(f"wrote HTML view: {html}")
+    if report.hung:
+        raise typer.Exit(EXIT_NEGATIVE)

@@ -1,0 +1,333 @@
+//! Per process group, the ranks' calls aligned by sequence number: the
+//! partial collectives (present and missing members), the mismatches (op,
+//! dtype or sizes disagreeing at one sequence number, decided by a vote over
+//! every member, never by trusting one rank), and the p2p calls whose
+//! partner never posted the matching call.
+//!
+//! A member absent from a sequence number is *missing* only when its
+//! evidence shows it did not get there (its last recorded sequence number in
+//! the group is lower, or it has no evidence at all, or its evidence covers
+//! that time and holds nothing of the group); an absence inside its record
+//! (a rotated ring, a gap between profiling windows) is unknown, not
+//! missing. After the first mismatch in a group its later sequence numbers
+//! are not compared (their pairing is no longer meaningful).
+
+use std::collections::BTreeMap;
+
+use super::model::{Model, NONE, Op};
+
+/// A call seen on some members only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Partial {
+    /// Group index.
+    pub group: usize,
+    /// Sequence number (p2p: the p2p sequence number of the unmatched call).
+    pub seq: i64,
+    /// Point-to-point.
+    pub p2p: bool,
+    /// Op, as the present members have it.
+    pub op: &'static str,
+    /// Members that issued it.
+    pub present: Vec<i64>,
+    /// Members that did not get there.
+    pub missing: Vec<i64>,
+    /// Whether a present member still has it in flight.
+    pub pending: bool,
+    /// When the first present member issued it (ns), 0 when unknown.
+    pub time_ns: i64,
+    /// Its step on the present members (the most common), −1 when unknown.
+    pub step: i64,
+}
+
+/// One member's view of a mismatched collective (texts interned in the
+/// model).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seen {
+    /// Rank.
+    pub rank: i64,
+    /// Op.
+    pub op: &'static str,
+    /// Input sizes.
+    pub in_sizes: u32,
+    /// Output sizes.
+    pub out_sizes: u32,
+    /// Input dtypes.
+    pub in_dtypes: u32,
+    /// Output dtypes.
+    pub out_dtypes: u32,
+}
+
+/// Members disagreeing at one sequence number.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mismatch {
+    /// Group index.
+    pub group: usize,
+    /// Sequence number.
+    pub seq: i64,
+    /// `op`, `dtype` or `size`.
+    pub kind: &'static str,
+    /// The members that agree with the most members (empty on a tie).
+    pub majority: Vec<i64>,
+    /// The others.
+    pub minority: Vec<i64>,
+    /// Every present member's call.
+    pub seen: Vec<Seen>,
+    /// Whether a member still has it in flight.
+    pub pending: bool,
+    /// Its step (the most common among members), −1 when unknown.
+    pub step: i64,
+}
+
+/// What the alignment found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Alignment {
+    /// Partial collectives and unmatched p2p calls, by group then sequence.
+    pub partials: Vec<Partial>,
+    /// Mismatches, by group then sequence.
+    pub mismatches: Vec<Mismatch>,
+    /// Collective instances compared.
+    pub compared: u64,
+    /// Sequence numbers not compared after a group's first mismatch.
+    pub skipped_after_mismatch: u64,
+}
+
+/// One member's collectives of one group, by sequence number.
+struct Track<'a> {
+    rank: i64,
+    by_seq: BTreeMap<i64, &'a Op>,
+    evidence: bool,
+    covers_from_ns: i64,
+    from_start: bool,
+}
+
+/// Aligns every group of `model`.
+#[must_use]
+pub fn align(model: &Model) -> Alignment {
+    let mut out = Alignment::default();
+    for gi in 0..model.groups.len() {
+        align_group(model, gi, &mut out);
+        p2p_unmatched(model, gi, &mut out);
+    }
+    out
+}
+
+fn tracks(model: &Model, gi: usize) -> Vec<Track<'_>> {
+    model.groups[gi]
+        .ranks
+        .iter()
+        .map(|&rank| {
+            let ev = model.ranks.get(&rank).filter(|e| e.source.is_some());
+            let by_seq = ev
+                .map(|e| {
+                    e.ops
+                        .iter()
+                        .filter(|o| o.group == gi && !o.p2p && o.seq > 0)
+                        .map(|o| (o.seq, o))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Track {
+                rank,
+                by_seq,
+                evidence: ev.is_some(),
+                covers_from_ns: ev.map_or(0, |e| e.covers_from_ns),
+                from_start: ev.is_some_and(|e| e.from_start),
+            }
+        })
+        .collect()
+}
+
+fn align_group(model: &Model, gi: usize, out: &mut Alignment) {
+    let tracks = tracks(model, gi);
+    let lo = tracks
+        .iter()
+        .filter_map(|t| t.by_seq.keys().next().copied())
+        .max()
+        .unwrap_or(1);
+    let mut seqs: Vec<i64> = tracks
+        .iter()
+        .flat_map(|t| t.by_seq.range(lo..).map(|(s, _)| *s))
+        .collect();
+    seqs.sort_unstable();
+    seqs.dedup();
+    let mut mismatched = false;
+    for s in seqs {
+        if mismatched {
+            out.skipped_after_mismatch += 1;
+            continue;
+        }
+        out.compared += 1;
+        let present: Vec<(i64, &Op)> = tracks
+            .iter()
+            .filter_map(|t| t.by_seq.get(&s).map(|o| (t.rank, *o)))
+            .collect();
+        let first_ns = present
+            .iter()
+            .map(|(_, o)| o.time_ns)
+            .filter(|&t| t > 0)
+            .min()
+            .unwrap_or(0);
+        let missing: Vec<i64> = tracks
+            .iter()
+            .filter(|t| !t.by_seq.contains_key(&s) && is_missing(t, s, first_ns))
+            .map(|t| t.rank)
+            .collect();
+        if let Some(m) = vote(gi, s, &present) {
+            out.mismatches.push(m);
+            mismatched = true;
+        }
+        if !missing.is_empty() {
+            out.partials.push(Partial {
+                group: gi,
+                seq: s,
+                p2p: false,
+                op: present[0].1.op,
+                present: present.iter().map(|(r, _)| *r).collect(),
+                missing,
+                pending: present.iter().any(|(_, o)| o.pending),
+                time_ns: first_ns,
+                step: common_step(present.iter().map(|(_, o)| o.step)),
+            });
+        }
+    }
+}
+
+fn is_missing(t: &Track<'_>, s: i64, first_ns: i64) -> bool {
+    if !t.evidence {
+        return true;
+    }
+    match t.by_seq.keys().next_back() {
+        Some(&last) => s > last,
+        None => {
+            t.from_start || (t.covers_from_ns > 0 && first_ns > 0 && t.covers_from_ns <= first_ns)
+        }
+    }
+}
+
+/// The most common known step.
+fn common_step(steps: impl Iterator<Item = i64>) -> i64 {
+    let mut count: BTreeMap<i64, usize> = BTreeMap::new();
+    for s in steps.filter(|&s| s >= 0) {
+        *count.entry(s).or_default() += 1;
+    }
+    count
+        .into_iter()
+        .max_by_key(|&(s, n)| (n, std::cmp::Reverse(s)))
+        .map_or(-1, |(s, _)| s)
+}
+
+/// The parts of a call that must agree across members.
+type Signature = (&'static str, (u32, u32), (u32, u32));
+
+/// Which parts of a call must agree across members: op, dtypes, sizes.
+fn signature(o: &Op) -> Signature {
+    let sizes = match o.op {
+        "all_to_all" | "gather" | "scatter" | "coalesced" | "other" => (NONE, NONE),
+        _ => (o.in_sizes, o.out_sizes),
+    };
+    (o.op, (o.in_dtypes, o.out_dtypes), sizes)
+}
+
+fn vote(gi: usize, s: i64, present: &[(i64, &Op)]) -> Option<Mismatch> {
+    if present.len() < 2 {
+        return None;
+    }
+    let mut classes: BTreeMap<Signature, Vec<i64>> = BTreeMap::new();
+    for (r, o) in present {
+        classes.entry(signature(o)).or_default().push(*r);
+    }
+    if classes.len() < 2 {
+        return None;
+    }
+    let mut ordered: Vec<_> = classes.iter().collect();
+    ordered.sort_by_key(|(_, ranks)| std::cmp::Reverse(ranks.len()));
+    let (best, best_ranks) = ordered[0];
+    let tie = ordered[1].1.len() == best_ranks.len();
+    let other = ordered[1].0;
+    let kind = if best.0 != other.0 {
+        "op"
+    } else if best.1 != other.1 {
+        "dtype"
+    } else {
+        "size"
+    };
+    let majority: Vec<i64> = if tie { Vec::new() } else { best_ranks.clone() };
+    let mut minority: Vec<i64> = present
+        .iter()
+        .map(|(r, _)| *r)
+        .filter(|r| !majority.contains(r))
+        .collect();
+    minority.sort_unstable();
+    Some(Mismatch {
+        group: gi,
+        seq: s,
+        kind,
+        majority,
+        minority,
+        seen: present
+            .iter()
+            .map(|(r, o)| Seen {
+                rank: *r,
+                op: o.op,
+                in_sizes: o.in_sizes,
+                out_sizes: o.out_sizes,
+                in_dtypes: o.in_dtypes,
+                out_dtypes: o.out_dtypes,
+            })
+            .collect(),
+        pending: present.iter().any(|(_, o)| o.pending),
+        step: common_step(present.iter().map(|(_, o)| o.step)),
+    })
+}
+
+/// Pending p2p calls whose partner has evidence but never posted the
+/// matching call (the k-th send from a to b pairs with b's k-th receive
+/// from a).
+fn p2p_unmatched(model: &Model, gi: usize, out: &mut Alignment) {
+    let ranks = &model.groups[gi].ranks;
+    let global = |peer: i64| {
+        usize::try_from(peer)
+            .ok()
+            .and_then(|p| ranks.get(p))
+            .copied()
+    };
+    let mut posted: BTreeMap<(i64, i64, bool), Vec<&Op>> = BTreeMap::new();
+    for &r in ranks {
+        let Some(ev) = model.ranks.get(&r).filter(|e| e.source.is_some()) else {
+            continue;
+        };
+        for o in ev.ops.iter().filter(|o| o.group == gi && o.p2p) {
+            let peer = match (o.peer, o.peer_is_global) {
+                (p, true) if p >= 0 => Some(p),
+                (p, false) if p >= 0 => global(p),
+                _ => None,
+            };
+            let Some(peer) = peer else { continue };
+            match o.op {
+                "send" => posted.entry((r, peer, true)).or_default().push(o),
+                "recv" => posted.entry((peer, r, false)).or_default().push(o),
+                _ => {}
+            }
+        }
+    }
+    for (&(src, dst, is_send), calls) in &posted {
+        let (me, partner) = if is_send { (src, dst) } else { (dst, src) };
+        if model.ranks.get(&partner).is_none_or(|e| e.source.is_none()) {
+            continue;
+        }
+        let matched = posted.get(&(src, dst, !is_send)).map_or(0, Vec::len);
+        for o in calls.iter().skip(matched).filter(|o| o.pending) {
+            out.partials.push(Partial {
+                group: gi,
+                seq: o.seq,
+                p2p: true,
+                op: o.op,
+                present: vec![me],
+                missing: vec![partner],
+                pending: true,
+                time_ns: o.time_ns,
+                step: o.step,
+            });
+        }
+    }
+}

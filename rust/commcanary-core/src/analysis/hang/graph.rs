@@ -1,0 +1,265 @@
+//! Where each rank is, who waits for whom, and the root: the rank(s) whose
+//! divergence explains the rest.
+//!
+//! A rank is *blocked* when it has a call in flight (the earliest pending
+//! one) or sits in a partial collective it could not finish. Every present
+//! member of a partial collective waits for each missing one; in a mismatch
+//! the majority waits for the minority. Roots, in order of strength:
+//! 1. the minority of a mismatch that has a majority;
+//! 2. a missing member that is not blocked in any call, or has no evidence
+//!    at all (stalled outside communication, dead, never started);
+//! 3. when every missing member is itself blocked (a deadlock), the missing
+//!    members of the partial collective the most ranks agree on (the most
+//!    present members): the others wait where the majority of the job
+//!    waits, so the one who is elsewhere diverged.
+
+use std::collections::BTreeMap;
+
+use super::align::{Alignment, Partial};
+use super::model::{Model, Op};
+
+/// What a rank is doing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Position<'a> {
+    /// Rank.
+    pub rank: i64,
+    /// `blocked`, `not_blocked` or `no_evidence`.
+    pub state: &'static str,
+    /// Its last call that completed.
+    pub last_completed: Option<&'a Op>,
+    /// The call it is blocked in.
+    pub in_flight: Option<&'a Op>,
+}
+
+/// One wait-for edge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edge {
+    /// The waiting rank.
+    pub rank: i64,
+    /// The rank it waits for.
+    pub waits_for: i64,
+    /// Group index.
+    pub group: usize,
+    /// Sequence number of the call it waits in.
+    pub seq: i64,
+    /// That call's op.
+    pub op: &'static str,
+    /// Point-to-point.
+    pub p2p: bool,
+}
+
+/// A root of the wait-for graph.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Root {
+    /// Rank.
+    pub rank: i64,
+    /// Group of the call it did not join (or disagreed on).
+    pub group: usize,
+    /// Its sequence number.
+    pub seq: i64,
+    /// Its op.
+    pub op: &'static str,
+    /// `mismatch`, `not_blocked`, `no_evidence` or `diverged`.
+    pub kind: &'static str,
+    /// Index of the partial collective, or of the mismatch for `mismatch`.
+    pub cause: usize,
+}
+
+/// Every rank's position.
+#[must_use]
+pub fn positions<'a>(model: &'a Model, alignment: &Alignment) -> Vec<Position<'a>> {
+    let in_partial: BTreeMap<(i64, usize, i64, bool), ()> = alignment
+        .partials
+        .iter()
+        .flat_map(|p| {
+            p.present
+                .iter()
+                .map(move |&r| ((r, p.group, p.seq, p.p2p), ()))
+        })
+        .collect();
+    (0..model
+        .world
+        .max(1 + model.ranks.keys().next_back().copied().unwrap_or(-1)))
+        .map(|rank| {
+            let Some(ev) = model.ranks.get(&rank).filter(|e| e.source.is_some()) else {
+                return Position {
+                    rank,
+                    state: "no_evidence",
+                    last_completed: None,
+                    in_flight: None,
+                };
+            };
+            let stuck =
+                |o: &Op| o.pending || in_partial.contains_key(&(rank, o.group, o.seq, o.p2p));
+            let at = ev
+                .ops
+                .iter()
+                .position(|o| o.pending)
+                .or_else(|| ev.ops.iter().rposition(stuck));
+            let done = at.unwrap_or(ev.ops.len());
+            Position {
+                rank,
+                state: if at.is_some() {
+                    "blocked"
+                } else {
+                    "not_blocked"
+                },
+                last_completed: ev.ops[..done].iter().rev().find(|o| !stuck(o)),
+                in_flight: at.map(|i| &ev.ops[i]),
+            }
+        })
+        .collect()
+}
+
+/// The wait-for edges.
+#[must_use]
+pub fn wait_for(alignment: &Alignment) -> Vec<Edge> {
+    let mut edges = Vec::new();
+    for p in &alignment.partials {
+        for &r in &p.present {
+            for &m in &p.missing {
+                edges.push(edge(r, m, p.group, p.seq, p.op, p.p2p));
+            }
+        }
+    }
+    for m in &alignment.mismatches {
+        for &r in &m.majority {
+            for &x in &m.minority {
+                let op = m
+                    .seen
+                    .iter()
+                    .find(|s| s.rank == r)
+                    .map_or("other", |s| s.op);
+                edges.push(edge(r, x, m.group, m.seq, op, false));
+            }
+        }
+    }
+    edges.sort_by(|a, b| {
+        (a.rank, a.waits_for, a.group, a.seq).cmp(&(b.rank, b.waits_for, b.group, b.seq))
+    });
+    edges.dedup();
+    edges
+}
+
+fn edge(rank: i64, waits_for: i64, group: usize, seq: i64, op: &'static str, p2p: bool) -> Edge {
+    Edge {
+        rank,
+        waits_for,
+        group,
+        seq,
+        op,
+        p2p,
+    }
+}
+
+/// The roots (see the module doc).
+#[must_use]
+pub fn roots(
+    alignment: &Alignment,
+    positions: &[Position<'_>],
+    departed: &dyn Fn(i64) -> bool,
+) -> Vec<Root> {
+    let state = |r: i64| {
+        positions
+            .iter()
+            .find(|p| p.rank == r)
+            .map_or("no_evidence", |p| p.state)
+    };
+    let mut out: Vec<Root> = Vec::new();
+    for (i, m) in alignment.mismatches.iter().enumerate() {
+        if m.majority.is_empty() {
+            continue;
+        }
+        for &r in &m.minority {
+            let op = m
+                .seen
+                .iter()
+                .find(|s| s.rank == r)
+                .map_or("other", |s| s.op);
+            push(
+                &mut out,
+                Root {
+                    rank: r,
+                    group: m.group,
+                    seq: m.seq,
+                    op,
+                    kind: "mismatch",
+                    cause: i,
+                },
+            );
+        }
+    }
+    for (i, p) in alignment.partials.iter().enumerate() {
+        for &r in &p.missing {
+            let kind = match state(r) {
+                "no_evidence" => "no_evidence",
+                "not_blocked" => "not_blocked",
+                _ => continue,
+            };
+            push(&mut out, root_of(p, r, kind, i));
+        }
+    }
+    if out.is_empty() {
+        let mut missing: Vec<i64> = alignment
+            .partials
+            .iter()
+            .flat_map(|p| p.missing.iter().copied())
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        let deviators: Vec<i64> = missing.iter().copied().filter(|&r| departed(r)).collect();
+        if !deviators.is_empty() && deviators.len() < missing.len() {
+            for (i, p) in alignment.partials.iter().enumerate() {
+                for &r in p.missing.iter().filter(|r| deviators.contains(r)) {
+                    push(&mut out, root_of(p, r, "diverged", i));
+                }
+            }
+            return out;
+        }
+    }
+    if out.is_empty() {
+        let strength = |p: &Partial| {
+            (
+                p.present.len(),
+                std::cmp::Reverse(p.present.len() + p.missing.len()),
+            )
+        };
+        if let Some(best) = alignment.partials.iter().map(strength).max() {
+            for (i, p) in alignment
+                .partials
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| strength(p) == best)
+            {
+                for &r in &p.missing {
+                    push(&mut out, root_of(p, r, "diverged", i));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The root `rank` of partial `p`: for p2p, the call it did not post is the
+/// counterpart of the one its partner waits in.
+fn root_of(p: &Partial, rank: i64, kind: &'static str, cause: usize) -> Root {
+    let op = match (p.p2p, p.op) {
+        (true, "send") => "recv",
+        (true, "recv") => "send",
+        (_, op) => op,
+    };
+    Root {
+        rank,
+        group: p.group,
+        seq: p.seq,
+        op,
+        kind,
+        cause,
+    }
+}
+
+fn push(out: &mut Vec<Root>, root: Root) {
+    if !out.iter().any(|r| r.rank == root.rank) {
+        out.push(root);
+    }
+}

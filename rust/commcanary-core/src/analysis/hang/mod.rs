@@ -1,0 +1,412 @@
+//! Who hung, and where: a job's surviving evidence — Flight Recorder dumps,
+//! profiler traces, Python stack dumps, exception texts, any subset — turned
+//! into a verdict (`hang`, `no_hang`, `inconclusive`), the partial
+//! collectives and mismatches per process group, the wait-for graph across
+//! groups, its root, and where every rank is; the `commcanary.hang.v1`
+//! document plus a few lines for a person.
+//!
+//! Pipeline: [`gather`] reads and classifies the files; [`fr`] and
+//! [`trace`] reduce dumps and traces to one [`model::Model`] (dumps win for
+//! a rank that has both; traces then give the dump's entries their
+//! `ProfilerStep`); [`steps`] recovers steps from the call sequence when no
+//! trace gives them; [`align`] aligns each group by sequence number;
+//! [`graph`] finds positions, edges and roots; [`report`] writes the
+//! document. Stacks and exceptions annotate ranks; alone, they support only
+//! what they show (see [`diagnose`]).
+
+pub mod align;
+pub mod fr;
+pub mod gather;
+pub mod graph;
+pub mod model;
+pub mod report;
+pub mod steps;
+#[cfg(test)]
+mod tests;
+pub mod trace;
+
+use self::align::Alignment;
+use self::gather::Evidence;
+use self::graph::{Position, Root};
+use self::model::Model;
+use self::report::{Findings, op_text, ranks_text, ranks_word, verb_are};
+use crate::error::Result;
+use crate::import::stacks::{StackDump, ThreadStack, in_flight_calls};
+use crate::json::Json;
+
+/// The diagnosis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HangReport {
+    /// `hang`, `no_hang` or `inconclusive`.
+    pub verdict: &'static str,
+    /// The lines a person reads first.
+    pub lines: Vec<String>,
+    /// The `commcanary.hang.v1` document, canonical JSON.
+    pub document: Vec<u8>,
+}
+
+/// Diagnoses gathered evidence.
+///
+/// # Errors
+/// Evidence of different jobs (see [`fr`]).
+pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
+    let mut model = Model::default();
+    let declared = evidence.declared_groups();
+    let have_dumps = !evidence.dumps.is_empty();
+    let have_traces = evidence.traces.is_some();
+    fr::add_dumps(&mut model, evidence.dumps, &declared)?;
+    if let Some(aligned) = &evidence.traces {
+        trace::add_traces(&mut model, aligned);
+    }
+    if have_dumps && model.step_source.is_empty() {
+        let periods = steps::recover(&mut model);
+        if let Some(&(_, p)) = periods.first() {
+            model.step_source = format!(
+                "recovered from the Flight Recorder call sequence (an iteration of {p} calls, counted from the job's first call)"
+            );
+        }
+    }
+    for (rank, stack) in evidence.stacks {
+        model.ranks.entry(rank.rank).or_default().stacks = in_flight_calls(&stack);
+        model
+            .ranks
+            .entry(rank.rank)
+            .or_default()
+            .files
+            .push(rank.label);
+    }
+    for (rank, exception) in evidence.exceptions {
+        let ev = model.ranks.entry(rank.rank).or_default();
+        if ev.stacks.is_empty() && !exception.frames.is_empty() {
+            let thread = ThreadStack {
+                id: "exception".into(),
+                name: None,
+                current: true,
+                frames: exception.frames.clone(),
+            };
+            ev.stacks = in_flight_calls(&StackDump {
+                threads: vec![thread],
+            });
+        }
+        ev.exception = Some(exception);
+        ev.files.push(rank.label);
+    }
+    model.world = model
+        .world
+        .max(model.ranks.keys().next_back().map_or(0, |r| r + 1));
+    let alignment = align::align(&model);
+    let positions = graph::positions(&model, &alignment);
+    let edges = graph::wait_for(&alignment);
+    let departed = |r: i64| {
+        model
+            .ranks
+            .get(&r)
+            .and_then(|e| steps::deviation(&e.ops))
+            .is_some_and(|d| d > 0)
+    };
+    let roots = graph::roots(&alignment, &positions, &departed);
+    let mut kinds = Vec::new();
+    if have_dumps {
+        kinds.push("flight_recorder");
+    }
+    if have_traces {
+        kinds.push("kineto");
+    }
+    let (verdict, confidence, conclusions) = judge(&model, &alignment, &positions, &roots, &kinds);
+    let findings = Findings {
+        model: &model,
+        alignment: &alignment,
+        positions: &positions,
+        edges: &edges,
+        roots: &roots,
+        verdict,
+        confidence,
+        kinds,
+        conclusions,
+        evidence: evidence.files,
+    };
+    let lines = human_lines(&findings);
+    let document = report::document(&findings, &lines[0]).to_canonical();
+    Ok(HangReport {
+        verdict,
+        lines,
+        document,
+    })
+}
+
+type Conclusions = Vec<(String, Vec<&'static str>, &'static str)>;
+
+/// The verdict, its confidence and the conclusions.
+fn judge(
+    model: &Model,
+    alignment: &Alignment,
+    positions: &[Position<'_>],
+    roots: &[Root],
+    kinds: &[&'static str],
+) -> (&'static str, &'static str, Conclusions) {
+    let mut out: Conclusions = Vec::new();
+    let timeouts: Vec<i64> = model
+        .ranks
+        .iter()
+        .filter(|(_, e)| e.exception.as_ref().is_some_and(|x| x.timeout.is_some()))
+        .map(|(&r, _)| r)
+        .collect();
+    if !timeouts.is_empty() {
+        out.push((
+            format!(
+                "{} raised a collective timeout: the job stopped making progress",
+                ranks_word(&timeouts)
+            ),
+            vec!["exception"],
+            "high",
+        ));
+    }
+    stack_conclusions(model, &mut out);
+    if kinds.is_empty() {
+        let verdict = if timeouts.is_empty() {
+            "inconclusive"
+        } else {
+            "hang"
+        };
+        out.push((
+            "without Flight Recorder dumps or profiler traces the process group and sequence number of each rank's call are unknown, so who waits for whom, and the root, cannot be concluded".into(),
+            vec![],
+            "high",
+        ));
+        return (verdict, "low", out);
+    }
+    let complete =
+        (0..model.world).all(|r| model.ranks.get(&r).is_some_and(|e| e.source.is_some()));
+    let confidence = if kinds.contains(&"flight_recorder") && complete {
+        "high"
+    } else if model.seq_estimated || !complete {
+        "medium"
+    } else {
+        "high"
+    };
+    let stuck = !alignment.partials.is_empty() || alignment.mismatches.iter().any(|m| m.pending);
+    if !stuck {
+        for m in &alignment.mismatches {
+            out.push((
+                format!(
+                    "{} mismatch at #{} on {} completed anyway: the results are suspect",
+                    m.kind,
+                    m.seq,
+                    report::group_label(model, m.group)
+                ),
+                kinds.to_vec(),
+                confidence,
+            ));
+        }
+        let verdict = if timeouts.is_empty() {
+            "no_hang"
+        } else {
+            "hang"
+        };
+        out.push((
+            if timeouts.is_empty() {
+                "every member of every group reached every collective the evidence holds: no hang".into()
+            } else {
+                "every member reached every recorded collective, yet ranks timed out: the stall is below the collective layer (network, device) or after the recorded window".into()
+            },
+            kinds.to_vec(),
+            confidence,
+        ));
+        return (verdict, confidence, out);
+    }
+    let progressing = roots
+        .iter()
+        .all(|r| r.kind == "not_blocked" && still_progressing(model, alignment, r))
+        && timeouts.is_empty();
+    for r in roots {
+        let blocked = positions.iter().filter(|p| p.state == "blocked").count();
+        out.push((
+            format!(
+                "rank {} is the root ({}); {blocked} rank(s) are blocked",
+                r.rank, r.kind
+            ),
+            kinds.to_vec(),
+            confidence,
+        ));
+    }
+    if progressing {
+        out.push((
+            "the ranks missing from the partial collectives were still issuing calls after it began: they may only be late (the dumps do not say when they were taken)".into(),
+            kinds.to_vec(),
+            "medium",
+        ));
+        return ("inconclusive", "medium", out);
+    }
+    ("hang", confidence, out)
+}
+
+/// A not-blocked root issued a call after the partial collective began.
+fn still_progressing(model: &Model, alignment: &Alignment, root: &Root) -> bool {
+    let Some(p) = alignment.partials.get(root.cause) else {
+        return false;
+    };
+    let last = model
+        .ranks
+        .get(&root.rank)
+        .and_then(|e| e.ops.iter().map(|o| o.time_ns).max());
+    p.time_ns > 0 && last.is_some_and(|t| t > p.time_ns)
+}
+
+/// What the stacks say about each rank's call, and who is elsewhere.
+fn stack_conclusions(model: &Model, out: &mut Conclusions) {
+    let mut by_api: std::collections::BTreeMap<String, Vec<i64>> =
+        std::collections::BTreeMap::new();
+    for (&r, ev) in &model.ranks {
+        if let Some(c) = ev.stacks.first() {
+            by_api.entry(c.api.clone()).or_default().push(r);
+        }
+    }
+    if by_api.is_empty() {
+        return;
+    }
+    let parts: Vec<String> = by_api
+        .iter()
+        .map(|(api, ranks)| format!("{} in {api}", ranks_word(ranks)))
+        .collect();
+    out.push((
+        format!("stacks: {}", parts.join("; ")),
+        vec!["stacks"],
+        "high",
+    ));
+    if by_api.len() > 1 {
+        let (api, odd) = by_api
+            .iter()
+            .min_by_key(|(_, r)| r.len())
+            .map(|(a, r)| (a.clone(), r.clone()))
+            .unwrap_or_default();
+        out.push((
+            format!("{} in a different call ({api}) than the others: the likely divergence, though stacks name neither the group nor the sequence number", verb_are(&odd)),
+            vec!["stacks"],
+            "low",
+        ));
+    }
+}
+
+/// The first lines a person reads.
+fn human_lines(f: &Findings<'_>) -> Vec<String> {
+    let m = f.model;
+    let mut lines = Vec::new();
+    let head = match (f.verdict, f.roots.first()) {
+        ("hang", Some(_)) => {
+            let roots: Vec<String> = f
+                .roots
+                .iter()
+                .take(4)
+                .map(|r| format!("rank {} {}", r.rank, report::root_reason(f, r)))
+                .collect();
+            let step = f.alignment.partials.first().map_or(-1, |p| p.step);
+            let step = if step >= 0 {
+                format!(" (step {step})")
+            } else {
+                String::new()
+            };
+            format!(
+                "hang: root {}{step} [{} confidence]",
+                roots.join("; "),
+                f.confidence
+            )
+        }
+        (verdict, _) => {
+            let lead = f
+                .conclusions
+                .iter()
+                .find(|c| c.2 == "high")
+                .or(f.conclusions.first());
+            format!(
+                "{}: {} [{} confidence]",
+                verdict.replace('_', " "),
+                lead.map_or("", |c| c.0.as_str()),
+                f.confidence
+            )
+        }
+    };
+    lines.push(head);
+    if !f.edges.is_empty() {
+        let mut groups: Vec<(i64, usize, i64, &str, Vec<i64>)> = Vec::new();
+        for e in f.edges {
+            match groups
+                .iter_mut()
+                .find(|g| g.0 == e.waits_for && g.1 == e.group && g.2 == e.seq)
+            {
+                Some(g) => g.4.push(e.rank),
+                None => groups.push((e.waits_for, e.group, e.seq, e.op, vec![e.rank])),
+            }
+        }
+        let parts: Vec<String> = groups
+            .iter()
+            .take(6)
+            .map(|(to, g, s, op, from)| {
+                format!(
+                    "{} -> {to} ({op} #{s} on {})",
+                    ranks_text(from),
+                    report::group_label(m, *g)
+                )
+            })
+            .collect();
+        lines.push(format!("wait-for: {}", parts.join("; ")));
+    }
+    for p in f
+        .positions
+        .iter()
+        .filter(|p| f.roots.iter().any(|r| r.rank == p.rank))
+        .take(4)
+    {
+        let ev = m.ranks.get(&p.rank);
+        let mut text = format!("rank {}: ", p.rank);
+        match p.in_flight {
+            Some(o) => text.push_str(&format!("in {}", op_text(m, o))),
+            None => text.push_str(p.state),
+        }
+        if let Some(fr) = p.in_flight.and_then(|o| m.frame(o.frame)).or_else(|| {
+            ev.and_then(|e| e.stacks.first())
+                .and_then(|c| c.user_frame.as_ref())
+        }) {
+            text.push_str(&format!(
+                ", called at {}:{} in {}",
+                fr.file, fr.line, fr.func
+            ));
+        }
+        lines.push(text);
+    }
+    for c in f
+        .conclusions
+        .iter()
+        .filter(|c| c.1.contains(&"stacks") || c.1.contains(&"exception") || c.1.is_empty())
+    {
+        lines.push(c.0.clone());
+    }
+    lines.push(format!(
+        "{} partial collective(s), {} mismatch(es); evidence: {}",
+        f.alignment.partials.len(),
+        f.alignment.mismatches.len(),
+        evidence_text(&f.evidence)
+    ));
+    lines
+}
+
+fn evidence_text(files: &[Json]) -> String {
+    let mut counts: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for f in files {
+        if let Json::Object(o) = f
+            && let (Some(Json::Str(kind)), Some(Json::Bool(true))) = (o.get("kind"), o.get("used"))
+        {
+            *counts.entry(kind.clone()).or_default() += 1;
+        }
+    }
+    counts
+        .iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A document of a hang report as JSON (for callers that add to it).
+#[must_use]
+pub fn empty_document() -> Json {
+    Json::object().with("format", report::FORMAT)
+}

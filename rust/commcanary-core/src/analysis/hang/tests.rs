@@ -1,0 +1,134 @@
+//! The alignment and the graph on small hand-built models.
+
+use super::align::align;
+use super::graph::{positions, roots, wait_for};
+use super::model::{GroupInfo, Model, NONE, Op, RankEvidence, Source};
+
+fn op(model: &mut Model, seq: i64, name: &'static str, sizes: &str, pending: bool) -> Op {
+    let s = model.intern(sizes);
+    let d = model.intern("Float");
+    Op {
+        group: 0,
+        seq,
+        p2p: false,
+        peer: -1,
+        peer_is_global: false,
+        op: name,
+        in_sizes: s,
+        out_sizes: s,
+        in_dtypes: d,
+        out_dtypes: d,
+        pending,
+        time_ns: 1_000 * seq,
+        step: -1,
+        frame: NONE,
+        timeout_ms: -1,
+    }
+}
+
+/// Ranks 0..n on one group; rank r issued `seqs[r]` all_reduces, the last pending
+/// when `stuck[r]`.
+fn model(seqs: &[i64], stuck: &[bool], first: &[i64]) -> Model {
+    let mut m = Model::default();
+    m.world = seqs.len() as i64;
+    m.groups.push(GroupInfo {
+        name: "0".into(),
+        desc: "default_pg".into(),
+        ranks: (0..seqs.len() as i64).collect(),
+        membership: String::new(),
+    });
+    for (r, &n) in seqs.iter().enumerate() {
+        let ops = (first[r]..=n)
+            .map(|s| op(&mut m, s, "all_reduce", "[[4]]", stuck[r] && s == n))
+            .collect();
+        m.ranks.insert(
+            r as i64,
+            RankEvidence {
+                ops,
+                source: Some(Source::FlightRecorder),
+                from_start: first[r] == 1,
+                ..RankEvidence::default()
+            },
+        );
+    }
+    m
+}
+
+#[test]
+fn a_rank_behind_in_a_group_is_missing_and_the_root_when_not_blocked() {
+    let m = model(&[5, 5, 4], &[true, true, false], &[1, 1, 1]);
+    let a = align(&m);
+    assert_eq!(a.partials.len(), 1);
+    assert_eq!(
+        (a.partials[0].seq, a.partials[0].missing.clone()),
+        (5, vec![2])
+    );
+    let p = positions(&m, &a);
+    assert_eq!(p[2].state, "not_blocked");
+    let r = roots(&a, &p, &|_| false);
+    assert_eq!((r[0].rank, r[0].kind), (2, "not_blocked"));
+    assert_eq!(
+        wait_for(&a)
+            .iter()
+            .map(|e| (e.rank, e.waits_for))
+            .collect::<Vec<_>>(),
+        vec![(0, 2), (1, 2)]
+    );
+}
+
+#[test]
+fn a_rotated_ring_is_not_a_missing_rank() {
+    // Rank 2's ring starts at 3: sequence numbers 1-2 are unknown there, not missing.
+    let m = model(&[5, 5, 5], &[false, false, false], &[1, 1, 3]);
+    let a = align(&m);
+    assert!(a.partials.is_empty() && a.mismatches.is_empty());
+    assert_eq!(
+        a.compared, 3,
+        "only the window every rank recorded is compared"
+    );
+}
+
+#[test]
+fn a_mismatch_is_decided_by_vote_and_a_tie_names_no_majority() {
+    let mut m = model(&[3, 3, 3], &[true, true, true], &[1, 1, 1]);
+    let odd = op(&mut m, 3, "all_reduce", "[[8]]", true);
+    m.ranks.get_mut(&0).unwrap().ops[2] = odd;
+    let a = align(&m);
+    assert_eq!(
+        (
+            a.mismatches[0].kind,
+            a.mismatches[0].majority.clone(),
+            a.mismatches[0].minority.clone()
+        ),
+        ("size", vec![1, 2], vec![0])
+    );
+    let p = positions(&m, &a);
+    assert_eq!(
+        roots(&a, &p, &|_| false)[0].rank,
+        0,
+        "the first rank is not trusted"
+    );
+
+    let mut m = model(&[3, 3], &[true, true], &[1, 1]);
+    let odd = op(&mut m, 3, "broadcast", "[[4]]", true);
+    m.ranks.get_mut(&1).unwrap().ops[2] = odd;
+    let a = align(&m);
+    assert_eq!(
+        (a.mismatches[0].kind, a.mismatches[0].majority.len()),
+        ("op", 0)
+    );
+    assert!(
+        roots(&a, &positions(&m, &a), &|_| false).is_empty(),
+        "a tie blames no one"
+    );
+}
+
+#[test]
+fn a_rank_without_evidence_is_missing() {
+    let mut m = model(&[2, 2, 2], &[true, true, false], &[1, 1, 1]);
+    m.ranks.remove(&2);
+    let a = align(&m);
+    assert_eq!(a.partials[0].missing, vec![2]);
+    let r = roots(&a, &positions(&m, &a), &|_| false);
+    assert_eq!((r[0].rank, r[0].kind, r[0].seq), (2, "no_evidence", 1));
+}

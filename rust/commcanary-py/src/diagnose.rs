@@ -1,0 +1,172 @@
+//! Diagnoses: `diagnose_hang` (who hung, and where).
+
+use std::path::PathBuf;
+
+use commcanary_core::analysis::hang::gather::{GatherOptions, gather};
+use commcanary_core::analysis::hang::{HangReport, diagnose};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::errors::detached;
+
+/// Gathers the evidence in `paths` (files or directories: Flight Recorder
+/// dumps, profiler traces, stack dumps, exception texts) and diagnoses the
+/// hang. Returns a dict with `verdict`, `lines` (what a person reads first)
+/// and `document` (the `commcanary.hang.v1` canonical JSON bytes).
+#[pyfunction]
+#[pyo3(signature = (paths, *, cache_dir=None))]
+pub(crate) fn diagnose_hang<'py>(
+    py: Python<'py>,
+    paths: Vec<PathBuf>,
+    cache_dir: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let options = GatherOptions { cache_dir };
+    let report: HangReport = detached(py, None, || diagnose(gather(&paths, &options)?))?;
+    let d = PyDict::new(py);
+    d.set_item("verdict", report.verdict)?;
+    d.set_item("lines", report.lines)?;
+    d.set_item("document", PyBytes::new(py, &report.document))?;
+    Ok(d)
+}
+
+/// Reads one Flight Recorder dump (pickle, decoded without running anything,
+/// or JSON). Returns a dict: `version`, `comm_lib_version`, `encoding`,
+/// `pg_config` (list of `{name, desc, ranks}`), `pg_status` (list of
+/// `{pg_id, last_enqueued_collective, last_started_collective,
+/// last_completed_collective}`), and `entries`: columns as numpy arrays
+/// (`record_id`, `pg_id`, `op_id`, `collective_seq_id`, `p2p_seq_id`,
+/// `time_created_ns`, `time_discovered_started_ns`,
+/// `time_discovered_completed_ns`, `timeout_ms`, `input_numel`,
+/// `output_numel`, `duration_ms`, `is_p2p`, `retired`) and lists
+/// (`process_group`, `group_desc`, `profiling_name`, `op`, `state`,
+/// `input_sizes`, `output_sizes`, `input_dtypes`, `output_dtypes`).
+#[pyfunction]
+pub(crate) fn read_flight_recorder_file<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+) -> PyResult<Bound<'py, PyDict>> {
+    use commcanary_core::import::flight_recorder::{EntryState, read_dump};
+    use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
+    use numpy::IntoPyArray;
+    let display = path.display().to_string();
+    let dump = detached(py, Some(&display), || {
+        read_dump(&read_input(&path, MAX_INPUT_BYTES)?)
+    })?;
+    let d = PyDict::new(py);
+    d.set_item("version", &dump.version)?;
+    d.set_item("comm_lib_version", &dump.comm_lib_version)?;
+    d.set_item("encoding", dump.encoding)?;
+    let config: Vec<Bound<'py, PyDict>> = dump
+        .pg_config
+        .iter()
+        .map(|g| {
+            let row = PyDict::new(py);
+            row.set_item("name", &g.name)?;
+            row.set_item("desc", &g.desc)?;
+            row.set_item("ranks", g.ranks.clone())?;
+            Ok(row)
+        })
+        .collect::<PyResult<_>>()?;
+    d.set_item("pg_config", config)?;
+    let status: Vec<Bound<'py, PyDict>> = dump
+        .pg_status
+        .iter()
+        .map(|s| {
+            let row = PyDict::new(py);
+            row.set_item("pg_id", s.pg_id)?;
+            row.set_item("last_enqueued_collective", s.enqueued)?;
+            row.set_item("last_started_collective", s.started)?;
+            row.set_item("last_completed_collective", s.completed)?;
+            Ok(row)
+        })
+        .collect::<PyResult<_>>()?;
+    d.set_item("pg_status", status)?;
+    let e = &dump.entries;
+    let cols = PyDict::new(py);
+    let int = |f: fn(&commcanary_core::import::flight_recorder::FrEntry) -> i64| {
+        e.iter().map(f).collect::<Vec<i64>>()
+    };
+    cols.set_item("record_id", int(|x| x.record_id).into_pyarray(py))?;
+    cols.set_item("pg_id", int(|x| x.pg_id).into_pyarray(py))?;
+    cols.set_item("op_id", int(|x| x.op_id).into_pyarray(py))?;
+    cols.set_item("collective_seq_id", int(|x| x.seq).into_pyarray(py))?;
+    cols.set_item("p2p_seq_id", int(|x| x.p2p_seq).into_pyarray(py))?;
+    cols.set_item("time_created_ns", int(|x| x.created_ns).into_pyarray(py))?;
+    cols.set_item(
+        "time_discovered_started_ns",
+        int(|x| x.started_ns).into_pyarray(py),
+    )?;
+    cols.set_item(
+        "time_discovered_completed_ns",
+        int(|x| x.completed_ns).into_pyarray(py),
+    )?;
+    cols.set_item("timeout_ms", int(|x| x.timeout_ms).into_pyarray(py))?;
+    cols.set_item("input_numel", int(|x| x.in_numel).into_pyarray(py))?;
+    cols.set_item("output_numel", int(|x| x.out_numel).into_pyarray(py))?;
+    cols.set_item(
+        "duration_ms",
+        e.iter()
+            .map(|x| x.duration_ms)
+            .collect::<Vec<f64>>()
+            .into_pyarray(py),
+    )?;
+    cols.set_item(
+        "is_p2p",
+        e.iter()
+            .map(|x| x.is_p2p)
+            .collect::<Vec<bool>>()
+            .into_pyarray(py),
+    )?;
+    cols.set_item(
+        "retired",
+        e.iter()
+            .map(|x| x.retired)
+            .collect::<Vec<bool>>()
+            .into_pyarray(py),
+    )?;
+    let text = |i: u32| dump.text(i).to_owned();
+    cols.set_item(
+        "process_group",
+        e.iter()
+            .map(|x| dump.groups[x.group as usize].0.clone())
+            .collect::<Vec<_>>(),
+    )?;
+    cols.set_item(
+        "group_desc",
+        e.iter()
+            .map(|x| dump.groups[x.group as usize].1.clone())
+            .collect::<Vec<_>>(),
+    )?;
+    cols.set_item(
+        "profiling_name",
+        e.iter().map(|x| text(x.name)).collect::<Vec<_>>(),
+    )?;
+    cols.set_item("op", e.iter().map(|x| x.op).collect::<Vec<_>>())?;
+    let state = |s: EntryState| match s {
+        EntryState::Scheduled => "scheduled",
+        EntryState::Started => "started",
+        EntryState::Completed => "completed",
+    };
+    cols.set_item(
+        "state",
+        e.iter().map(|x| state(x.state)).collect::<Vec<_>>(),
+    )?;
+    cols.set_item(
+        "input_sizes",
+        e.iter().map(|x| text(x.in_sizes)).collect::<Vec<_>>(),
+    )?;
+    cols.set_item(
+        "output_sizes",
+        e.iter().map(|x| text(x.out_sizes)).collect::<Vec<_>>(),
+    )?;
+    cols.set_item(
+        "input_dtypes",
+        e.iter().map(|x| text(x.in_dtypes)).collect::<Vec<_>>(),
+    )?;
+    cols.set_item(
+        "output_dtypes",
+        e.iter().map(|x| text(x.out_dtypes)).collect::<Vec<_>>(),
+    )?;
+    d.set_item("entries", cols)?;
+    Ok(d)
+}
