@@ -48,6 +48,8 @@ Html = Annotated[
     Path | None,
     typer.Option("--html", metavar="OUT.html", help="Where to write the self-contained HTML view."),
 ]
+
+
 @diagnose_app.command("hang", cls=Command)
 def hang_command(
     ctx: typer.Context,

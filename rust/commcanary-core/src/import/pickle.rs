@@ -247,6 +247,15 @@ impl<'a> PickleValue<'a> {
         }
     }
 
+    /// The UTF-8 bytes of a str, not checked again (the reader checked them).
+    #[must_use]
+    pub fn str_bytes(&self) -> Option<&'a [u8]> {
+        match self.node() {
+            Node::Str { start, len } => Some(self.doc.blob(start, len)),
+            _ => None,
+        }
+    }
+
     /// The data, if this is bytes (or a bytearray, or a protocol-0/1 string
     /// that is not UTF-8).
     #[must_use]

@@ -6,13 +6,17 @@
 //!
 //! A member absent from a sequence number is *missing* only when its
 //! evidence shows it did not get there (its last recorded sequence number in
-//! the group is lower, or it has no evidence at all, or its evidence covers
-//! that time and holds nothing of the group); an absence inside its record
-//! (a rotated ring, a gap between profiling windows) is unknown, not
-//! missing. After the first mismatch in a group its later sequence numbers
+//! the group is lower, or its evidence covers that time and holds nothing of
+//! the group), or when it has no evidence at all and the call is still in
+//! flight on the present members (a call that completed had every member);
+//! an absence inside its record (a rotated ring, a gap between profiling
+//! windows) is unknown, not missing. After the first mismatch in a group its later sequence numbers
 //! are not compared (their pairing is no longer meaningful).
 
 use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
 use super::model::{Model, NONE, Op};
 
@@ -91,41 +95,87 @@ pub struct Alignment {
     pub skipped_after_mismatch: u64,
 }
 
-/// One member's collectives of one group, by sequence number.
+/// One member's collectives of one group, sorted by sequence number.
 struct Track<'a> {
     rank: i64,
-    by_seq: BTreeMap<i64, &'a Op>,
+    by_seq: &'a [(i64, &'a Op)],
     evidence: bool,
     covers_from_ns: i64,
     from_start: bool,
 }
 
+impl<'a> Track<'a> {
+    fn get(&self, s: i64) -> Option<&'a Op> {
+        self.by_seq
+            .binary_search_by_key(&s, |(q, _)| *q)
+            .ok()
+            .map(|i| self.by_seq[i].1)
+    }
+
+    fn first(&self) -> Option<i64> {
+        self.by_seq.first().map(|(s, _)| *s)
+    }
+
+    fn last(&self) -> Option<i64> {
+        self.by_seq.last().map(|(s, _)| *s)
+    }
+}
+
+/// Per rank, per group, its collectives sorted by sequence number.
+type ByGroup<'a> = FxHashMap<i64, FxHashMap<usize, Vec<(i64, &'a Op)>>>;
+
+fn by_group(model: &Model) -> ByGroup<'_> {
+    model
+        .ranks
+        .iter()
+        .filter(|(_, e)| e.source.is_some())
+        .map(|(&r, e)| {
+            let mut groups: FxHashMap<usize, Vec<(i64, &Op)>> = FxHashMap::default();
+            for o in e.ops.iter().filter(|o| !o.p2p && o.seq > 0) {
+                groups.entry(o.group).or_default().push((o.seq, o));
+            }
+            for list in groups.values_mut() {
+                list.sort_by_key(|(s, _)| *s);
+                list.dedup_by_key(|(s, _)| *s);
+            }
+            (r, groups)
+        })
+        .collect()
+}
+
 /// Aligns every group of `model`.
 #[must_use]
 pub fn align(model: &Model) -> Alignment {
+    let grouped = by_group(model);
+    let per_group: Vec<Alignment> = (0..model.groups.len())
+        .into_par_iter()
+        .map(|gi| {
+            let mut out = Alignment::default();
+            align_group(model, &grouped, gi, &mut out);
+            p2p_unmatched(model, gi, &mut out);
+            out
+        })
+        .collect();
     let mut out = Alignment::default();
-    for gi in 0..model.groups.len() {
-        align_group(model, gi, &mut out);
-        p2p_unmatched(model, gi, &mut out);
+    for a in per_group {
+        out.partials.extend(a.partials);
+        out.mismatches.extend(a.mismatches);
+        out.compared += a.compared;
+        out.skipped_after_mismatch += a.skipped_after_mismatch;
     }
     out
 }
 
-fn tracks(model: &Model, gi: usize) -> Vec<Track<'_>> {
+fn tracks<'a>(model: &'a Model, grouped: &'a ByGroup<'a>, gi: usize) -> Vec<Track<'a>> {
     model.groups[gi]
         .ranks
         .iter()
         .map(|&rank| {
             let ev = model.ranks.get(&rank).filter(|e| e.source.is_some());
-            let by_seq = ev
-                .map(|e| {
-                    e.ops
-                        .iter()
-                        .filter(|o| o.group == gi && !o.p2p && o.seq > 0)
-                        .map(|o| (o.seq, o))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let by_seq = grouped
+                .get(&rank)
+                .and_then(|g| g.get(&gi))
+                .map_or(&[][..], Vec::as_slice);
             Track {
                 rank,
                 by_seq,
@@ -137,16 +187,12 @@ fn tracks(model: &Model, gi: usize) -> Vec<Track<'_>> {
         .collect()
 }
 
-fn align_group(model: &Model, gi: usize, out: &mut Alignment) {
-    let tracks = tracks(model, gi);
-    let lo = tracks
-        .iter()
-        .filter_map(|t| t.by_seq.keys().next().copied())
-        .max()
-        .unwrap_or(1);
+fn align_group(model: &Model, grouped: &ByGroup<'_>, gi: usize, out: &mut Alignment) {
+    let tracks = tracks(model, grouped, gi);
+    let lo = tracks.iter().filter_map(Track::first).max().unwrap_or(1);
     let mut seqs: Vec<i64> = tracks
         .iter()
-        .flat_map(|t| t.by_seq.range(lo..).map(|(s, _)| *s))
+        .flat_map(|t| t.by_seq.iter().map(|(s, _)| *s).filter(|&s| s >= lo))
         .collect();
     seqs.sort_unstable();
     seqs.dedup();
@@ -159,7 +205,7 @@ fn align_group(model: &Model, gi: usize, out: &mut Alignment) {
         out.compared += 1;
         let present: Vec<(i64, &Op)> = tracks
             .iter()
-            .filter_map(|t| t.by_seq.get(&s).map(|o| (t.rank, *o)))
+            .filter_map(|t| t.get(s).map(|o| (t.rank, o)))
             .collect();
         let first_ns = present
             .iter()
@@ -167,9 +213,13 @@ fn align_group(model: &Model, gi: usize, out: &mut Alignment) {
             .filter(|&t| t > 0)
             .min()
             .unwrap_or(0);
+        // A collective that completed had every member, evidence or not.
+        let in_flight = present.iter().any(|(_, o)| o.pending);
         let missing: Vec<i64> = tracks
             .iter()
-            .filter(|t| !t.by_seq.contains_key(&s) && is_missing(t, s, first_ns))
+            .filter(|t| {
+                t.get(s).is_none() && (t.evidence || in_flight) && is_missing(t, s, first_ns)
+            })
             .map(|t| t.rank)
             .collect();
         if let Some(m) = vote(gi, s, &present) {
@@ -196,8 +246,8 @@ fn is_missing(t: &Track<'_>, s: i64, first_ns: i64) -> bool {
     if !t.evidence {
         return true;
     }
-    match t.by_seq.keys().next_back() {
-        Some(&last) => s > last,
+    match t.last() {
+        Some(last) => s > last,
         None => {
             t.from_start || (t.covers_from_ns > 0 && first_ns > 0 && t.covers_from_ns <= first_ns)
         }

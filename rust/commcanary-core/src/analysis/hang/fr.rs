@@ -16,6 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::model::{Model, NONE, Op, RankEvidence, Source, user_frame};
@@ -50,8 +51,25 @@ pub fn add_dumps(model: &mut Model, dumps: Vec<LabeledDump>, declared: &Declared
         model.group_index(name, desc);
     }
     let config = declared_groups(&dumps, declared)?;
-    for d in &dumps {
-        let ev = rank_ops(model, d);
+    // Ops are built in parallel with the dump's own text and stack indices,
+    // then moved onto the model's interned ones.
+    let built: Vec<RankEvidence> = dumps.par_iter().map(|d| rank_ops(model, d)).collect();
+    for (d, mut ev) in dumps.iter().zip(built) {
+        let texts: Vec<u32> = d.dump.texts.iter().map(|t| model.intern(t)).collect();
+        let frames: Vec<u32> = d
+            .dump
+            .stacks
+            .iter()
+            .map(|s| user_frame(s).map_or(NONE, |f| model.intern_frame(&f)))
+            .collect();
+        let text = |i: u32| texts.get(i as usize).copied().unwrap_or(NONE);
+        for o in &mut ev.ops {
+            o.in_sizes = text(o.in_sizes);
+            o.out_sizes = text(o.out_sizes);
+            o.in_dtypes = text(o.in_dtypes);
+            o.out_dtypes = text(o.out_dtypes);
+            o.frame = frames.get(o.frame as usize).copied().unwrap_or(NONE);
+        }
         model.ranks.insert(d.rank, ev);
     }
     let dumps: Vec<LabeledDump> = dumps
@@ -197,20 +215,15 @@ fn declared_groups(dumps: &[LabeledDump], declared: &Declared) -> Result<Declare
     Ok(out)
 }
 
-fn rank_ops(model: &mut Model, d: &LabeledDump) -> RankEvidence {
+/// A dump's entries as ops, in ring order; texts and frames still index the
+/// dump's own tables (the caller interns them).
+fn rank_ops(model: &Model, d: &LabeledDump) -> RankEvidence {
     let dump = &d.dump;
     let index: Vec<usize> = dump
         .groups
         .iter()
         .map(|(n, _)| model.groups.iter().position(|g| &g.name == n).unwrap_or(0))
         .collect();
-    let texts: Vec<u32> = dump.texts.iter().map(|t| model.intern(t)).collect();
-    let frames: Vec<u32> = dump
-        .stacks
-        .iter()
-        .map(|s| user_frame(s).map_or(NONE, |f| model.intern_frame(&f)))
-        .collect();
-    let text = |i: u32| texts.get(i as usize).copied().unwrap_or(NONE);
     let mut order: Vec<usize> = (0..dump.entries.len()).collect();
     order.sort_by_key(|&i| (dump.entries[i].record_id, i));
     let ops = order
@@ -225,18 +238,14 @@ fn rank_ops(model: &mut Model, d: &LabeledDump) -> RankEvidence {
                 peer: e.peer,
                 peer_is_global: false,
                 op: e.op,
-                in_sizes: text(e.in_sizes),
-                out_sizes: text(e.out_sizes),
-                in_dtypes: text(e.in_dtypes),
-                out_dtypes: text(e.out_dtypes),
+                in_sizes: e.in_sizes,
+                out_sizes: e.out_sizes,
+                in_dtypes: e.in_dtypes,
+                out_dtypes: e.out_dtypes,
                 pending: !e.retired || failed_nccl,
                 time_ns: e.created_ns,
                 step: -1,
-                frame: usize::try_from(e.stack)
-                    .ok()
-                    .and_then(|s| frames.get(s))
-                    .copied()
-                    .unwrap_or(NONE),
+                frame: u32::try_from(e.stack).unwrap_or(NONE),
                 timeout_ms: e.timeout_ms,
             }
         })

@@ -189,7 +189,12 @@ pub fn roots(
             );
         }
     }
-    for (i, p) in alignment.partials.iter().enumerate() {
+    // Each root is tied to the earliest partial collective it is missing
+    // from: where its chain starts.
+    let mut order: Vec<usize> = (0..alignment.partials.len()).collect();
+    order.sort_by_key(|&i| (alignment.partials[i].time_ns, i));
+    for &i in &order {
+        let p = &alignment.partials[i];
         for &r in &p.missing {
             let kind = match state(r) {
                 "no_evidence" => "no_evidence",
@@ -209,7 +214,8 @@ pub fn roots(
         missing.dedup();
         let deviators: Vec<i64> = missing.iter().copied().filter(|&r| departed(r)).collect();
         if !deviators.is_empty() && deviators.len() < missing.len() {
-            for (i, p) in alignment.partials.iter().enumerate() {
+            for &i in &order {
+                let p = &alignment.partials[i];
                 for &r in p.missing.iter().filter(|r| deviators.contains(r)) {
                     push(&mut out, root_of(p, r, "diverged", i));
                 }

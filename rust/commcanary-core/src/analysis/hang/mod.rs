@@ -299,7 +299,11 @@ fn human_lines(f: &Findings<'_>) -> Vec<String> {
                 .take(4)
                 .map(|r| format!("rank {} {}", r.rank, report::root_reason(f, r)))
                 .collect();
-            let step = f.alignment.partials.first().map_or(-1, |p| p.step);
+            let step = f.roots.first().and_then(|r| match r.kind {
+                "mismatch" => f.alignment.mismatches.get(r.cause).map(|m| m.step),
+                _ => f.alignment.partials.get(r.cause).map(|p| p.step),
+            });
+            let step = step.unwrap_or(-1);
             let step = if step >= 0 {
                 format!(" (step {step})")
             } else {

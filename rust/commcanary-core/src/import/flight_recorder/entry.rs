@@ -4,6 +4,8 @@
 //! Field errors come back as `field: reason` so the caller can prefix the
 //! entry index: `entries[12].collective_seq_id: expected an integer, got str`.
 
+use std::fmt::Write as _;
+
 use rustc_hash::FxHashMap;
 
 use super::tree::Tree;
@@ -11,81 +13,193 @@ use super::{EntryState, FrDump, FrEntry};
 use crate::error::{Error, Result};
 use crate::import::stacks::Frame;
 
-/// Interning tables for one dump.
+/// Interning tables for one dump, keyed by text so that a value seen before
+/// costs a lookup and no allocation.
 #[derive(Default)]
 pub(super) struct Interner {
     texts: FxHashMap<String, u32>,
-    groups: FxHashMap<(String, String), u32>,
-    stacks: FxHashMap<Vec<Frame>, u32>,
+    /// `name \0 desc`.
+    groups: FxHashMap<String, u32>,
+    /// Each frame as `file \x1f line \x1f func \x1e`.
+    stacks: FxHashMap<String, u32>,
+    buf: String,
 }
 
 impl Interner {
-    fn text(&mut self, dump: &mut FrDump, s: String) -> u32 {
-        if let Some(&i) = self.texts.get(&s) {
+    fn text(&mut self, dump: &mut FrDump, s: &str) -> u32 {
+        if let Some(&i) = self.texts.get(s) {
             return i;
         }
         let i = dump.texts.len() as u32;
-        dump.texts.push(s.clone());
-        self.texts.insert(s, i);
+        dump.texts.push(s.to_owned());
+        self.texts.insert(s.to_owned(), i);
         i
     }
 
-    fn group(&mut self, dump: &mut FrDump, key: (String, String)) -> u32 {
-        if let Some(&i) = self.groups.get(&key) {
-            return i;
-        }
-        let i = dump.groups.len() as u32;
-        dump.groups.push(key.clone());
-        self.groups.insert(key, i);
+    /// Interns what `fill` writes into the scratch buffer.
+    fn text_with(
+        &mut self,
+        dump: &mut FrDump,
+        fill: impl FnOnce(&mut String) -> Result<()>,
+    ) -> Result<u32> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        let done = fill(&mut buf).map(|()| self.text(dump, &buf));
+        self.buf = buf;
+        done
+    }
+
+    fn group(&mut self, dump: &mut FrDump, name: &str, desc: &str) -> u32 {
+        let mut key = std::mem::take(&mut self.buf);
+        key.clear();
+        key.push_str(name);
+        key.push('\0');
+        key.push_str(desc);
+        let i = match self.groups.get(key.as_str()) {
+            Some(&i) => i,
+            None => {
+                let i = dump.groups.len() as u32;
+                dump.groups.push((name.to_owned(), desc.to_owned()));
+                self.groups.insert(key.clone(), i);
+                i
+            }
+        };
+        self.buf = key;
         i
     }
 
-    fn stack(&mut self, dump: &mut FrDump, frames: Vec<Frame>) -> i64 {
-        if frames.is_empty() {
-            return -1;
+    fn stack<'a, T: Tree<'a>>(&mut self, dump: &mut FrDump, frames: Option<T>) -> Result<i64> {
+        let Some(v) = frames.filter(|v| !v.is_null()) else {
+            return Ok(-1);
+        };
+        let n = v
+            .seq_len()
+            .ok_or_else(|| bad("frames", "a list", v.type_name()))?;
+        if n == 0 {
+            return Ok(-1);
         }
-        if let Some(&i) = self.stacks.get(&frames) {
-            return i64::from(i);
+        let mut key = std::mem::take(&mut self.buf);
+        key.clear();
+        for i in 0..n {
+            let (file, line, func) = frame_parts(v.element(i).unwrap_or(v));
+            let _ = write!(key, "{file}\x1f{line}\x1f{func}\x1e");
         }
-        let i = dump.stacks.len() as u32;
-        dump.stacks.push(frames.clone());
-        self.stacks.insert(frames, i);
-        i64::from(i)
+        let i = match self.stacks.get(key.as_str()) {
+            Some(&i) => i,
+            None => {
+                let frames = (0..n)
+                    .map(|i| {
+                        let (file, line, func) = frame_parts(v.element(i).unwrap_or(v));
+                        Frame {
+                            file: file.to_owned(),
+                            line,
+                            func: func.to_owned(),
+                        }
+                    })
+                    .collect();
+                let i = dump.stacks.len() as u32;
+                dump.stacks.push(frames);
+                self.stacks.insert(key.clone(), i);
+                i
+            }
+        };
+        self.buf = key;
+        Ok(i64::from(i))
     }
 
     /// Drops the tables (the dump already holds every interned value).
     pub(super) fn finish(self, _dump: &mut FrDump) {}
 }
 
+fn frame_parts<'a, T: Tree<'a>>(f: T) -> (&'a str, u32, &'a str) {
+    let text = |k: &str| f.get(k).and_then(|x| x.as_str()).unwrap_or("");
+    let line = f.get("line").and_then(|x| x.as_i64()).unwrap_or(0);
+    (
+        text("filename"),
+        u32::try_from(line).unwrap_or(0),
+        text("name"),
+    )
+}
+
+/// The fields of an entry this reader uses, in [`FIELDS`] order.
+const FIELDS: [&str; 19] = [
+    "profiling_name",
+    "input_sizes",
+    "output_sizes",
+    "process_group",
+    "duration_ms",
+    "collective_seq_id",
+    "pg_id",
+    "record_id",
+    "op_id",
+    "p2p_seq_id",
+    "is_p2p",
+    "input_dtypes",
+    "output_dtypes",
+    "state",
+    "retired",
+    "time_created_ns",
+    "time_discovered_started_ns",
+    "time_discovered_completed_ns",
+    "timeout_ms",
+];
+/// Index of `frames`, kept after [`FIELDS`].
+const FRAMES: usize = FIELDS.len();
+
+/// An entry's members, collected in one walk (a dump has thousands of
+/// entries, each read by some twenty keys).
+pub(super) struct Fields<T> {
+    values: [Option<T>; FIELDS.len() + 1],
+}
+
+impl<'a, T: Tree<'a>> Fields<T> {
+    /// The members of `e`, when it is a dict.
+    fn of(e: T) -> Option<Self> {
+        let mut values = [None; FIELDS.len() + 1];
+        e.members(&mut |k, v| {
+            if k == b"frames" {
+                values[FRAMES] = Some(v);
+            } else if let Some(i) = FIELDS.iter().position(|f| f.as_bytes() == k) {
+                values[i] = Some(v);
+            }
+        })
+        .then_some(Self { values })
+    }
+
+    fn get(&self, key: &str) -> Option<T> {
+        FIELDS
+            .iter()
+            .position(|f| *f == key)
+            .and_then(|i| self.values[i])
+            .filter(|v| !v.is_null())
+    }
+}
+
 fn bad(field: &str, expected: &str, got: &str) -> Error {
     Error::invalid(format!("{field}: expected {expected}, got {got}"))
 }
 
-fn int<'a, T: Tree<'a>>(e: T, field: &str, absent: i64) -> Result<i64> {
+fn int<'a, T: Tree<'a>>(e: &Fields<T>, field: &str, absent: i64) -> Result<i64> {
     match e.get(field) {
         None => Ok(absent),
-        Some(v) if v.is_null() => Ok(absent),
         Some(v) => v
             .int_like()
             .ok_or_else(|| bad(field, "an integer", v.type_name())),
     }
 }
 
-fn text<'a, T: Tree<'a>>(e: T, field: &str) -> Result<String> {
+fn text<'a, T: Tree<'a>>(e: &Fields<T>, field: &str) -> Result<&'a str> {
     match e.get(field) {
-        None => Ok(String::new()),
-        Some(v) if v.is_null() => Ok(String::new()),
+        None => Ok(""),
         Some(v) => v
             .as_str()
-            .map(str::to_owned)
             .ok_or_else(|| bad(field, "a string", v.type_name())),
     }
 }
 
-fn flag<'a, T: Tree<'a>>(e: T, field: &str) -> Result<bool> {
+fn flag<'a, T: Tree<'a>>(e: &Fields<T>, field: &str) -> Result<bool> {
     match e.get(field) {
         None => Ok(false),
-        Some(v) if v.is_null() => Ok(false),
         Some(v) => v
             .as_bool()
             .or_else(|| v.as_i64().map(|i| i != 0))
@@ -93,78 +207,51 @@ fn flag<'a, T: Tree<'a>>(e: T, field: &str) -> Result<bool> {
     }
 }
 
-/// Sizes as canonical JSON text and their total element count.
-fn sizes<'a, T: Tree<'a>>(e: T, field: &str) -> Result<(String, i64)> {
-    let Some(v) = e.get(field).filter(|v| !v.is_null()) else {
-        return Ok((String::new(), 0));
-    };
+/// Writes sizes as canonical JSON text into `out`; returns the total
+/// element count.
+fn sizes<'a, T: Tree<'a>>(v: Option<T>, field: &str, out: &mut String) -> Result<i64> {
+    let Some(v) = v else { return Ok(0) };
     let n = v
         .seq_len()
         .ok_or_else(|| bad(field, "a list of shapes", v.type_name()))?;
-    let mut out = String::from("[");
+    out.push('[');
     let mut total: i64 = 0;
     for i in 0..n {
         let shape = v.element(i).unwrap_or(v);
         let dims = shape
             .seq_len()
             .ok_or_else(|| bad(field, "a list of shapes", shape.type_name()))?;
-        if i > 0 {
-            out.push(',');
-        }
-        out.push('[');
+        out.push_str(if i > 0 { ",[" } else { "[" });
         let mut numel: i64 = 1;
         for d in 0..dims {
             let x = shape
                 .element(d)
                 .and_then(|x| x.as_i64())
                 .ok_or_else(|| bad(field, "integer dimensions", "another type"))?;
-            if d > 0 {
-                out.push(',');
-            }
-            out.push_str(&x.to_string());
+            let _ = write!(out, "{}{x}", if d > 0 { "," } else { "" });
             numel = numel.saturating_mul(x.max(0));
         }
         out.push(']');
         total = total.saturating_add(numel);
     }
     out.push(']');
-    Ok((out, total))
+    Ok(total)
 }
 
-fn dtypes<'a, T: Tree<'a>>(e: T, field: &str) -> Result<String> {
-    let Some(v) = e.get(field).filter(|v| !v.is_null()) else {
-        return Ok(String::new());
-    };
+/// Writes dtype names, comma-joined, into `out`.
+fn dtypes<'a, T: Tree<'a>>(v: Option<T>, field: &str, out: &mut String) -> Result<()> {
+    let Some(v) = v else { return Ok(()) };
     let n = v
         .seq_len()
         .ok_or_else(|| bad(field, "a list of dtype names", v.type_name()))?;
-    let mut parts = Vec::with_capacity(n.min(64));
     for i in 0..n {
         let d = v.element(i).and_then(|d| d.as_str());
-        parts.push(d.ok_or_else(|| bad(field, "dtype names", "another type"))?);
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(d.ok_or_else(|| bad(field, "dtype names", "another type"))?);
     }
-    Ok(parts.join(","))
-}
-
-fn frames<'a, T: Tree<'a>>(e: T) -> Result<Vec<Frame>> {
-    let Some(v) = e.get("frames").filter(|v| !v.is_null()) else {
-        return Ok(Vec::new());
-    };
-    let n = v
-        .seq_len()
-        .ok_or_else(|| bad("frames", "a list", v.type_name()))?;
-    let mut out = Vec::with_capacity(n.min(256));
-    for i in 0..n {
-        let f = v.element(i).unwrap_or(v);
-        let field = |k: &str| f.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
-        let line = f.get("line").and_then(|x| x.as_i64()).unwrap_or(0);
-        out.push(Frame {
-            file: field("filename"),
-            line: u32::try_from(line).unwrap_or(0),
-            func: field("name"),
-        });
-    }
-    Ok(out)
+    Ok(())
 }
 
 fn state(s: &str) -> Result<EntryState> {
@@ -178,13 +265,13 @@ fn state(s: &str) -> Result<EntryState> {
     }
 }
 
-fn process_group<'a, T: Tree<'a>>(e: T) -> Result<(String, String)> {
+fn process_group<'a, T: Tree<'a>>(e: &Fields<T>) -> Result<(&'a str, &'a str)> {
     let Some(v) = e.get("process_group") else {
         return Err(Error::invalid("process_group: missing"));
     };
-    let part = |i: usize| v.element(i).and_then(|x| x.as_str()).map(str::to_owned);
+    let part = |i: usize| v.element(i).and_then(|x| x.as_str());
     match (part(0), part(1)) {
-        (Some(name), desc) if v.seq_len() >= Some(1) => Ok((name, desc.unwrap_or_default())),
+        (Some(name), desc) if v.seq_len() >= Some(1) => Ok((name, desc.unwrap_or(""))),
         _ => Err(bad("process_group", "a (name, desc) pair", v.type_name())),
     }
 }
@@ -195,24 +282,32 @@ pub(super) fn read_entry<'a, T: Tree<'a>>(
     interner: &mut Interner,
     dump: &mut FrDump,
 ) -> Result<FrEntry> {
-    if !e.members(&mut |_, _| {}) {
+    let Some(fields) = Fields::of(e) else {
         return Err(Error::invalid(format!(
             "expected a dict, got {}",
             e.type_name()
         )));
-    }
+    };
+    let e = &fields;
     let name = text(e, "profiling_name")?;
-    let (op, peer) = canonical_op(&name);
-    let (in_sizes, in_numel) = sizes(e, "input_sizes")?;
-    let (out_sizes, out_numel) = sizes(e, "output_sizes")?;
-    let group = process_group(e)?;
+    let (op, peer) = canonical_op(name);
+    let (mut in_numel, mut out_numel) = (0, 0);
+    let in_sizes = interner.text_with(dump, |b| {
+        in_numel = sizes(e.get("input_sizes"), "input_sizes", b)?;
+        Ok(())
+    })?;
+    let out_sizes = interner.text_with(dump, |b| {
+        out_numel = sizes(e.get("output_sizes"), "output_sizes", b)?;
+        Ok(())
+    })?;
+    let (group_name, group_desc) = process_group(e)?;
     let duration_ms = match e.get("duration_ms") {
-        Some(v) if !v.is_null() => v
+        Some(v) => v
             .as_f64()
             .ok_or_else(|| bad("duration_ms", "a number", v.type_name()))?,
-        _ => f64::NAN,
+        None => f64::NAN,
     };
-    let collective_seq = e.get("collective_seq_id").ok_or_else(|| {
+    let collective_seq = e.values[5].ok_or_else(|| {
         Error::invalid("collective_seq_id: missing (not a Flight Recorder entry)")
     })?;
     let seq = collective_seq.int_like().ok_or_else(|| {
@@ -222,9 +317,8 @@ pub(super) fn read_entry<'a, T: Tree<'a>>(
             collective_seq.type_name(),
         )
     })?;
-    let frame_list = frames(e)?;
     Ok(FrEntry {
-        group: interner.group(dump, group),
+        group: interner.group(dump, group_name, group_desc),
         pg_id: int(e, "pg_id", -1)?,
         record_id: int(e, "record_id", -1)?,
         op_id: int(e, "op_id", -1)?,
@@ -234,26 +328,22 @@ pub(super) fn read_entry<'a, T: Tree<'a>>(
         name: interner.text(dump, name),
         op,
         peer,
-        in_sizes: interner.text(dump, in_sizes),
-        out_sizes: interner.text(dump, out_sizes),
-        in_dtypes: {
-            let d = dtypes(e, "input_dtypes")?;
-            interner.text(dump, d)
-        },
-        out_dtypes: {
-            let d = dtypes(e, "output_dtypes")?;
-            interner.text(dump, d)
-        },
+        in_sizes,
+        out_sizes,
+        in_dtypes: interner
+            .text_with(dump, |b| dtypes(e.get("input_dtypes"), "input_dtypes", b))?,
+        out_dtypes: interner
+            .text_with(dump, |b| dtypes(e.get("output_dtypes"), "output_dtypes", b))?,
         in_numel,
         out_numel,
-        state: state(&text(e, "state")?)?,
+        state: state(text(e, "state")?)?,
         retired: flag(e, "retired")?,
         created_ns: int(e, "time_created_ns", 0)?,
         started_ns: int(e, "time_discovered_started_ns", 0)?,
         completed_ns: int(e, "time_discovered_completed_ns", 0)?,
         duration_ms,
         timeout_ms: int(e, "timeout_ms", -1)?,
-        stack: interner.stack(dump, frame_list),
+        stack: interner.stack(dump, e.values[FRAMES])?,
     })
 }
 

@@ -281,7 +281,7 @@ fn read_pg_config<'a, T: Tree<'a>>(root: T) -> Result<Vec<PgConfig>> {
         if failure.is_some() {
             return;
         }
-        match pg_config_row(key, row) {
+        match pg_config_row(&String::from_utf8_lossy(key), row) {
             Ok(Some(r)) => out.push(r),
             Ok(None) => {}
             Err(e) => failure = Some(e),
@@ -347,6 +347,7 @@ fn read_pg_status<'a, T: Tree<'a>>(root: T) -> Result<Vec<PgStatus>> {
     let mut failure: Option<Error> = None;
     status.members(&mut |key, row| {
         let counter = |k: &str| row.get(k).and_then(|v| v.int_like()).unwrap_or(-1);
+        let key = String::from_utf8_lossy(key);
         match key.trim().parse::<i64>() {
             Ok(pg_id) => out.push(PgStatus {
                 pg_id,

@@ -27,14 +27,14 @@ pub trait Tree<'a>: Copy + Sized {
     fn seq_len(&self) -> Option<usize>;
     /// Element `i` of a list or tuple.
     fn element(&self, i: usize) -> Option<Self>;
-    /// Calls `f` with each string-keyed member of a dict, in order; `false`
-    /// when this is not a dict.
-    fn members(&self, f: &mut dyn FnMut(&'a str, Self)) -> bool;
+    /// Calls `f` with each string-keyed member of a dict (the key's UTF-8
+    /// bytes), in order; `false` when this is not a dict.
+    fn members(&self, f: &mut dyn FnMut(&'a [u8], Self)) -> bool;
     /// The member named `key` of a dict.
     fn get(&self, key: &str) -> Option<Self> {
         let mut found = None;
         self.members(&mut |k, v| {
-            if found.is_none() && k == key {
+            if found.is_none() && k == key.as_bytes() {
                 found = Some(v);
             }
         });
@@ -72,14 +72,12 @@ impl<'a> Tree<'a> for Value<'a> {
     fn element(&self, i: usize) -> Option<Self> {
         Value::element(self, i)
     }
-    fn members(&self, f: &mut dyn FnMut(&'a str, Self)) -> bool {
+    fn members(&self, f: &mut dyn FnMut(&'a [u8], Self)) -> bool {
         if !self.is_object() {
             return false;
         }
         for (k, v) in Value::members(self) {
-            if let Ok(k) = std::str::from_utf8(k) {
-                f(k, v);
-            }
+            f(k, v);
         }
         true
     }
@@ -110,12 +108,12 @@ impl<'a> Tree<'a> for PickleValue<'a> {
     fn element(&self, i: usize) -> Option<Self> {
         PickleValue::element(self, i)
     }
-    fn members(&self, f: &mut dyn FnMut(&'a str, Self)) -> bool {
+    fn members(&self, f: &mut dyn FnMut(&'a [u8], Self)) -> bool {
         if !self.is_dict() {
             return false;
         }
         for (k, v) in PickleValue::members(self) {
-            if let Some(k) = k.as_str() {
+            if let Some(k) = k.str_bytes() {
                 f(k, v);
             }
         }
