@@ -468,6 +468,7 @@ impl<'b> Parser<'b> {
     }
 
     /// Executes one opcode; `true` at STOP.
+    #[inline]
     fn step(&mut self, op: u8) -> Result<bool> {
         match op {
             b'.' => return Ok(true),
@@ -500,10 +501,14 @@ impl<'b> Parser<'b> {
     }
 
     /// `pickle: {what} at byte {opcode offset}`.
+    #[cold]
+    #[inline(never)]
     fn bad(&self, what: impl std::fmt::Display) -> Error {
         Error::invalid(format!("pickle: {what} at byte {}", self.op_at))
     }
 
+    #[cold]
+    #[inline(never)]
     fn truncated(&self, need: impl std::fmt::Display) -> Error {
         Error::invalid(format!(
             "pickle: truncated at byte {} ({} needs {need}, {} left)",
@@ -513,10 +518,14 @@ impl<'b> Parser<'b> {
         ))
     }
 
+    #[cold]
+    #[inline(never)]
     fn underflow(&self) -> Error {
         self.bad(format_args!("stack underflow in {}", self.name()))
     }
 
+    #[cold]
+    #[inline(never)]
     fn refuse(&self, op: u8) -> Error {
         let global = match op {
             b'c' | b'i' => self.line_global(),
@@ -560,6 +569,7 @@ impl<'b> Parser<'b> {
     // ---- reading arguments ---------------------------------------------
 
     /// The next `n` bytes, checked against what is left.
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'b [u8]> {
         let left = self.input.len() - self.pos;
         if n > left {
@@ -571,6 +581,7 @@ impl<'b> Parser<'b> {
     }
 
     /// A length prefix checked against the bytes left, as `usize`.
+    #[inline]
     fn check_len(&self, n: u64) -> Result<usize> {
         let left = self.input.len() - self.pos;
         match usize::try_from(n) {
@@ -580,6 +591,7 @@ impl<'b> Parser<'b> {
     }
 
     /// A little-endian unsigned integer of `width` bytes (1, 2, 4 or 8).
+    #[inline]
     fn uint(&mut self, width: usize) -> Result<u64> {
         let bytes = self.take(width)?;
         Ok(bytes
@@ -610,10 +622,12 @@ impl<'b> Parser<'b> {
     // ---- the stack ------------------------------------------------------
 
     /// Stack length at the innermost open MARK (items below are hidden).
+    #[inline]
     fn floor(&self) -> usize {
         self.marks.last().copied().unwrap_or(0)
     }
 
+    #[inline]
     fn pop(&mut self) -> Result<u32> {
         if self.stack.len() > self.floor() {
             self.stack.pop().ok_or_else(|| self.underflow())
@@ -622,6 +636,7 @@ impl<'b> Parser<'b> {
         }
     }
 
+    #[inline]
     fn top(&self) -> Result<u32> {
         match self.stack.last() {
             Some(&id) if self.stack.len() > self.floor() => Ok(id),
@@ -637,6 +652,7 @@ impl<'b> Parser<'b> {
     }
 
     /// Adds a value (not pushed).
+    #[inline]
     fn add(&mut self, node: Node) -> Result<u32> {
         if self.nodes.len() as u64 >= self.max_nodes {
             return Err(Error::limit(format!(
@@ -650,12 +666,15 @@ impl<'b> Parser<'b> {
     }
 
     /// Adds a value and pushes it.
+    #[inline]
     fn push(&mut self, node: Node) -> Result<()> {
         let id = self.add(node)?;
         self.stack.push(id);
         Ok(())
     }
 
+    #[cold]
+    #[inline(never)]
     fn depth_error(&self) -> Error {
         Error::limit(format!(
             "pickle: nesting deeper than max_depth={} at byte {}",
@@ -671,6 +690,7 @@ impl<'b> Parser<'b> {
         Ok(())
     }
 
+    #[inline]
     fn stack_op(&mut self, op: u8) -> Result<()> {
         match op {
             b'(' => {
@@ -699,6 +719,7 @@ impl<'b> Parser<'b> {
         Ok(())
     }
 
+    #[inline]
     fn memo_op(&mut self, op: u8) -> Result<()> {
         match op {
             b'p' => {
@@ -746,6 +767,7 @@ impl<'b> Parser<'b> {
         self.memo.len() + self.sparse.len()
     }
 
+    #[inline]
     fn memo_put(&mut self, i: u32) -> Result<()> {
         let id = self.top()?;
         let at = i as usize;
@@ -762,6 +784,7 @@ impl<'b> Parser<'b> {
         Ok(())
     }
 
+    #[inline]
     fn memo_get(&mut self, i: u32) -> Result<()> {
         let id = match self.memo.get(i as usize) {
             Some(&id) => Some(id),
@@ -775,6 +798,7 @@ impl<'b> Parser<'b> {
 
     // ---- numbers --------------------------------------------------------
 
+    #[inline]
     fn number_op(&mut self, op: u8) -> Result<()> {
         let node = match op {
             b'N' => Node::None,
@@ -858,6 +882,7 @@ impl<'b> Parser<'b> {
 
     // ---- strings and bytes ---------------------------------------------
 
+    #[inline]
     fn string_op(&mut self, op: u8) -> Result<()> {
         let start = self.arena.len();
         let as_str = match op {
@@ -952,6 +977,7 @@ impl<'b> Parser<'b> {
         self.push(Node::Tuple(seq))
     }
 
+    #[inline]
     fn container_op(&mut self, op: u8) -> Result<()> {
         let kind = match op {
             b']' | b'a' | b'e' | b'l' => Kind::List,

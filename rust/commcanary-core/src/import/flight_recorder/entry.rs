@@ -4,8 +4,6 @@
 //! Field errors come back as `field: reason` so the caller can prefix the
 //! entry index: `entries[12].collective_seq_id: expected an integer, got str`.
 
-use std::fmt::Write as _;
-
 use rustc_hash::FxHashMap;
 
 use super::tree::Tree;
@@ -82,7 +80,12 @@ impl Interner {
         key.clear();
         for i in 0..n {
             let (file, line, func) = frame_parts(v.element(i).unwrap_or(v));
-            let _ = write!(key, "{file}\x1f{line}\x1f{func}\x1e");
+            key.push_str(file);
+            key.push('\x1f');
+            push_decimal(&mut key, u64::from(line));
+            key.push('\x1f');
+            key.push_str(func);
+            key.push('\x1e');
         }
         let i = match self.stacks.get(key.as_str()) {
             Some(&i) => i,
@@ -109,6 +112,24 @@ impl Interner {
 
     /// Drops the tables (the dump already holds every interned value).
     pub(super) fn finish(self, _dump: &mut FrDump) {}
+}
+
+/// Appends the decimal digits of `x` (no formatting machinery: this runs
+/// for every frame of every entry).
+fn push_decimal(out: &mut String, mut x: u64) {
+    let mut digits = [0_u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (x % 10) as u8;
+        x /= 10;
+        if x == 0 {
+            break;
+        }
+    }
+    for &d in &digits[i..] {
+        out.push(char::from(d));
+    }
 }
 
 fn frame_parts<'a, T: Tree<'a>>(f: T) -> (&'a str, u32, &'a str) {
@@ -228,7 +249,13 @@ fn sizes<'a, T: Tree<'a>>(v: Option<T>, field: &str, out: &mut String) -> Result
                 .element(d)
                 .and_then(|x| x.as_i64())
                 .ok_or_else(|| bad(field, "integer dimensions", "another type"))?;
-            let _ = write!(out, "{}{x}", if d > 0 { "," } else { "" });
+            if d > 0 {
+                out.push(',');
+            }
+            if x < 0 {
+                out.push('-');
+            }
+            push_decimal(out, x.unsigned_abs());
             numel = numel.saturating_mul(x.max(0));
         }
         out.push(']');
