@@ -37,6 +37,11 @@ def watchdog(rank, out):
         f.write(data if isinstance(data, bytes) else data.encode())
     with open(os.path.join(out, f"rank{rank}_stacks.txt"), "w") as f:
         faulthandler.dump_traceback(file=f, all_threads=True)
+    # Leave only when every rank has dumped: an exit breaks the peers' calls.
+    open(os.path.join(out, f".done{rank}"), "w").close()
+    deadline = time.time() + 30
+    while time.time() < deadline and not all(os.path.exists(os.path.join(out, f".done{r}")) for r in range(4)):
+        time.sleep(0.05)
     os._exit(0)
 
 def run(rank, port, out):
