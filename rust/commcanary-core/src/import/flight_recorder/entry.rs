@@ -109,9 +109,6 @@ impl Interner {
         self.buf = key;
         Ok(i64::from(i))
     }
-
-    /// Drops the tables (the dump already holds every interned value).
-    pub(super) fn finish(self, _dump: &mut FrDump) {}
 }
 
 /// Appends the decimal digits of `x` (no formatting machinery: this runs

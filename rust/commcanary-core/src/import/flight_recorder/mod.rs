@@ -257,7 +257,6 @@ fn read_tree<'a, T: Tree<'a>>(root: T, encoding: &'static str) -> Result<FrDump>
             parsed.started_ns > 0 || parsed.completed_ns > 0 || parsed.duration_ms.is_finite();
         dump.entries.push(parsed);
     }
-    interner.finish(&mut dump);
     Ok(dump)
 }
 
