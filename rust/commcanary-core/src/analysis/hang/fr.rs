@@ -222,7 +222,7 @@ fn rank_ops(model: &Model, d: &LabeledDump) -> RankEvidence {
     let index: Vec<usize> = dump
         .groups
         .iter()
-        .map(|(n, _)| model.groups.iter().position(|g| &g.name == n).unwrap_or(0))
+        .map(|(n, _)| model.group_named(n).unwrap_or(0))
         .collect();
     let mut order: Vec<usize> = (0..dump.entries.len()).collect();
     order.sort_by_key(|&i| (dump.entries[i].record_id, i));

@@ -124,12 +124,12 @@ pub fn wait_for(alignment: &Alignment) -> Vec<Edge> {
     }
     for m in &alignment.mismatches {
         for &r in &m.majority {
+            let op = m
+                .seen
+                .iter()
+                .find(|s| s.rank == r)
+                .map_or("other", |s| s.op);
             for &x in &m.minority {
-                let op = m
-                    .seen
-                    .iter()
-                    .find(|s| s.rank == r)
-                    .map_or("other", |s| s.op);
                 edges.push(edge(r, x, m.group, m.seq, op, false));
             }
         }

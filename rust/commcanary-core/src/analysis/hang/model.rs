@@ -128,6 +128,8 @@ pub struct Model {
     pub frames: Vec<Frame>,
     text_index: rustc_hash::FxHashMap<String, u32>,
     frame_index: rustc_hash::FxHashMap<Frame, u32>,
+    /// Group name → index in `groups` (a job has thousands of groups).
+    group_names: rustc_hash::FxHashMap<String, usize>,
 }
 
 impl Model {
@@ -165,11 +167,21 @@ impl Model {
         self.frames.get(i as usize)
     }
 
+    /// The index of the group named `name`, if the model has it.
+    #[must_use]
+    pub fn group_named(&self, name: &str) -> Option<usize> {
+        match self.group_names.get(name) {
+            Some(&i) if self.groups.get(i).is_some_and(|g| g.name == name) => Some(i),
+            _ => self.groups.iter().position(|g| g.name == name),
+        }
+    }
+
     /// The group named `name`, added with `desc` when new.
     pub fn group_index(&mut self, name: &str, desc: &str) -> usize {
-        if let Some(i) = self.groups.iter().position(|g| g.name == name) {
+        if let Some(i) = self.group_named(name) {
             return i;
         }
+        self.group_names.insert(name.to_owned(), self.groups.len());
         self.groups.push(GroupInfo {
             name: name.to_owned(),
             desc: desc.to_owned(),

@@ -3,6 +3,13 @@
 //!
 //! Field errors come back as `field: reason` so the caller can prefix the
 //! entry index: `entries[12].collective_seq_id: expected an integer, got str`.
+//!
+//! Speed: a dump has thousands of entries. Each is walked once
+//! ([`Fields::of`]); strings are compared as bytes; and where the encoding
+//! shares values (a pickle's memo, [`Tree::ident`]) the profiling name, the
+//! group and the stack are looked up by identity before any text is built.
+//! Identity only shortcuts: every text is still interned by its content, so
+//! equal texts always get one index.
 
 use rustc_hash::FxHashMap;
 
@@ -11,26 +18,39 @@ use super::{EntryState, FrDump, FrEntry};
 use crate::error::{Error, Result};
 use crate::import::stacks::Frame;
 
-/// Interning tables for one dump, keyed by text so that a value seen before
-/// costs a lookup and no allocation.
+/// An absent or non-string part in an identity key.
+const NO_IDENT: u32 = u32::MAX;
+
+/// Interning tables for one dump, keyed by content so that a value seen
+/// before costs a lookup and no allocation, with identity shortcuts.
 #[derive(Default)]
 pub(super) struct Interner {
-    texts: FxHashMap<String, u32>,
+    texts: FxHashMap<Box<[u8]>, u32>,
     /// `name \0 desc`.
-    groups: FxHashMap<String, u32>,
+    groups: FxHashMap<Box<[u8]>, u32>,
     /// Each frame as `file \x1f line \x1f func \x1e`.
-    stacks: FxHashMap<String, u32>,
-    buf: String,
+    stacks: FxHashMap<Box<[u8]>, u32>,
+    /// Profiling-name identity → (text, canonical op, peer).
+    names: FxHashMap<u32, (u32, &'static str, i64)>,
+    /// (name, desc) identities → group.
+    group_ids: FxHashMap<u64, u32>,
+    /// Each frame's (file, line, func) identities → stack.
+    stack_ids: FxHashMap<Box<[u32]>, u32>,
+    /// The last entry's member key identities and their [`FIELDS`] index
+    /// ([`NOT_A_FIELD`] for the others): entries repeat their keys.
+    key_fields: Vec<(u32, u8)>,
+    buf: Vec<u8>,
+    ids: Vec<u32>,
 }
 
 impl Interner {
-    fn text(&mut self, dump: &mut FrDump, s: &str) -> u32 {
+    fn text(&mut self, dump: &mut FrDump, s: &[u8]) -> u32 {
         if let Some(&i) = self.texts.get(s) {
             return i;
         }
         let i = dump.texts.len() as u32;
-        dump.texts.push(s.to_owned());
-        self.texts.insert(s.to_owned(), i);
+        dump.texts.push(String::from_utf8_lossy(s).into_owned());
+        self.texts.insert(s.into(), i);
         i
     }
 
@@ -38,7 +58,7 @@ impl Interner {
     fn text_with(
         &mut self,
         dump: &mut FrDump,
-        fill: impl FnOnce(&mut String) -> Result<()>,
+        fill: impl FnOnce(&mut Vec<u8>) -> Result<()>,
     ) -> Result<u32> {
         let mut buf = std::mem::take(&mut self.buf);
         buf.clear();
@@ -47,27 +67,75 @@ impl Interner {
         done
     }
 
-    fn group(&mut self, dump: &mut FrDump, name: &str, desc: &str) -> u32 {
-        let mut key = std::mem::take(&mut self.buf);
-        key.clear();
-        key.push_str(name);
-        key.push('\0');
-        key.push_str(desc);
-        let i = match self.groups.get(key.as_str()) {
+    /// The profiling name's text, canonical op and p2p peer.
+    fn name<'a, T: Tree<'a>>(
+        &mut self,
+        dump: &mut FrDump,
+        v: Option<T>,
+    ) -> Result<(u32, &'static str, i64)> {
+        let Some(v) = v else {
+            let (op, peer) = canonical_op("");
+            return Ok((self.text(dump, b""), op, peer));
+        };
+        let id = v.ident();
+        if let Some(hit) = id.and_then(|id| self.names.get(&id)) {
+            return Ok(*hit);
+        }
+        let s = v
+            .as_str()
+            .ok_or_else(|| bad(FIELDS[PROFILING_NAME], "a string", v.type_name()))?;
+        let (op, peer) = canonical_op(s);
+        let named = (self.text(dump, s.as_bytes()), op, peer);
+        if let Some(id) = id {
+            self.names.insert(id, named);
+        }
+        Ok(named)
+    }
+
+    /// The group of a `process_group` (name, desc) pair.
+    fn group<'a, T: Tree<'a>>(&mut self, dump: &mut FrDump, v: Option<T>) -> Result<u32> {
+        let field = FIELDS[PROCESS_GROUP];
+        let Some(v) = v else {
+            return Err(Error::invalid(format!("{field}: missing")));
+        };
+        let name = v.element(0).filter(|x| x.str_bytes().is_some());
+        let (Some(name), Some(1..)) = (name, v.seq_len()) else {
+            return Err(bad(field, "a (name, desc) pair", v.type_name()));
+        };
+        let desc = v.element(1).filter(|x| x.str_bytes().is_some());
+        let key = match (name.ident(), desc.map_or(Some(NO_IDENT), |d| d.ident())) {
+            (Some(n), Some(d)) => Some(u64::from(n) << 32 | u64::from(d)),
+            _ => None,
+        };
+        if let Some(&i) = key.and_then(|k| self.group_ids.get(&k)) {
+            return Ok(i);
+        }
+        let name = name.str_bytes().unwrap_or_default();
+        let desc = desc.and_then(|d| d.str_bytes()).unwrap_or_default();
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        buf.extend_from_slice(name);
+        buf.push(0);
+        buf.extend_from_slice(desc);
+        let i = match self.groups.get(buf.as_slice()) {
             Some(&i) => i,
             None => {
                 let i = dump.groups.len() as u32;
-                dump.groups.push((name.to_owned(), desc.to_owned()));
-                self.groups.insert(key.clone(), i);
+                let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                dump.groups.push((text(name), text(desc)));
+                self.groups.insert(buf.as_slice().into(), i);
                 i
             }
         };
-        self.buf = key;
-        i
+        self.buf = buf;
+        if let Some(k) = key {
+            self.group_ids.insert(k, i);
+        }
+        Ok(i)
     }
 
     fn stack<'a, T: Tree<'a>>(&mut self, dump: &mut FrDump, frames: Option<T>) -> Result<i64> {
-        let Some(v) = frames.filter(|v| !v.is_null()) else {
+        let Some(v) = frames else {
             return Ok(-1);
         };
         let n = v
@@ -76,44 +144,86 @@ impl Interner {
         if n == 0 {
             return Ok(-1);
         }
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.clear();
+        let mut by_ident = true;
+        for i in 0..n {
+            let (file, line, func) = frame_parts(v.element(i).unwrap_or(v));
+            match (text_ident(file), text_ident(func)) {
+                (Some(a), Some(b)) => ids.extend([a, line, b]),
+                _ => {
+                    by_ident = false;
+                    break;
+                }
+            }
+        }
+        let hit = by_ident
+            .then(|| self.stack_ids.get(ids.as_slice()).copied())
+            .flatten();
+        let i = match hit {
+            Some(i) => i,
+            None => {
+                let i = self.stack_by_text(dump, v, n);
+                if by_ident {
+                    self.stack_ids.insert(ids.as_slice().into(), i);
+                }
+                i
+            }
+        };
+        self.ids = ids;
+        Ok(i64::from(i))
+    }
+
+    fn stack_by_text<'a, T: Tree<'a>>(&mut self, dump: &mut FrDump, v: T, n: usize) -> u32 {
+        let text = |x: Option<T>| x.and_then(|x| x.str_bytes()).unwrap_or_default();
         let mut key = std::mem::take(&mut self.buf);
         key.clear();
         for i in 0..n {
             let (file, line, func) = frame_parts(v.element(i).unwrap_or(v));
-            key.push_str(file);
-            key.push('\x1f');
+            key.extend_from_slice(text(file));
+            key.push(0x1f);
             push_decimal(&mut key, u64::from(line));
-            key.push('\x1f');
-            key.push_str(func);
-            key.push('\x1e');
+            key.push(0x1f);
+            key.extend_from_slice(text(func));
+            key.push(0x1e);
         }
-        let i = match self.stacks.get(key.as_str()) {
+        let i = match self.stacks.get(key.as_slice()) {
             Some(&i) => i,
             None => {
+                let owned = |x: Option<T>| String::from_utf8_lossy(text(x)).into_owned();
                 let frames = (0..n)
                     .map(|i| {
                         let (file, line, func) = frame_parts(v.element(i).unwrap_or(v));
                         Frame {
-                            file: file.to_owned(),
+                            file: owned(file),
                             line,
-                            func: func.to_owned(),
+                            func: owned(func),
                         }
                     })
                     .collect();
                 let i = dump.stacks.len() as u32;
                 dump.stacks.push(frames);
-                self.stacks.insert(key.clone(), i);
+                self.stacks.insert(key.as_slice().into(), i);
                 i
             }
         };
         self.buf = key;
-        Ok(i64::from(i))
+        i
+    }
+}
+
+/// A frame part's identity for a stack key: [`NO_IDENT`] when absent or
+/// not a string (both read as ""), `None` when the encoding has none.
+fn text_ident<'a, T: Tree<'a>>(x: Option<T>) -> Option<u32> {
+    match x {
+        Some(x) if x.str_bytes().is_some() => x.ident(),
+        _ => Some(NO_IDENT),
     }
 }
 
 /// Appends the decimal digits of `x` (no formatting machinery: this runs
-/// for every frame of every entry).
-fn push_decimal(out: &mut String, mut x: u64) {
+/// for every dimension of every entry).
+fn push_decimal(out: &mut Vec<u8>, mut x: u64) {
     let mut digits = [0_u8; 20];
     let mut i = digits.len();
     loop {
@@ -124,23 +234,23 @@ fn push_decimal(out: &mut String, mut x: u64) {
             break;
         }
     }
-    for &d in &digits[i..] {
-        out.push(char::from(d));
-    }
+    out.extend_from_slice(&digits[i..]);
 }
 
-fn frame_parts<'a, T: Tree<'a>>(f: T) -> (&'a str, u32, &'a str) {
-    let text = |k: &str| f.get(k).and_then(|x| x.as_str()).unwrap_or("");
-    let line = f.get("line").and_then(|x| x.as_i64()).unwrap_or(0);
-    (
-        text("filename"),
-        u32::try_from(line).unwrap_or(0),
-        text("name"),
-    )
+/// A frame's `filename` and `name` values and its line (0 when absent).
+fn frame_parts<'a, T: Tree<'a>>(f: T) -> (Option<T>, u32, Option<T>) {
+    let (mut file, mut line, mut func) = (None, 0, None);
+    f.members(|k, _, v| match k {
+        b"filename" => file = Some(v),
+        b"name" => func = Some(v),
+        b"line" => line = v.as_i64().and_then(|l| u32::try_from(l).ok()).unwrap_or(0),
+        _ => {}
+    });
+    (file, line, func)
 }
 
-/// The fields of an entry this reader uses, in [`FIELDS`] order.
-const FIELDS: [&str; 19] = [
+/// The fields of an entry this reader uses; the constants below index it.
+const FIELDS: [&str; 20] = [
     "profiling_name",
     "input_sizes",
     "output_sizes",
@@ -160,36 +270,179 @@ const FIELDS: [&str; 19] = [
     "time_discovered_started_ns",
     "time_discovered_completed_ns",
     "timeout_ms",
+    "frames",
 ];
-/// Index of `frames`, kept after [`FIELDS`].
-const FRAMES: usize = FIELDS.len();
+const PROFILING_NAME: usize = 0;
+const INPUT_SIZES: usize = 1;
+const OUTPUT_SIZES: usize = 2;
+const PROCESS_GROUP: usize = 3;
+const DURATION_MS: usize = 4;
+const COLLECTIVE_SEQ_ID: usize = 5;
+const PG_ID: usize = 6;
+const RECORD_ID: usize = 7;
+const OP_ID: usize = 8;
+const P2P_SEQ_ID: usize = 9;
+const IS_P2P: usize = 10;
+const INPUT_DTYPES: usize = 11;
+const OUTPUT_DTYPES: usize = 12;
+const STATE: usize = 13;
+const RETIRED: usize = 14;
+const TIME_CREATED_NS: usize = 15;
+const TIME_STARTED_NS: usize = 16;
+const TIME_COMPLETED_NS: usize = 17;
+const TIMEOUT_MS: usize = 18;
+const FRAMES: usize = 19;
 
-/// An entry's members, collected in one walk (a dump has thousands of
-/// entries, each read by some twenty keys).
-pub(super) struct Fields<T> {
-    values: [Option<T>; FIELDS.len() + 1],
+/// The index in [`FIELDS`] of a member name.
+fn field_index(key: &[u8]) -> Option<usize> {
+    Some(match key {
+        b"profiling_name" => PROFILING_NAME,
+        b"input_sizes" => INPUT_SIZES,
+        b"output_sizes" => OUTPUT_SIZES,
+        b"process_group" => PROCESS_GROUP,
+        b"duration_ms" => DURATION_MS,
+        b"collective_seq_id" => COLLECTIVE_SEQ_ID,
+        b"pg_id" => PG_ID,
+        b"record_id" => RECORD_ID,
+        b"op_id" => OP_ID,
+        b"p2p_seq_id" => P2P_SEQ_ID,
+        b"is_p2p" => IS_P2P,
+        b"input_dtypes" => INPUT_DTYPES,
+        b"output_dtypes" => OUTPUT_DTYPES,
+        b"state" => STATE,
+        b"retired" => RETIRED,
+        b"time_created_ns" => TIME_CREATED_NS,
+        b"time_discovered_started_ns" => TIME_STARTED_NS,
+        b"time_discovered_completed_ns" => TIME_COMPLETED_NS,
+        b"timeout_ms" => TIMEOUT_MS,
+        b"frames" => FRAMES,
+        _ => return None,
+    })
 }
 
+/// An entry's members, collected in one walk.
+pub(super) struct Fields<T> {
+    values: [Option<T>; FIELDS.len()],
+}
+
+/// A member that is not one of [`FIELDS`].
+const NOT_A_FIELD: u8 = u8::MAX;
+/// Most member keys remembered by identity.
+const MAX_KEY_FIELDS: usize = 64;
+
 impl<'a, T: Tree<'a>> Fields<T> {
-    /// The members of `e`, when it is a dict.
-    fn of(e: T) -> Option<Self> {
-        let mut values = [None; FIELDS.len() + 1];
-        e.members(&mut |k, v| {
-            if k == b"frames" {
-                values[FRAMES] = Some(v);
-            } else if let Some(i) = FIELDS.iter().position(|f| f.as_bytes() == k) {
-                values[i] = Some(v);
+    /// The members of `e`, when it is a dict; `known` maps the previous
+    /// entry's key identities, position by position, to field indices.
+    fn of(e: T, known: &mut Vec<(u32, u8)>) -> Option<Self> {
+        let mut values = [None; FIELDS.len()];
+        let mut at = 0;
+        let is_dict = e.members(|k, id, v| {
+            let field = match (id, known.get(at)) {
+                (Some(id), Some(&(seen, field))) if seen == id => field,
+                _ => {
+                    let field = field_index(k).map_or(NOT_A_FIELD, |f| f as u8);
+                    match (id, known.get_mut(at)) {
+                        (Some(id), Some(slot)) => *slot = (id, field),
+                        (Some(id), None) if at < MAX_KEY_FIELDS => known.push((id, field)),
+                        _ => {}
+                    }
+                    field
+                }
+            };
+            if let Some(slot) = values.get_mut(usize::from(field)) {
+                *slot = Some(v);
             }
-        })
-        .then_some(Self { values })
+            at += 1;
+        });
+        is_dict.then_some(Self { values })
     }
 
-    fn get(&self, key: &str) -> Option<T> {
-        FIELDS
-            .iter()
-            .position(|f| *f == key)
-            .and_then(|i| self.values[i])
-            .filter(|v| !v.is_null())
+    /// Field `i`, `None` when absent or null.
+    fn get(&self, i: usize) -> Option<T> {
+        self.values[i].filter(|v| !v.is_null())
+    }
+
+    fn int(&self, i: usize, absent: i64) -> Result<i64> {
+        match self.get(i) {
+            None => Ok(absent),
+            Some(v) => v
+                .int_like()
+                .ok_or_else(|| bad(FIELDS[i], "an integer", v.type_name())),
+        }
+    }
+
+    fn text(&self, i: usize) -> Result<&'a [u8]> {
+        match self.get(i) {
+            None => Ok(b""),
+            Some(v) => v
+                .str_bytes()
+                .ok_or_else(|| bad(FIELDS[i], "a string", v.type_name())),
+        }
+    }
+
+    fn flag(&self, i: usize) -> Result<bool> {
+        match self.get(i) {
+            None => Ok(false),
+            Some(v) => v
+                .as_bool()
+                .or_else(|| v.as_i64().map(|i| i != 0))
+                .ok_or_else(|| bad(FIELDS[i], "a boolean", v.type_name())),
+        }
+    }
+
+    /// Writes sizes field `i` as canonical JSON text into `out`; returns
+    /// the total element count.
+    fn sizes(&self, i: usize, out: &mut Vec<u8>) -> Result<i64> {
+        let field = FIELDS[i];
+        let Some(v) = self.get(i) else { return Ok(0) };
+        let n = v
+            .seq_len()
+            .ok_or_else(|| bad(field, "a list of shapes", v.type_name()))?;
+        out.push(b'[');
+        let mut total: i64 = 0;
+        for i in 0..n {
+            let shape = v.element(i).unwrap_or(v);
+            let dims = shape
+                .seq_len()
+                .ok_or_else(|| bad(field, "a list of shapes", shape.type_name()))?;
+            out.extend_from_slice(if i > 0 { b",[" } else { b"[" });
+            let mut numel: i64 = 1;
+            for d in 0..dims {
+                let x = shape
+                    .element(d)
+                    .and_then(|x| x.as_i64())
+                    .ok_or_else(|| bad(field, "integer dimensions", "another type"))?;
+                if d > 0 {
+                    out.push(b',');
+                }
+                if x < 0 {
+                    out.push(b'-');
+                }
+                push_decimal(out, x.unsigned_abs());
+                numel = numel.saturating_mul(x.max(0));
+            }
+            out.push(b']');
+            total = total.saturating_add(numel);
+        }
+        out.push(b']');
+        Ok(total)
+    }
+
+    /// Writes dtype names of field `i`, comma-joined, into `out`.
+    fn dtypes(&self, i: usize, out: &mut Vec<u8>) -> Result<()> {
+        let field = FIELDS[i];
+        let Some(v) = self.get(i) else { return Ok(()) };
+        let n = v
+            .seq_len()
+            .ok_or_else(|| bad(field, "a list of dtype names", v.type_name()))?;
+        for i in 0..n {
+            let d = v.element(i).and_then(|d| d.str_bytes());
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(d.ok_or_else(|| bad(field, "dtype names", "another type"))?);
+        }
+        Ok(())
     }
 }
 
@@ -197,106 +450,15 @@ fn bad(field: &str, expected: &str, got: &str) -> Error {
     Error::invalid(format!("{field}: expected {expected}, got {got}"))
 }
 
-fn int<'a, T: Tree<'a>>(e: &Fields<T>, field: &str, absent: i64) -> Result<i64> {
-    match e.get(field) {
-        None => Ok(absent),
-        Some(v) => v
-            .int_like()
-            .ok_or_else(|| bad(field, "an integer", v.type_name())),
-    }
-}
-
-fn text<'a, T: Tree<'a>>(e: &Fields<T>, field: &str) -> Result<&'a str> {
-    match e.get(field) {
-        None => Ok(""),
-        Some(v) => v
-            .as_str()
-            .ok_or_else(|| bad(field, "a string", v.type_name())),
-    }
-}
-
-fn flag<'a, T: Tree<'a>>(e: &Fields<T>, field: &str) -> Result<bool> {
-    match e.get(field) {
-        None => Ok(false),
-        Some(v) => v
-            .as_bool()
-            .or_else(|| v.as_i64().map(|i| i != 0))
-            .ok_or_else(|| bad(field, "a boolean", v.type_name())),
-    }
-}
-
-/// Writes sizes as canonical JSON text into `out`; returns the total
-/// element count.
-fn sizes<'a, T: Tree<'a>>(v: Option<T>, field: &str, out: &mut String) -> Result<i64> {
-    let Some(v) = v else { return Ok(0) };
-    let n = v
-        .seq_len()
-        .ok_or_else(|| bad(field, "a list of shapes", v.type_name()))?;
-    out.push('[');
-    let mut total: i64 = 0;
-    for i in 0..n {
-        let shape = v.element(i).unwrap_or(v);
-        let dims = shape
-            .seq_len()
-            .ok_or_else(|| bad(field, "a list of shapes", shape.type_name()))?;
-        out.push_str(if i > 0 { ",[" } else { "[" });
-        let mut numel: i64 = 1;
-        for d in 0..dims {
-            let x = shape
-                .element(d)
-                .and_then(|x| x.as_i64())
-                .ok_or_else(|| bad(field, "integer dimensions", "another type"))?;
-            if d > 0 {
-                out.push(',');
-            }
-            if x < 0 {
-                out.push('-');
-            }
-            push_decimal(out, x.unsigned_abs());
-            numel = numel.saturating_mul(x.max(0));
-        }
-        out.push(']');
-        total = total.saturating_add(numel);
-    }
-    out.push(']');
-    Ok(total)
-}
-
-/// Writes dtype names, comma-joined, into `out`.
-fn dtypes<'a, T: Tree<'a>>(v: Option<T>, field: &str, out: &mut String) -> Result<()> {
-    let Some(v) = v else { return Ok(()) };
-    let n = v
-        .seq_len()
-        .ok_or_else(|| bad(field, "a list of dtype names", v.type_name()))?;
-    for i in 0..n {
-        let d = v.element(i).and_then(|d| d.as_str());
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(d.ok_or_else(|| bad(field, "dtype names", "another type"))?);
-    }
-    Ok(())
-}
-
-fn state(s: &str) -> Result<EntryState> {
+fn state(s: &[u8]) -> Result<EntryState> {
     match s {
-        "" | "scheduled" => Ok(EntryState::Scheduled),
-        "started" => Ok(EntryState::Started),
-        "completed" => Ok(EntryState::Completed),
+        b"" | b"scheduled" => Ok(EntryState::Scheduled),
+        b"started" => Ok(EntryState::Started),
+        b"completed" => Ok(EntryState::Completed),
         other => Err(Error::invalid(format!(
-            "state: expected scheduled, started or completed, got '{other}'"
+            "state: expected scheduled, started or completed, got '{}'",
+            String::from_utf8_lossy(other)
         ))),
-    }
-}
-
-fn process_group<'a, T: Tree<'a>>(e: &Fields<T>) -> Result<(&'a str, &'a str)> {
-    let Some(v) = e.get("process_group") else {
-        return Err(Error::invalid("process_group: missing"));
-    };
-    let part = |i: usize| v.element(i).and_then(|x| x.as_str());
-    match (part(0), part(1)) {
-        (Some(name), desc) if v.seq_len() >= Some(1) => Ok((name, desc.unwrap_or(""))),
-        _ => Err(bad("process_group", "a (name, desc) pair", v.type_name())),
     }
 }
 
@@ -306,68 +468,65 @@ pub(super) fn read_entry<'a, T: Tree<'a>>(
     interner: &mut Interner,
     dump: &mut FrDump,
 ) -> Result<FrEntry> {
-    let Some(fields) = Fields::of(e) else {
+    let Some(fields) = Fields::of(e, &mut interner.key_fields) else {
         return Err(Error::invalid(format!(
             "expected a dict, got {}",
             e.type_name()
         )));
     };
     let e = &fields;
-    let name = text(e, "profiling_name")?;
-    let (op, peer) = canonical_op(name);
+    let (name, op, peer) = interner.name(dump, e.get(PROFILING_NAME))?;
     let (mut in_numel, mut out_numel) = (0, 0);
     let in_sizes = interner.text_with(dump, |b| {
-        in_numel = sizes(e.get("input_sizes"), "input_sizes", b)?;
+        in_numel = e.sizes(INPUT_SIZES, b)?;
         Ok(())
     })?;
     let out_sizes = interner.text_with(dump, |b| {
-        out_numel = sizes(e.get("output_sizes"), "output_sizes", b)?;
+        out_numel = e.sizes(OUTPUT_SIZES, b)?;
         Ok(())
     })?;
-    let (group_name, group_desc) = process_group(e)?;
-    let duration_ms = match e.get("duration_ms") {
+    let group = interner.group(dump, e.get(PROCESS_GROUP))?;
+    let duration_ms = match e.get(DURATION_MS) {
         Some(v) => v
             .as_f64()
-            .ok_or_else(|| bad("duration_ms", "a number", v.type_name()))?,
+            .ok_or_else(|| bad(FIELDS[DURATION_MS], "a number", v.type_name()))?,
         None => f64::NAN,
     };
-    let collective_seq = e.values[5].ok_or_else(|| {
+    let collective_seq = e.values[COLLECTIVE_SEQ_ID].ok_or_else(|| {
         Error::invalid("collective_seq_id: missing (not a Flight Recorder entry)")
     })?;
     let seq = collective_seq.int_like().ok_or_else(|| {
         bad(
-            "collective_seq_id",
+            FIELDS[COLLECTIVE_SEQ_ID],
             "an integer",
             collective_seq.type_name(),
         )
     })?;
     Ok(FrEntry {
-        group: interner.group(dump, group_name, group_desc),
-        pg_id: int(e, "pg_id", -1)?,
-        record_id: int(e, "record_id", -1)?,
-        op_id: int(e, "op_id", -1)?,
+        group,
+        pg_id: e.int(PG_ID, -1)?,
+        record_id: e.int(RECORD_ID, -1)?,
+        op_id: e.int(OP_ID, -1)?,
         seq,
-        p2p_seq: int(e, "p2p_seq_id", 0)?,
-        is_p2p: flag(e, "is_p2p")? || matches!(op, "send" | "recv"),
-        name: interner.text(dump, name),
+        p2p_seq: e.int(P2P_SEQ_ID, 0)?,
+        is_p2p: e.flag(IS_P2P)? || matches!(op, "send" | "recv"),
+        name,
         op,
         peer,
         in_sizes,
         out_sizes,
-        in_dtypes: interner
-            .text_with(dump, |b| dtypes(e.get("input_dtypes"), "input_dtypes", b))?,
-        out_dtypes: interner
-            .text_with(dump, |b| dtypes(e.get("output_dtypes"), "output_dtypes", b))?,
+        in_dtypes: interner.text_with(dump, |b| e.dtypes(INPUT_DTYPES, b))?,
+        out_dtypes: interner.text_with(dump, |b| e.dtypes(OUTPUT_DTYPES, b))?,
         in_numel,
         out_numel,
-        state: state(text(e, "state")?)?,
-        retired: flag(e, "retired")?,
-        created_ns: int(e, "time_created_ns", 0)?,
-        started_ns: int(e, "time_discovered_started_ns", 0)?,
-        completed_ns: int(e, "time_discovered_completed_ns", 0)?,
+        state: state(e.text(STATE)?)?,
+        retired: e.flag(RETIRED)?,
+        created_ns: e.int(TIME_CREATED_NS, 0)?,
+        started_ns: e.int(TIME_STARTED_NS, 0)?,
+        completed_ns: e.int(TIME_COMPLETED_NS, 0)?,
         duration_ms,
-        timeout_ms: int(e, "timeout_ms", -1)?,
-        stack: interner.stack(dump, e.values[FRAMES])?,
+        timeout_ms: e.int(TIMEOUT_MS, -1)?,
+        stack: interner.stack(dump, e.get(FRAMES))?,
     })
 }
 
@@ -417,7 +576,15 @@ pub fn canonical_op(profiling_name: &str) -> (&'static str, i64) {
 
 #[cfg(test)]
 mod tests {
-    use super::canonical_op;
+    use super::{FIELDS, canonical_op, field_index};
+
+    #[test]
+    fn every_field_name_maps_to_its_index() {
+        for (i, name) in FIELDS.iter().enumerate() {
+            assert_eq!(field_index(name.as_bytes()), Some(i), "{name}");
+        }
+        assert_eq!(field_index(b"thread_id"), None);
+    }
 
     #[test]
     fn profiling_names_map_to_canonical_ops() {

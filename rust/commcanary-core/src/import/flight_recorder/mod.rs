@@ -276,7 +276,7 @@ fn read_pg_config<'a, T: Tree<'a>>(root: T) -> Result<Vec<PgConfig>> {
     };
     let mut out = Vec::new();
     let mut failure: Option<Error> = None;
-    let is_dict = config.members(&mut |key, row| {
+    let is_dict = config.members(|key, _, row| {
         if failure.is_some() {
             return;
         }
@@ -344,7 +344,7 @@ fn read_pg_status<'a, T: Tree<'a>>(root: T) -> Result<Vec<PgStatus>> {
     };
     let mut out = Vec::new();
     let mut failure: Option<Error> = None;
-    status.members(&mut |key, row| {
+    status.members(|key, _, row| {
         let counter = |k: &str| row.get(k).and_then(|v| v.int_like()).unwrap_or(-1);
         let key = String::from_utf8_lossy(key);
         match key.trim().parse::<i64>() {

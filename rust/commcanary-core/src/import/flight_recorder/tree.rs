@@ -2,8 +2,7 @@
 //! JSON tape ([`crate::json::Value`]) and the restricted pickle arena
 //! ([`crate::import::pickle::PickleValue`]), so one dump reader serves both.
 //!
-//! Invariant: the views never allocate per lookup except [`Tree::members`]'s
-//! callback walk, and a number spelled as a decimal string (`pg_status` in
+//! Invariants: the views never allocate per lookup, and a number spelled as a decimal string (`pg_status` in
 //! the JSON encoding) reads as an integer through [`Tree::int_like`].
 
 use crate::import::pickle::PickleValue;
@@ -23,17 +22,27 @@ pub trait Tree<'a>: Copy + Sized {
     fn as_f64(&self) -> Option<f64>;
     /// A string.
     fn as_str(&self) -> Option<&'a str>;
+    /// A string's UTF-8 bytes (valid: both decoders check them).
+    fn str_bytes(&self) -> Option<&'a [u8]> {
+        self.as_str().map(str::as_bytes)
+    }
+    /// The value's identity where the encoding shares values (a pickle's
+    /// memo): equal identities are the same value. `None` for JSON.
+    fn ident(&self) -> Option<u32> {
+        None
+    }
     /// Length of a list or tuple.
     fn seq_len(&self) -> Option<usize>;
     /// Element `i` of a list or tuple.
     fn element(&self, i: usize) -> Option<Self>;
     /// Calls `f` with each string-keyed member of a dict (the key's UTF-8
-    /// bytes), in order; `false` when this is not a dict.
-    fn members(&self, f: &mut dyn FnMut(&'a [u8], Self)) -> bool;
+    /// bytes, the key's [`Tree::ident`], the value), in order; `false` when
+    /// this is not a dict.
+    fn members<F: FnMut(&'a [u8], Option<u32>, Self)>(&self, f: F) -> bool;
     /// The member named `key` of a dict.
     fn get(&self, key: &str) -> Option<Self> {
         let mut found = None;
-        self.members(&mut |k, v| {
+        self.members(|k, _, v| {
             if found.is_none() && k == key.as_bytes() {
                 found = Some(v);
             }
@@ -72,12 +81,12 @@ impl<'a> Tree<'a> for Value<'a> {
     fn element(&self, i: usize) -> Option<Self> {
         Value::element(self, i)
     }
-    fn members(&self, f: &mut dyn FnMut(&'a [u8], Self)) -> bool {
+    fn members<F: FnMut(&'a [u8], Option<u32>, Self)>(&self, mut f: F) -> bool {
         if !self.is_object() {
             return false;
         }
         for (k, v) in Value::members(self) {
-            f(k, v);
+            f(k, None, v);
         }
         true
     }
@@ -102,19 +111,25 @@ impl<'a> Tree<'a> for PickleValue<'a> {
     fn as_str(&self) -> Option<&'a str> {
         PickleValue::as_str(self)
     }
+    fn str_bytes(&self) -> Option<&'a [u8]> {
+        PickleValue::str_bytes(self)
+    }
+    fn ident(&self) -> Option<u32> {
+        Some(self.id())
+    }
     fn seq_len(&self) -> Option<usize> {
         if self.is_sequence() { self.len() } else { None }
     }
     fn element(&self, i: usize) -> Option<Self> {
         PickleValue::element(self, i)
     }
-    fn members(&self, f: &mut dyn FnMut(&'a [u8], Self)) -> bool {
+    fn members<F: FnMut(&'a [u8], Option<u32>, Self)>(&self, mut f: F) -> bool {
         if !self.is_dict() {
             return false;
         }
         for (k, v) in PickleValue::members(self) {
-            if let Some(k) = k.str_bytes() {
-                f(k, v);
+            if let Some(bytes) = k.str_bytes() {
+                f(bytes, Some(k.id()), v);
             }
         }
         true

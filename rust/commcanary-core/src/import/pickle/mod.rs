@@ -28,12 +28,12 @@
 //!   (consumers that recurse must guard against cycles; [`PickleValue::id`]
 //!   tells shared values apart).
 //! * **Mutation works.** APPEND, SETITEM and ADDITEMS onto a memoized list,
-//!   dict or set take effect wherever it is referenced: children are
-//!   collected in per-container chains while parsing and laid out
-//!   contiguously once STOP is read. Dicts keep insertion order; a later item
-//!   whose key equals an earlier one (str, bytes, int, bool, `None` keys;
-//!   Python equality, so `True == 1`) replaces the value in place. Sets drop
-//!   such duplicates too.
+//!   dict or set take effect wherever it is referenced: each container owns
+//!   one run of child indices, grown in place or moved with room to spare.
+//!   Dicts keep insertion order; a later item whose key equals an earlier
+//!   one (str, bytes, int, bool, `None` keys; Python equality, so
+//!   `True == 1`) replaces the value in place. Sets drop such duplicates
+//!   too.
 //! * **Errors, never panics.** Malformed input (truncation, stack underflow,
 //!   unknown memo index, missing STOP, trailing bytes after STOP, unknown
 //!   opcode, strings that are not UTF-8 where str is required) gives an
@@ -81,14 +81,13 @@ const HIGHEST_PROTOCOL: u8 = 5;
 const ONLY_PLAIN: &str = "(only plain containers, strings and numbers are allowed)";
 
 /// A container's children: `len` node indices in `children` from `first`
-/// (dicts: `2 * len` indices, key then value). While parsing, a list, dict
-/// or set has `first` = its builder index and `len` unused.
+/// (dicts: `2 * len` indices, key then value).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Seq {
     first: u32,
     len: u32,
     /// Nesting depth as built (1 for a container of scalars).
-    depth: u16,
+    depth: u32,
 }
 
 /// One value on the tape.

@@ -1,5 +1,13 @@
-//! The pickle machine: opcodes executed onto a value stack, containers
-//! built as append chains and laid out at `STOP`.
+//! The pickle machine: opcodes executed onto a value stack; containers
+//! written straight into the document's child list.
+//!
+//! A list, dict or set owns one run of `children`. Items are appended in
+//! place when the run ends the list (the common case: a pickler fills a
+//! container right after building it) or fits its reserved capacity;
+//! otherwise the run moves to the end with twice the room, so appends to
+//! interleaved containers cost amortised O(1). Duplicate keys of small
+//! dicts and sets are dropped as they arrive; large ones are deduplicated
+//! at STOP.
 
 #![allow(clippy::wildcard_imports)]
 
@@ -9,22 +17,6 @@ use super::text::*;
 use super::*;
 use crate::error::{Error, Result};
 
-/// The append chain of one list, dict or set under construction.
-#[derive(Debug, Clone, Copy)]
-struct Builder {
-    node: u32,
-    head: u32,
-    tail: u32,
-}
-
-/// A run of `len` child indices in `Parser::items` from `start`.
-#[derive(Debug, Clone, Copy)]
-struct Seg {
-    start: u32,
-    len: u32,
-    next: u32,
-}
-
 /// Which kind of mutable container an opcode builds or extends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -33,6 +25,18 @@ enum Kind {
     Set,
 }
 
+impl Kind {
+    /// Child indices per item: 2 for a dict's key and value.
+    fn width(self) -> usize {
+        if self == Kind::Dict { 2 } else { 1 }
+    }
+}
+
+/// Dicts and sets of at most this many items drop duplicate keys as items
+/// arrive (a scan behind a bit filter); larger ones once, at STOP, through
+/// a hash map.
+const SMALL: usize = 64;
+
 pub(super) struct Parser<'b> {
     input: &'b [u8],
     pos: usize,
@@ -40,20 +44,30 @@ pub(super) struct Parser<'b> {
     op_at: usize,
     op: u8,
     max_nodes: u64,
-    max_depth: u16,
+    max_depth: u32,
     nodes: Vec<Node>,
     children: Vec<u32>,
     arena: Vec<u8>,
     stack: Vec<u32>,
     /// Stack lengths at each open MARK.
     marks: Vec<usize>,
+    /// `marks.last()`, or 0: items below it are hidden.
+    floor: usize,
     /// The memo: indices `0..memo.len()` densely, any others in `sparse`.
     memo: Vec<u32>,
     sparse: FxHashMap<u32, u32>,
-    builders: Vec<Builder>,
-    segs: Vec<Seg>,
-    items: Vec<u32>,
+    /// Reserved run length (child indices) of containers that moved.
+    caps: FxHashMap<u32, u32>,
+    /// Dicts and sets grown past [`SMALL`] items, deduplicated at STOP.
+    deferred: Vec<u32>,
+    /// Key sequences (node ids in order, by hash) of small dicts and sets
+    /// found free of duplicates: a container with the same keys, like
+    /// every entry of a dump, needs no check. At most [`KNOWN_KEY_SETS`].
+    unique_keys: FxHashMap<u64, Box<[u32]>>,
 }
+
+/// Most key sequences remembered in `Parser::unique_keys`.
+const KNOWN_KEY_SETS: usize = 64;
 
 impl<'b> Parser<'b> {
     pub(super) fn new(input: &'b [u8], limits: PickleLimits) -> Self {
@@ -64,33 +78,54 @@ impl<'b> Parser<'b> {
             op_at: 0,
             op: 0,
             max_nodes: limits.max_nodes.min(u64::from(NIL - 1)),
-            max_depth: limits.max_depth.min(u32::from(u16::MAX - 1)) as u16,
+            max_depth: limits.max_depth.min(u32::from(u16::MAX - 1)),
             nodes: Vec::with_capacity(guess),
-            children: Vec::new(),
-            arena: Vec::with_capacity(input.len() / 2),
+            children: Vec::with_capacity((input.len() / 2).min(1 << 22)),
+            arena: Vec::with_capacity((input.len() / 8).min(1 << 22)),
             stack: Vec::with_capacity(64),
             marks: Vec::new(),
+            floor: 0,
             memo: Vec::with_capacity(guess / 2),
             sparse: FxHashMap::default(),
-            builders: Vec::new(),
-            segs: Vec::new(),
-            items: Vec::with_capacity(guess),
+            caps: FxHashMap::default(),
+            deferred: Vec::new(),
+            unique_keys: FxHashMap::default(),
         }
     }
 
     pub(super) fn run(mut self) -> Result<PickleDoc> {
+        let input = self.input;
         loop {
-            let Some(&op) = self.input.get(self.pos) else {
+            let at = self.pos;
+            let Some(&op) = input.get(at) else {
                 return Err(Error::invalid(format!(
-                    "pickle: truncated at byte {} (no STOP opcode)",
-                    self.pos
+                    "pickle: truncated at byte {at} (no STOP opcode)"
                 )));
             };
-            self.op_at = self.pos;
+            self.op_at = at;
             self.op = op;
-            self.pos += 1;
-            if self.step(op)? {
-                break;
+            self.pos = at + 1;
+            // The opcodes a pickler writes most, dispatched here directly.
+            match op {
+                b'h' => {
+                    let i = self.byte()?;
+                    self.memo_get(u32::from(i))?;
+                }
+                0x94 => self.memoize()?,
+                b'K' => {
+                    let v = self.byte()?;
+                    self.push(Node::Int(i64::from(v)))?;
+                }
+                b'M' => {
+                    let v = self.uint(2)?;
+                    self.push(Node::Int(v as i64))?;
+                }
+                b'(' => self.open_mark()?,
+                b']' => self.build(Kind::List, self.stack.len())?,
+                b'}' => self.build(Kind::Dict, self.stack.len())?,
+                b'a' | b'e' | b'u' => self.container_op(op)?,
+                b'.' => break,
+                _ => self.step(op)?,
             }
         }
         let root = self.pop()?;
@@ -104,11 +139,9 @@ impl<'b> Parser<'b> {
         Ok(self.finish(root))
     }
 
-    /// Executes one opcode; `true` at STOP.
-    #[inline]
-    fn step(&mut self, op: u8) -> Result<bool> {
+    /// Executes one opcode other than STOP.
+    fn step(&mut self, op: u8) -> Result<()> {
         match op {
-            b'.' => return Ok(true),
             0x80 => self.proto()?,
             0x95 => {
                 let n = self.uint(8)?;
@@ -128,7 +161,7 @@ impl<'b> Parser<'b> {
             }
             _ => return Err(self.refuse(op)),
         }
-        Ok(false)
+        Ok(())
     }
 
     // ---- errors -------------------------------------------------------
@@ -217,6 +250,18 @@ impl<'b> Parser<'b> {
         Ok(bytes)
     }
 
+    /// The next byte.
+    #[inline(always)]
+    fn byte(&mut self) -> Result<u8> {
+        match self.input.get(self.pos) {
+            Some(&b) => {
+                self.pos += 1;
+                Ok(b)
+            }
+            None => Err(self.truncated("1 bytes")),
+        }
+    }
+
     /// A length prefix checked against the bytes left, as `usize`.
     #[inline]
     fn check_len(&self, n: u64) -> Result<usize> {
@@ -259,9 +304,20 @@ impl<'b> Parser<'b> {
     // ---- the stack ------------------------------------------------------
 
     /// Stack length at the innermost open MARK (items below are hidden).
-    #[inline]
+    #[inline(always)]
     fn floor(&self) -> usize {
-        self.marks.last().copied().unwrap_or(0)
+        self.floor
+    }
+
+    /// MARK.
+    #[inline]
+    fn open_mark(&mut self) -> Result<()> {
+        if self.marks.len() >= self.max_depth as usize {
+            return Err(self.depth_error());
+        }
+        self.floor = self.stack.len();
+        self.marks.push(self.floor);
+        Ok(())
     }
 
     #[inline]
@@ -282,24 +338,35 @@ impl<'b> Parser<'b> {
     }
 
     /// Closes the innermost MARK and returns its stack position.
+    #[inline]
     fn pop_mark(&mut self) -> Result<usize> {
-        self.marks
-            .pop()
-            .ok_or_else(|| self.bad(format_args!("{} without a MARK", self.name())))
+        match self.marks.pop() {
+            Some(at) => {
+                self.floor = self.marks.last().copied().unwrap_or(0);
+                Ok(at)
+            }
+            None => Err(self.bad(format_args!("{} without a MARK", self.name()))),
+        }
     }
 
     /// Adds a value (not pushed).
     #[inline]
     fn add(&mut self, node: Node) -> Result<u32> {
         if self.nodes.len() as u64 >= self.max_nodes {
-            return Err(Error::limit(format!(
-                "pickle: more than max_nodes={} values at byte {}",
-                self.max_nodes, self.op_at
-            )));
+            return Err(self.too_many_nodes());
         }
         let id = self.nodes.len() as u32;
         self.nodes.push(node);
         Ok(id)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn too_many_nodes(&self) -> Error {
+        Error::limit(format!(
+            "pickle: more than max_nodes={} values at byte {}",
+            self.max_nodes, self.op_at
+        ))
     }
 
     /// Adds a value and pushes it.
@@ -330,16 +397,11 @@ impl<'b> Parser<'b> {
     #[inline]
     fn stack_op(&mut self, op: u8) -> Result<()> {
         match op {
-            b'(' => {
-                if self.marks.len() >= usize::from(self.max_depth) {
-                    return Err(self.depth_error());
-                }
-                self.marks.push(self.stack.len());
-            }
+            b'(' => self.open_mark()?,
             // POP with nothing above the MARK pops the MARK (protocol 0
             // pickles of recursive tuples rely on it).
             b'0' if self.stack.len() <= self.floor() && !self.marks.is_empty() => {
-                self.marks.pop();
+                self.pop_mark()?;
             }
             b'0' => {
                 self.pop()?;
@@ -371,10 +433,7 @@ impl<'b> Parser<'b> {
                 let i = self.uint(4)? as u32;
                 self.memo_put(i)
             }
-            0x94 => match u32::try_from(self.memo_len()) {
-                Ok(i) => self.memo_put(i),
-                Err(_) => Err(self.bad("memo full")),
-            },
+            0x94 => self.memoize(),
             b'g' => {
                 let i = self.text_index()?;
                 self.memo_get(i)
@@ -396,6 +455,20 @@ impl<'b> Parser<'b> {
             .ok()
             .and_then(|s| s.trim().parse::<u32>().ok())
             .ok_or_else(|| self.bad(format_args!("bad {} argument", self.name())))
+    }
+
+    /// MEMOIZE: the top of the stack at index `len(memo)`.
+    #[inline]
+    fn memoize(&mut self) -> Result<()> {
+        if self.sparse.is_empty() {
+            let id = self.top()?;
+            self.memo.push(id);
+            return Ok(());
+        }
+        match u32::try_from(self.memo_len()) {
+            Ok(i) => self.memo_put(i),
+            Err(_) => Err(self.bad("memo full")),
+        }
     }
 
     /// Python's `len(memo)`: MEMOIZE's index. `memo` and `sparse` never
@@ -574,7 +647,7 @@ impl<'b> Parser<'b> {
 
     // ---- containers -----------------------------------------------------
 
-    fn depth_of(&self, id: u32) -> u16 {
+    fn depth_of(&self, id: u32) -> u32 {
         match self.nodes.get(id as usize) {
             Some(Node::List(s) | Node::Tuple(s) | Node::Set(s) | Node::Dict(s)) => s.depth,
             _ => 0,
@@ -582,7 +655,7 @@ impl<'b> Parser<'b> {
     }
 
     /// Depth of a tuple holding `kids`.
-    fn tuple_depth(&self, kids: &[u32]) -> Result<u16> {
+    fn tuple_depth(&self, kids: &[u32]) -> Result<u32> {
         let deepest = kids.iter().map(|&k| self.depth_of(k)).max().unwrap_or(0);
         if deepest >= self.max_depth {
             return Err(self.depth_error());
@@ -652,30 +725,35 @@ impl<'b> Parser<'b> {
     }
 
     /// A new list, dict or set holding `stack[from..]`, pushed in their place.
+    #[inline]
     fn build(&mut self, kind: Kind, from: usize) -> Result<()> {
-        let seq = Seq {
-            first: self.builders.len() as u32,
-            len: 0,
-            depth: 1,
+        let first = self.children.len() as u32;
+        let node = |f: fn(Seq) -> Node| {
+            f(Seq {
+                first,
+                len: 0,
+                depth: 1,
+            })
         };
-        let node = match kind {
-            Kind::List => Node::List(seq),
-            Kind::Dict => Node::Dict(seq),
-            Kind::Set => Node::Set(seq),
-        };
-        let id = self.add(node)?;
-        self.builders.push(Builder {
-            node: id,
-            head: NIL,
-            tail: NIL,
-        });
-        self.add_items(kind, id, seq, from)?;
+        let id = self.add(match kind {
+            Kind::List => node(Node::List),
+            Kind::Dict => node(Node::Dict),
+            Kind::Set => node(Node::Set),
+        })?;
         self.stack.push(id);
+        if from + 1 < self.stack.len() {
+            // The items sit below the new container: move it to the end.
+            let items = self.stack.len() - 1;
+            self.stack.copy_within(from..items, from + 1);
+            self.stack[from] = id;
+            self.extend(kind, from)?;
+        }
         Ok(())
     }
 
     /// Moves `stack[at + 1..]` into the container at `stack[at]`, which must
     /// be a `kind`.
+    #[inline]
     fn extend(&mut self, kind: Kind, at: usize) -> Result<()> {
         let target = self
             .stack
@@ -697,23 +775,109 @@ impl<'b> Parser<'b> {
     /// `seq`) and pops them.
     fn add_items(&mut self, kind: Kind, target: u32, seq: Seq, from: usize) -> Result<()> {
         let kids = self.stack.get(from..).unwrap_or(&[]);
-        if kind == Kind::Dict && kids.len() % 2 != 0 {
+        if kids.is_empty() {
+            return Ok(());
+        }
+        let width = kind.width();
+        if kids.len() % width != 0 {
             return Err(self.bad(format_args!("{} with an odd number of items", self.name())));
         }
         let depth = self.scan_items(kind, kids, target)?.max(seq.depth);
-        self.chain(seq.first as usize, from);
+        let had = seq.len as usize;
+        let old = had * width;
+        let first = self.store(target, seq.first as usize, old, from);
+        let end = first + old + (self.stack.len() - from);
+        self.stack.truncate(from);
+        let mut len = end - first;
+        if kind != Kind::List {
+            if len > width && len <= SMALL * width {
+                len = self.drop_duplicates(first, end, width);
+                if end == self.children.len() {
+                    self.children.truncate(first + len);
+                }
+            } else if had <= SMALL {
+                self.deferred.push(target);
+            }
+        }
         if let Some(Node::List(s) | Node::Dict(s) | Node::Set(s)) =
             self.nodes.get_mut(target as usize)
         {
-            s.depth = depth;
+            *s = Seq {
+                first: first as u32,
+                len: (len / width) as u32,
+                depth,
+            };
         }
         Ok(())
+    }
+
+    /// Drops duplicate keys from the small run `children[first..end]` (groups
+    /// of `width`) unless its key sequence is known to be free of them;
+    /// returns the child indices kept.
+    fn drop_duplicates(&mut self, first: usize, end: usize, width: usize) -> usize {
+        let Some(run) = self.children.get_mut(first..end) else {
+            return 0;
+        };
+        let keys = || run.iter().step_by(width).copied();
+        let hash = keys().fold(0u64, |h, k| {
+            (h.rotate_left(5) ^ u64::from(k)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        });
+        if let Some(known) = self.unique_keys.get(&hash) {
+            if known.iter().copied().eq(keys()) {
+                return run.len();
+            }
+        }
+        let kept = dedup_small(&self.nodes, &self.arena, run, width);
+        if kept == run.len() {
+            if self.unique_keys.len() >= KNOWN_KEY_SETS {
+                self.unique_keys.clear();
+            }
+            let known: Box<[u32]> = run.iter().step_by(width).copied().collect();
+            self.unique_keys.insert(hash, known);
+        }
+        kept
+    }
+
+    /// Writes `stack[from..]` after the `old` child indices of `target`'s
+    /// run at `first`; returns where the run now starts.
+    fn store(&mut self, target: u32, first: usize, old: usize, from: usize) -> usize {
+        let kids = self.stack.get(from..).unwrap_or(&[]);
+        let end = first + old;
+        if old == 0 || end == self.children.len() {
+            let first = if old == 0 { self.children.len() } else { first };
+            match kids {
+                [one] => self.children.push(*one),
+                _ => self.children.extend_from_slice(kids),
+            }
+            return first;
+        }
+        let cap = self
+            .caps
+            .get(&target)
+            .map_or(old, |&c| (c as usize).max(old));
+        if let Some(room) = self
+            .children
+            .get_mut(end..end + kids.len())
+            .filter(|_| old + kids.len() <= cap)
+        {
+            room.copy_from_slice(kids);
+            return first;
+        }
+        // Move to the end with twice the room.
+        let cap = 2 * (old + kids.len());
+        let moved = self.children.len();
+        self.children.extend_from_within(first..end);
+        self.children.extend_from_slice(kids);
+        self.children.resize(moved + cap, NIL);
+        self.caps.insert(target, cap as u32);
+        moved
     }
 
     /// The depth of container `target` holding `kids` (ignoring `target`
     /// itself); refuses lists, dicts and sets as dict keys or set elements
     /// (Python raises `TypeError: unhashable type`).
-    fn scan_items(&self, kind: Kind, kids: &[u32], target: u32) -> Result<u16> {
+    #[inline]
+    fn scan_items(&self, kind: Kind, kids: &[u32], target: u32) -> Result<u32> {
         let mut deepest = 0;
         for (i, &k) in kids.iter().enumerate() {
             let seq = match self.nodes.get(k as usize) {
@@ -738,78 +902,36 @@ impl<'b> Parser<'b> {
         Ok(deepest + 1)
     }
 
-    /// Appends `stack[from..]` to builder `b`'s chain and pops them.
-    fn chain(&mut self, b: usize, from: usize) {
-        let Some(kids) = self.stack.get(from..) else {
-            return;
-        };
-        let Some(builder) = self.builders.get_mut(b) else {
-            return;
-        };
-        if kids.is_empty() {
-            return;
-        }
-        let start = self.items.len() as u32;
-        let n = kids.len() as u32;
-        let idx = self.segs.len() as u32;
-        match self.segs.get_mut(builder.tail as usize) {
-            Some(tail) if tail.start as usize + tail.len as usize == self.items.len() => {
-                tail.len += n;
-            }
-            tail => {
-                match tail {
-                    Some(tail) => tail.next = idx,
-                    None => builder.head = idx,
-                }
-                builder.tail = idx;
-                self.segs.push(Seg {
-                    start,
-                    len: n,
-                    next: NIL,
-                });
-            }
-        }
-        self.items.extend_from_slice(kids);
-        self.stack.truncate(from);
-    }
+    // ---- the end --------------------------------------------------------
 
-    // ---- layout ---------------------------------------------------------
-
-    /// Lays every list, dict and set out contiguously in `children`.
+    /// Drops duplicate keys of the large dicts and sets.
     fn finish(self, root: u32) -> PickleDoc {
         let Parser {
             mut nodes,
             mut children,
             arena,
-            builders,
-            segs,
-            items,
+            deferred,
             ..
         } = self;
-        children.reserve(items.len());
-        let mut gathered = Vec::new();
         let mut index = FxHashMap::default();
-        for b in &builders {
-            let kids = gather(&segs, &items, b.head, &mut gathered);
-            let Some(node) = nodes.get(b.node as usize).copied() else {
+        let mut kept = Vec::new();
+        for id in deferred {
+            let (seq, width) = match nodes.get(id as usize) {
+                Some(Node::Dict(s)) => (*s, 2),
+                Some(Node::Set(s)) => (*s, 1),
+                _ => continue,
+            };
+            let first = seq.first as usize;
+            let Some(run) = children.get_mut(first..first + width * seq.len as usize) else {
                 continue;
             };
-            let first = children.len();
-            let width = match node {
-                Node::List(_) => 0,
-                Node::Dict(_) => 2,
-                _ => 1,
-            };
-            if width == 0 {
-                children.extend_from_slice(kids);
-            } else {
-                dedup(&nodes, &arena, kids, width, &mut children, &mut index);
-            }
-            let len = ((children.len() - first) / width.max(1)) as u32;
-            if let Some(Node::List(s) | Node::Dict(s) | Node::Set(s)) =
-                nodes.get_mut(b.node as usize)
-            {
-                (s.first, s.len) = (first as u32, len);
+            kept.clear();
+            dedup_large(&nodes, &arena, run, width, &mut kept, &mut index);
+            run.get_mut(..kept.len())
+                .unwrap_or_default()
+                .copy_from_slice(&kept);
+            if let Some(Node::Dict(s) | Node::Set(s)) = nodes.get_mut(id as usize) {
+                s.len = (kept.len() / width) as u32;
             }
         }
         PickleDoc {
@@ -849,40 +971,19 @@ fn key_of<'a>(nodes: &[Node], arena: &'a [u8], id: u32) -> Option<Key<'a>> {
     })
 }
 
-/// The children a builder's chain from `head` lists: a slice of `items`
-/// when the chain is one segment (the common case), else gathered.
-fn gather<'s>(segs: &[Seg], items: &'s [u32], head: u32, gathered: &'s mut Vec<u32>) -> &'s [u32] {
-    let slice = |s: &Seg| items.get(s.start as usize..s.start as usize + s.len as usize);
-    match segs.get(head as usize) {
-        None => &[],
-        Some(s) if s.next == NIL => slice(s).unwrap_or(&[]),
-        Some(_) => {
-            gathered.clear();
-            let mut seg = head;
-            while let Some(s) = segs.get(seg as usize) {
-                gathered.extend_from_slice(slice(s).unwrap_or(&[]));
-                seg = s.next;
-            }
-            gathered
-        }
-    }
-}
-
-/// Appends `items` (groups of `width`: 2 for dict pairs) to `out`, a later
-/// group whose first item equals an earlier one's replacing it in place.
-fn dedup<'a>(
+/// Copies the items of `run` (groups of `width`: 2 for dict pairs) into
+/// `out`, a later group whose first item equals an earlier one's replacing
+/// its value in place.
+fn dedup_large<'a>(
     nodes: &[Node],
     arena: &'a [u8],
-    items: &[u32],
+    run: &[u32],
     width: usize,
     out: &mut Vec<u32>,
     index: &mut FxHashMap<Key<'a>, usize>,
 ) {
-    if items.len() <= 64 * width {
-        return dedup_small(nodes, arena, items, width, out);
-    }
     index.clear();
-    for group in items.chunks_exact(width) {
+    for group in run.chunks_exact(width) {
         let key = key_of(nodes, arena, group[0]);
         let seen = key.and_then(|k| index.get(&k).copied());
         match (seen, key) {
@@ -896,28 +997,31 @@ fn dedup<'a>(
     }
 }
 
-/// [`dedup`] for at most 64 groups: a 256-bit filter of seen keys, and a
-/// scan of `out` only when the filter says the key may be there.
-fn dedup_small(nodes: &[Node], arena: &[u8], items: &[u32], width: usize, out: &mut Vec<u32>) {
-    let base = out.len();
+/// Drops duplicate keys from `run` (at most [`SMALL`] groups of `width`) in
+/// place and returns the child indices kept: a 256-bit filter of seen
+/// keys, and a scan only when the filter says the key may be there.
+fn dedup_small(nodes: &[Node], arena: &[u8], run: &mut [u32], width: usize) -> usize {
+    let mut kept = 0;
     let mut seen = [0u64; 4];
-    for group in items.chunks_exact(width) {
-        let Some(key) = key_of(nodes, arena, group[0]) else {
-            out.extend_from_slice(group);
-            continue;
-        };
-        let h = key.quick_hash() >> 56;
-        let (word, bit) = ((h >> 6) as usize & 3, 1u64 << (h & 63));
-        if seen[word] & bit != 0 {
-            let mut at = (base..out.len()).step_by(width);
-            if let Some(at) = at.find(|&at| key_of(nodes, arena, out[at]) == Some(key)) {
-                replace(out, at, group);
-                continue;
+    for at in (0..run.len()).step_by(width) {
+        if let Some(key) = key_of(nodes, arena, run[at]) {
+            let h = key.quick_hash() >> 56;
+            let (word, bit) = ((h >> 6) as usize & 3, 1u64 << (h & 63));
+            if seen[word] & bit != 0 {
+                let same = (0..kept)
+                    .step_by(width)
+                    .find(|&k| run[k] == run[at] || key_of(nodes, arena, run[k]) == Some(key));
+                if let Some(k) = same {
+                    run.copy_within(at + 1..at + width, k + 1);
+                    continue;
+                }
             }
+            seen[word] |= bit;
         }
-        seen[word] |= bit;
-        out.extend_from_slice(group);
+        run.copy_within(at..at + width, kept);
+        kept += width;
     }
+    kept
 }
 
 /// Overwrites the value(s) of the group at `out[at..]` with `group`'s.

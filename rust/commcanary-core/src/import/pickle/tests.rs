@@ -557,3 +557,89 @@ fn real_flight_recorder_dump() {
         assert!(frame.get("line").and_then(|v| v.as_i64()).is_some());
     }
 }
+
+/// BININT2.
+fn int2(out: &mut Vec<u8>, v: u16) {
+    out.push(b'M');
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// SHORT_BINUNICODE.
+fn short_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&[0x8c, s.len() as u8]);
+    out.extend_from_slice(s.as_bytes());
+}
+
+#[test]
+fn interleaved_appends_move_runs_and_keep_every_item() {
+    // Lists A (memo 0) and B (memo 1), appended to alternately one item
+    // at a time, then in batches: each run moves with room to spare.
+    let mut b = b"\x80\x04]\x94]\x940".to_vec();
+    for i in 0..300u16 {
+        b.extend_from_slice(b"h\x00");
+        int2(&mut b, i);
+        b.extend_from_slice(b"a0h\x01");
+        int2(&mut b, 1000 + i);
+        b.extend_from_slice(b"a0");
+    }
+    for batch in 0..5u16 {
+        for list in 0..2u8 {
+            b.extend_from_slice(&[b'h', list, b'(']);
+            for i in 0..7 {
+                int2(&mut b, 5000 + u16::from(list) * 100 + batch * 7 + i);
+            }
+            b.extend_from_slice(b"e0");
+        }
+    }
+    b.extend_from_slice(b"h\x00h\x01\x86.");
+    let doc = parse(&b);
+    let pair: Vec<_> = doc.root().elements().map(ints).collect();
+    let expect = |base: i64, batched: i64| -> Vec<i64> {
+        (0..300)
+            .map(|i| base + i)
+            .chain((0..35).map(|i| batched + i))
+            .collect()
+    };
+    assert_eq!(pair, [expect(0, 5000), expect(1000, 5100)]);
+}
+
+#[test]
+fn duplicate_keys_are_dropped_small_and_large_and_after_a_known_key_set() {
+    // A dict grown by SETITEM one key at a time past the small limit:
+    // keys k0..k79, then k0..k19 again with new values.
+    let mut b = b"\x80\x04}\x94".to_vec();
+    for i in 0..100u16 {
+        short_str(&mut b, &format!("k{}", i % 80));
+        int2(&mut b, i);
+        b.push(b's');
+    }
+    b.push(b'.');
+    let doc = parse(&b);
+    let root = doc.root();
+    assert_eq!(root.len(), Some(80));
+    assert_eq!(root.get("k3").unwrap().as_i64(), Some(83));
+    assert_eq!(root.get("k50").unwrap().as_i64(), Some(50));
+    let (k, _) = root.members().nth(3).unwrap();
+    assert_eq!(k.as_str(), Some("k3"));
+    // Two dicts with one key sequence (memoized keys), then a third that
+    // repeats a key: the known key set does not hide the duplicate.
+    let mut b = b"\x80\x04\x8c\x01a\x94\x8c\x01b\x940(".to_vec();
+    for keys in [[0u8, 1], [0, 1], [0, 0]] {
+        b.extend_from_slice(b"}(");
+        for (i, k) in keys.into_iter().enumerate() {
+            b.extend_from_slice(&[b'h', k, b'K', i as u8 + 1]);
+        }
+        b.push(b'u');
+    }
+    b.extend_from_slice(b"l.");
+    let doc = parse(&b);
+    let lens: Vec<_> = doc.root().elements().map(|d| d.len()).collect();
+    assert_eq!(lens, [Some(2), Some(2), Some(1)]);
+    assert_eq!(
+        doc.root().element(2).unwrap().get("a").unwrap().as_i64(),
+        Some(2)
+    );
+    // A set fed by ADDITEMS in two batches with a repeat across them.
+    let doc = parse(b"\x80\x04\x8f(K\x01K\x02\x90(K\x02K\x03\x90.");
+    assert_eq!(ints(doc.root()), [1, 2, 3]);
+}
