@@ -123,36 +123,52 @@ impl<'a> Track<'a> {
 
 /// Per rank, per group, its collectives sorted by sequence number.
 type ByGroup<'a> = FxHashMap<i64, FxHashMap<usize, Vec<(i64, &'a Op)>>>;
+/// Per rank, per group, its point-to-point calls in call order.
+type P2pByGroup<'a> = FxHashMap<i64, FxHashMap<usize, Vec<&'a Op>>>;
 
-fn by_group(model: &Model) -> ByGroup<'_> {
-    model
+/// Each rank's ops split by group, in parallel over ranks (a job has
+/// thousands of ranks and groups; every later pass looks up, never scans).
+fn by_group(model: &Model) -> (ByGroup<'_>, P2pByGroup<'_>) {
+    let per_rank: Vec<_> = model
         .ranks
-        .iter()
+        .par_iter()
         .filter(|(_, e)| e.source.is_some())
         .map(|(&r, e)| {
             let mut groups: FxHashMap<usize, Vec<(i64, &Op)>> = FxHashMap::default();
-            for o in e.ops.iter().filter(|o| !o.p2p && o.seq > 0) {
-                groups.entry(o.group).or_default().push((o.seq, o));
+            let mut p2p: FxHashMap<usize, Vec<&Op>> = FxHashMap::default();
+            for o in &e.ops {
+                if o.p2p {
+                    p2p.entry(o.group).or_default().push(o);
+                } else if o.seq > 0 {
+                    groups.entry(o.group).or_default().push((o.seq, o));
+                }
             }
             for list in groups.values_mut() {
                 list.sort_by_key(|(s, _)| *s);
                 list.dedup_by_key(|(s, _)| *s);
             }
-            (r, groups)
+            (r, groups, p2p)
         })
-        .collect()
+        .collect();
+    let mut collectives = ByGroup::default();
+    let mut p2p = P2pByGroup::default();
+    for (r, groups, calls) in per_rank {
+        collectives.insert(r, groups);
+        p2p.insert(r, calls);
+    }
+    (collectives, p2p)
 }
 
 /// Aligns every group of `model`.
 #[must_use]
 pub fn align(model: &Model) -> Alignment {
-    let grouped = by_group(model);
+    let (grouped, p2p) = by_group(model);
     let per_group: Vec<Alignment> = (0..model.groups.len())
         .into_par_iter()
         .map(|gi| {
             let mut out = Alignment::default();
             align_group(model, &grouped, gi, &mut out);
-            p2p_unmatched(model, gi, &mut out);
+            p2p_unmatched(model, &p2p, gi, &mut out);
             out
         })
         .collect();
@@ -333,7 +349,7 @@ fn vote(gi: usize, s: i64, present: &[(i64, &Op)]) -> Option<Mismatch> {
 /// Pending p2p calls whose partner has evidence but never posted the
 /// matching call (the k-th send from a to b pairs with b's k-th receive
 /// from a).
-fn p2p_unmatched(model: &Model, gi: usize, out: &mut Alignment) {
+fn p2p_unmatched(model: &Model, p2p: &P2pByGroup<'_>, gi: usize, out: &mut Alignment) {
     let ranks = &model.groups[gi].ranks;
     let global = |peer: i64| {
         usize::try_from(peer)
@@ -343,10 +359,8 @@ fn p2p_unmatched(model: &Model, gi: usize, out: &mut Alignment) {
     };
     let mut posted: BTreeMap<(i64, i64, bool), Vec<&Op>> = BTreeMap::new();
     for &r in ranks {
-        let Some(ev) = model.ranks.get(&r).filter(|e| e.source.is_some()) else {
-            continue;
-        };
-        for o in ev.ops.iter().filter(|o| o.group == gi && o.p2p) {
+        let calls = p2p.get(&r).and_then(|g| g.get(&gi));
+        for &o in calls.map_or(&[][..], Vec::as_slice) {
             let peer = match (o.peer, o.peer_is_global) {
                 (p, true) if p >= 0 => Some(p),
                 (p, false) if p >= 0 => global(p),

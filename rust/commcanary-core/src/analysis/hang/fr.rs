@@ -288,8 +288,11 @@ fn resolve_membership(model: &mut Model, dumps: &[LabeledDump], config: &Declare
     }
     let mut users: Vec<BTreeSet<i64>> = vec![BTreeSet::new(); model.groups.len()];
     for (&r, ev) in &model.ranks {
-        for o in &ev.ops {
-            users[o.group].insert(r);
+        let mut used: Vec<usize> = ev.ops.iter().map(|o| o.group).collect();
+        used.sort_unstable();
+        used.dedup();
+        for g in used {
+            users[g].insert(r);
         }
     }
     let mut notes = Vec::new();
@@ -375,25 +378,34 @@ fn contradicts(dumps: &[LabeledDump], dumped: &BTreeSet<i64>, r: i64, name: &str
 /// Refuses a rank whose collectives were created, by the median over those
 /// it shares with the lowest other member, further apart than the timeout.
 fn check_same_run(model: &Model, dumps: &[LabeledDump]) -> Result<()> {
+    // When each collective was first created, and by whom (lowest rank).
     let mut created: FxHashMap<(usize, i64), (i64, i64)> = FxHashMap::default();
-    let mut gaps: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
     for (&rank, ev) in &model.ranks {
         for o in ev.ops.iter().filter(|o| !o.p2p && o.time_ns > 0) {
-            match created.get(&(o.group, o.seq)) {
-                Some(&(first_rank, t)) if first_rank != rank => gaps
-                    .entry(rank)
-                    .or_default()
-                    .push(((o.time_ns - t).abs(), o.timeout_ms.max(60_000))),
-                Some(_) => {}
-                None => {
-                    created.insert((o.group, o.seq), (rank, o.time_ns));
-                }
-            }
+            created.entry((o.group, o.seq)).or_insert((rank, o.time_ns));
         }
     }
-    for (rank, mut g) in gaps {
-        g.sort_unstable();
-        let (gap, timeout) = g[g.len() / 2];
+    // Each other rank's median distance from those times, in parallel.
+    let medians: Vec<(i64, (i64, i64))> = model
+        .ranks
+        .par_iter()
+        .filter_map(|(&rank, ev)| {
+            let mut gaps: Vec<(i64, i64)> = ev
+                .ops
+                .iter()
+                .filter(|o| !o.p2p && o.time_ns > 0)
+                .filter_map(|o| match created.get(&(o.group, o.seq)) {
+                    Some(&(first, t)) if first != rank => {
+                        Some(((o.time_ns - t).abs(), o.timeout_ms.max(60_000)))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let mid = gaps.len() / 2;
+            (!gaps.is_empty()).then(|| (rank, *gaps.select_nth_unstable(mid).1))
+        })
+        .collect();
+    for (rank, (gap, timeout)) in medians {
         if gap / 1_000_000 > timeout {
             let label = dumps
                 .iter()

@@ -66,7 +66,7 @@ pub fn steps_of(sig: &[u32], p: usize) -> Vec<i64> {
 pub fn recover(model: &mut Model) -> Vec<(i64, usize)> {
     let ranks: Vec<(i64, Vec<u32>)> = model
         .ranks
-        .iter()
+        .par_iter()
         .filter(|(_, ev)| ev.from_start && !ev.ops.is_empty() && ev.ops.iter().all(|o| o.step < 0))
         .map(|(&r, ev)| (r, signature(&ev.ops)))
         .collect();
@@ -77,7 +77,7 @@ pub fn recover(model: &mut Model) -> Vec<(i64, usize)> {
         distinct.into_par_iter().map(|s| (s, period(s))).collect();
     type Found = (i64, Option<(usize, Vec<i64>)>);
     let found: Vec<Found> = ranks
-        .iter()
+        .par_iter()
         .map(|(r, sig)| (*r, periods_of[sig].map(|p| (p, steps_of(sig, p)))))
         .collect();
     let mut periods = Vec::new();
