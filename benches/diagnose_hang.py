@@ -152,8 +152,9 @@ def build(workdir: Path, world: int, entries: int) -> tuple[Path, int]:
     return target, culprit
 
 
-def timed_rss(argv: list[str]) -> tuple[float, int, int, str]:
-    """Like :func:`timed`, with the child's peak RSS from ``os.wait4``."""
+def timed_rss(argv: list[str]) -> tuple[float, int, int, str, float]:
+    """Runs ``argv``: (wall seconds, peak RSS bytes, exit code, stdout, CPU
+    seconds (user + system)), from ``os.wait4``."""
     import tempfile
 
     with tempfile.TemporaryFile("w+") as out:
@@ -162,7 +163,8 @@ def timed_rss(argv: list[str]) -> tuple[float, int, int, str]:
         _, status, usage = os.wait4(pid, 0)
         elapsed = time.perf_counter() - started
         out.seek(0)
-        return elapsed, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status), out.read()
+        cpu = usage.ru_utime + usage.ru_stime
+        return elapsed, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status), out.read(), cpu
 
 
 def main() -> int:
@@ -182,6 +184,7 @@ def main() -> int:
         for _ in range(args.repeat)
     ]
     seconds = statistics.median(r[0] for r in runs)
+    cpu = statistics.median(r[4] for r in runs)
     rss = max(r[1] for r in runs)
     doc = json.loads(out_json.read_bytes())
     roots = [r["rank"] for r in doc["root"]]
@@ -189,6 +192,10 @@ def main() -> int:
         f"commcanary diagnose hang: {args.ranks} ranks x {args.entries} entries, {FAMILIES} groups per rank: "
         f"{seconds:.2f} s median of {args.repeat}, peak RSS {rss / 2**20:.0f} MiB, root {roots} (expected [{culprit}]), "
         f"exit {runs[0][2]}"
+    )
+    walls = ", ".join(f"{r[0]:.2f}" for r in runs)
+    print(
+        f"  runs: {walls} s; CPU {cpu:.2f} s (user + system, median), {cpu / seconds:.2f} cores busy on average"
     )
     print(f"  target: <= 5 s and <= 1024 MiB: {'met' if seconds <= 5 and rss <= 2**30 else 'NOT met'}")
     if roots != [culprit]:

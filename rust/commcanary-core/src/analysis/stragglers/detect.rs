@@ -1,0 +1,490 @@
+//! The detector and the tables: occurrences from the aligned job, robust
+//! baselines, findings with their what-if cost, per-step and per-rank rows.
+
+use std::collections::BTreeMap;
+
+use super::whatif::{Change, StepInstance, Visit, saved};
+use crate::error::{Error, Result};
+use crate::import::kineto::AlignedJob;
+
+/// A rank's excess is late when above `median + LATE_Z · σ` of all (rank,
+/// step) excesses; σ is 1.4826 × the median absolute deviation.
+pub const LATE_Z: f64 = 6.0;
+/// A member's time inside is slow when above `median + SLOW_Z · σ` of its
+/// (group, op, bytes) class.
+pub const SLOW_Z: f64 = 6.0;
+/// σ is at least this fraction of the median step duration.
+pub const NOISE_FLOOR: f64 = 0.01;
+
+/// What a finding says slowed the step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FindingKind {
+    /// The rank reached the collective late (compute, host, data loading).
+    LateArrival,
+    /// The rank was on time but slow inside the collective (link, NIC).
+    SlowCollective,
+}
+
+impl FindingKind {
+    /// `late_arrival` or `slow_collective`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::LateArrival => "late_arrival",
+            Self::SlowCollective => "slow_collective",
+        }
+    }
+}
+
+/// One straggler finding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// Global rank.
+    pub rank: i64,
+    /// `N` of `ProfilerStep#N`.
+    pub step: i64,
+    /// Late arrival or slow collective.
+    pub kind: FindingKind,
+    /// How late it arrived (excess over the latest other member), or how
+    /// much longer it spent inside than its class's median, µs.
+    pub lag_us: f64,
+    /// Step time the what-if replay saves without it, µs.
+    pub estimated_cost_us: f64,
+    /// The instance (index into [`AlignedJob::instances`]).
+    pub instance: usize,
+    /// The rank's gap before the call (compute or idle since its previous
+    /// call ended), µs; `NaN` for its first call.
+    pub gap_before_us: f64,
+}
+
+/// One step's row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepSummary {
+    /// `N` of `ProfilerStep#N`.
+    pub step: i64,
+    /// First arrival to last end over the step's instances, µs.
+    pub duration_us: f64,
+    /// The rank with the largest excess in the step.
+    pub last_rank: i64,
+    /// Its excess, µs.
+    pub lag_us: f64,
+    /// Ranks with a finding in the step, ascending.
+    pub straggler_ranks: Vec<i64>,
+}
+
+/// One rank's row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankSummary {
+    /// Global rank.
+    pub rank: i64,
+    /// Steps with a finding on this rank.
+    pub straggler_steps: usize,
+    /// Sum of its findings' costs, µs.
+    pub total_estimated_cost_us: f64,
+}
+
+/// The analysis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stragglers {
+    /// Steps ascending.
+    pub steps: Vec<StepSummary>,
+    /// Findings by step, then rank.
+    pub findings: Vec<Finding>,
+    /// Every rank, by total cost (largest first), then rank.
+    pub ranks: Vec<RankSummary>,
+    /// Median of the (rank, step) excesses, µs.
+    pub baseline_us: f64,
+    /// Their robust spread σ, µs (after the floor).
+    pub noise_us: f64,
+    /// The lateness threshold, µs.
+    pub threshold_us: f64,
+}
+
+/// One member of an occurrence.
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    rank: i64,
+    arrival: f64,
+    end: f64,
+    gap: f64,
+}
+
+/// One complete instance with two or more members.
+struct Occurrence {
+    instance: usize,
+    step: i64,
+    p2p: bool,
+    class: (usize, &'static str, i64),
+    members: Vec<Member>,
+}
+
+impl Occurrence {
+    fn first(&self) -> f64 {
+        self.members
+            .iter()
+            .map(|m| m.arrival)
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    fn last_arrival(&self) -> f64 {
+        self.members
+            .iter()
+            .map(|m| m.arrival)
+            .fold(f64::NEG_INFINITY, f64::max)
+    }
+
+    /// Member `i`'s arrival minus the latest other arrival.
+    fn excess(&self, i: usize) -> f64 {
+        let others = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .map(|(_, m)| m.arrival)
+            .fold(f64::NEG_INFINITY, f64::max);
+        self.members[i].arrival - others
+    }
+}
+
+fn occurrences(job: &AlignedJob) -> Vec<Occurrence> {
+    // Each call's gap since the rank's previous call ended.
+    let gaps: Vec<Vec<f64>> = job
+        .profiles
+        .iter()
+        .map(|p| {
+            let mut order: Vec<usize> = (0..p.calls.len()).collect();
+            order.sort_by(|&a, &b| p.calls[a].arrival.total_cmp(&p.calls[b].arrival));
+            let mut gap = vec![f64::NAN; p.calls.len()];
+            for w in order.windows(2) {
+                gap[w[1]] = p.calls[w[1]].arrival - p.calls[w[0]].end;
+            }
+            gap
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (i, inst) in job.instances.iter().enumerate() {
+        if !inst.complete || inst.members.len() < 2 {
+            continue;
+        }
+        let calls: Vec<_> = inst
+            .members
+            .iter()
+            .map(|m| (m, &job.profiles[m.slot].calls[m.call]))
+            .collect();
+        let step = calls.iter().map(|(_, c)| c.step).max().unwrap_or(-1);
+        let (op, p2p) = calls[0].1.kind.trace_op();
+        let members = calls
+            .iter()
+            .map(|(m, c)| {
+                let shift = job.shifts[m.slot];
+                Member {
+                    rank: job.profiles[m.slot].rank,
+                    arrival: c.arrival + shift,
+                    end: c.end.max(c.arrival) + shift,
+                    gap: gaps[m.slot][m.call],
+                }
+            })
+            .collect();
+        out.push(Occurrence {
+            instance: i,
+            step,
+            p2p: p2p || calls[0].1.kind.is_p2p(),
+            class: (inst.group, op, calls[0].1.bytes),
+            members,
+        });
+    }
+    out.sort_by(|a, b| {
+        (a.step, a.first())
+            .partial_cmp(&(b.step, b.first()))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    out
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        0.5 * (values[n / 2 - 1] + values[n / 2])
+    }
+}
+
+/// (median, σ = 1.4826 · MAD).
+fn robust(values: &[f64]) -> (f64, f64) {
+    let mut v = values.to_vec();
+    let m = median(&mut v);
+    let mut dev: Vec<f64> = values.iter().map(|x| (x - m).abs()).collect();
+    (m, 1.4826 * median(&mut dev))
+}
+
+/// Analyzes an aligned job.
+///
+/// # Errors
+/// Fewer than two ranks, no complete collective instance, or no
+/// `ProfilerStep` markers on the instances.
+pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
+    if job.profiles.len() < 2 {
+        return Err(Error::invalid(format!(
+            "stragglers need the traces of at least two ranks, got {}",
+            job.profiles.len()
+        )));
+    }
+    let occ = occurrences(job);
+    if !occ.iter().any(|o| !o.p2p) {
+        return Err(Error::invalid(
+            "no collective that two or more ranks completed in the traces",
+        ));
+    }
+    if occ.iter().all(|o| o.step < 0) {
+        return Err(Error::invalid(
+            "no ProfilerStep markers on the collectives: the steps are not known",
+        ));
+    }
+    let mut by_step: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+    for (i, o) in occ.iter().enumerate().filter(|(_, o)| o.step >= 0) {
+        by_step.entry(o.step).or_default().push(i);
+    }
+    let ranks: Vec<i64> = {
+        let mut r: Vec<i64> = job.profiles.iter().map(|p| p.rank).collect();
+        r.sort_unstable();
+        r
+    };
+    // Each (rank, step)'s largest excess, and where.
+    let mut worst: BTreeMap<(i64, i64), (f64, usize, usize)> = BTreeMap::new();
+    for (&step, list) in &by_step {
+        for &oi in list {
+            let o = &occ[oi];
+            if o.p2p {
+                continue;
+            }
+            for (mi, m) in o.members.iter().enumerate() {
+                let e = o.excess(mi).max(0.0);
+                let slot = worst.entry((m.rank, step)).or_insert((0.0, oi, mi));
+                if e > slot.0 {
+                    *slot = (e, oi, mi);
+                }
+            }
+        }
+    }
+    let mut durations: Vec<f64> = by_step.values().map(|l| span(&occ, l)).collect();
+    let floor = NOISE_FLOOR * median(&mut durations);
+    let excesses: Vec<f64> = worst.values().map(|w| w.0).collect();
+    let (baseline, spread) = robust(&excesses);
+    let noise = spread.max(floor);
+    let threshold = baseline + LATE_Z * noise;
+    let mut findings = Vec::new();
+    for (&(rank, step), &(e, oi, mi)) in &worst {
+        if e > threshold {
+            let o = &occ[oi];
+            let mut lags: Vec<f64> = o.members.iter().map(|m| m.arrival - o.first()).collect();
+            let lag = o.members[mi].arrival - o.first();
+            let earlier = (lag - median(&mut lags)).max(0.0);
+            findings.push(finding(
+                &occ,
+                &by_step[&step],
+                oi,
+                mi,
+                rank,
+                step,
+                e,
+                earlier,
+                0.0,
+            ));
+        }
+    }
+    findings.extend(slow_collectives(&occ, &by_step, &findings, threshold));
+    findings.sort_by_key(|f| (f.step, f.rank));
+    Ok(tables(
+        &occ, &by_step, &worst, &ranks, findings, baseline, noise, threshold,
+    ))
+}
+
+/// First arrival to last end over the occurrences `list`.
+fn span(occ: &[Occurrence], list: &[usize]) -> f64 {
+    let first = list
+        .iter()
+        .map(|&i| occ[i].first())
+        .fold(f64::INFINITY, f64::min);
+    let last = list
+        .iter()
+        .flat_map(|&i| occ[i].members.iter().map(|m| m.end))
+        .fold(f64::NEG_INFINITY, f64::max);
+    (last - first).max(0.0)
+}
+
+/// A finding on member `mi` of occurrence `oi`, costed by replaying its
+/// step (`list`) with it arriving `earlier` sooner and leaving `shorter`
+/// sooner.
+#[allow(clippy::too_many_arguments)]
+fn finding(
+    occ: &[Occurrence],
+    list: &[usize],
+    oi: usize,
+    mi: usize,
+    rank: i64,
+    step: i64,
+    lag: f64,
+    earlier: f64,
+    shorter: f64,
+) -> Finding {
+    let instances: Vec<StepInstance> = list
+        .iter()
+        .map(|&i| StepInstance {
+            visits: occ[i]
+                .members
+                .iter()
+                .map(|m| Visit {
+                    rank: m.rank,
+                    arrival: m.arrival,
+                    end: m.end,
+                })
+                .collect(),
+        })
+        .collect();
+    let at = list.iter().position(|&i| i == oi).unwrap_or(0);
+    let change = Change {
+        at,
+        rank,
+        earlier_us: earlier,
+        shorter_us: shorter,
+    };
+    let kind = if shorter > 0.0 {
+        FindingKind::SlowCollective
+    } else {
+        FindingKind::LateArrival
+    };
+    Finding {
+        rank,
+        step,
+        kind,
+        lag_us: lag,
+        estimated_cost_us: saved(&instances, change),
+        instance: occ[oi].instance,
+        gap_before_us: occ[oi].members[mi].gap,
+    }
+}
+
+/// Members that arrived on time but stayed inside far longer than their
+/// class (group, op, bytes) usually takes, by more than the job's lateness
+/// `threshold` too: the slowest member of such an occurrence, unless its
+/// (rank, step) is already a late arrival.
+fn slow_collectives(
+    occ: &[Occurrence],
+    by_step: &BTreeMap<i64, Vec<usize>>,
+    late: &[Finding],
+    threshold: f64,
+) -> Vec<Finding> {
+    let inside = |o: &Occurrence, m: &Member| (m.end - o.last_arrival()).max(0.0);
+    let mut classes: BTreeMap<(usize, &'static str, i64), Vec<f64>> = BTreeMap::new();
+    for o in occ.iter().filter(|o| !o.p2p && o.step >= 0) {
+        let v = classes.entry(o.class).or_default();
+        v.extend(o.members.iter().map(|m| inside(o, m)));
+    }
+    let limits: BTreeMap<_, f64> = classes
+        .iter()
+        .map(|(k, v)| {
+            let (m, s) = robust(v);
+            (*k, m + SLOW_Z * s.max(0.05 * m).max(1.0))
+        })
+        .collect();
+    let mut out: Vec<Finding> = Vec::new();
+    for (&step, list) in by_step {
+        for &oi in list {
+            let o = &occ[oi];
+            if o.p2p {
+                continue;
+            }
+            let Some((mi, m)) = o
+                .members
+                .iter()
+                .enumerate()
+                .max_by(|a, b| inside(o, a.1).total_cmp(&inside(o, b.1)))
+            else {
+                continue;
+            };
+            let (took, limit) = (inside(o, m), limits[&o.class]);
+            let flagged = |f: &Finding| f.rank == m.rank && f.step == step;
+            let mut all = classes[&o.class].clone();
+            let extra = took - median(&mut all);
+            let slow = took > limit && extra > threshold;
+            if slow && !late.iter().any(flagged) && !out.iter().any(flagged) {
+                let f = finding(occ, list, oi, mi, m.rank, step, extra, 0.0, extra);
+                if f.estimated_cost_us > threshold {
+                    out.push(f);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn tables(
+    occ: &[Occurrence],
+    by_step: &BTreeMap<i64, Vec<usize>>,
+    worst: &BTreeMap<(i64, i64), (f64, usize, usize)>,
+    ranks: &[i64],
+    findings: Vec<Finding>,
+    baseline_us: f64,
+    noise_us: f64,
+    threshold_us: f64,
+) -> Stragglers {
+    let steps = by_step
+        .iter()
+        .map(|(&step, list)| {
+            let (last_rank, lag_us) = worst
+                .iter()
+                .filter(|((_, s), _)| *s == step)
+                .map(|(&(r, _), w)| (r, w.0))
+                .fold(
+                    (-1, f64::NEG_INFINITY),
+                    |a, b| if b.1 > a.1 { b } else { a },
+                );
+            let mut straggler_ranks: Vec<i64> = findings
+                .iter()
+                .filter(|f| f.step == step)
+                .map(|f| f.rank)
+                .collect();
+            straggler_ranks.sort_unstable();
+            straggler_ranks.dedup();
+            StepSummary {
+                step,
+                duration_us: span(occ, list),
+                last_rank,
+                lag_us: lag_us.max(0.0),
+                straggler_ranks,
+            }
+        })
+        .collect();
+    let mut rank_rows: Vec<RankSummary> = ranks
+        .iter()
+        .map(|&rank| {
+            let mine: Vec<&Finding> = findings.iter().filter(|f| f.rank == rank).collect();
+            let mut steps: Vec<i64> = mine.iter().map(|f| f.step).collect();
+            steps.dedup();
+            RankSummary {
+                rank,
+                straggler_steps: steps.len(),
+                total_estimated_cost_us: mine.iter().map(|f| f.estimated_cost_us).sum(),
+            }
+        })
+        .collect();
+    rank_rows.sort_by(|a, b| {
+        b.total_estimated_cost_us
+            .total_cmp(&a.total_estimated_cost_us)
+            .then(a.rank.cmp(&b.rank))
+    });
+    Stragglers {
+        steps,
+        findings,
+        ranks: rank_rows,
+        baseline_us,
+        noise_us,
+        threshold_us,
+    }
+}

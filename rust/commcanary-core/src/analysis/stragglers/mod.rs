@@ -1,0 +1,35 @@
+//! Who is slow, and what it costs: per collective instance, each member's
+//! arrival lag and its time inside; per step, the last rank to arrive; a
+//! detector that adapts to the job's own noise; and a what-if cost of every
+//! finding from a replay of its step.
+//!
+//! Definitions (job clock, µs):
+//!
+//! * An occurrence is a complete instance with two or more members. A
+//!   member's *excess* is its arrival minus the latest arrival of the other
+//!   members: how long everybody else waited for it (≤ 0 when it did not
+//!   arrive last). Its *time inside* is its end minus the last arrival.
+//! * A step is `ProfilerStep#N` (the N the members' calls carry).
+//! * Late arrival: a rank's largest excess in a step is an outlier among all
+//!   (rank, step) values of the job: above `median + Z·σ`, where σ is the
+//!   scaled median absolute deviation ([`LATE_Z`]), with a floor of
+//!   [`NOISE_FLOOR`] of the median step so a perfectly regular job does not
+//!   flag microseconds.
+//! * Slow collective: a member arrived on time but its time inside is an
+//!   outlier among the members of the same (group, op, bytes) class, and
+//!   longer than the class median by more than the lateness threshold, and
+//!   its what-if cost too (a finding must cost more than the job's noise).
+//! * Cost: [`whatif`] replays the step with the finding undone (the lag set
+//!   to the median lag of the instance's members, or the time inside to the
+//!   class median) and reports the step time saved.
+//!
+//! Invariants: the same job gives the same findings in the same order
+//! (steps ascending, then ranks); only complete instances are used; p2p
+//! transfers take part in the replay (they block) but are not judged.
+
+mod detect;
+#[cfg(test)]
+mod tests;
+pub mod whatif;
+
+pub use detect::{Finding, FindingKind, RankSummary, StepSummary, Stragglers, analyze};
