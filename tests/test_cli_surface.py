@@ -39,6 +39,7 @@ USAGE = {
     "export-param": "CANARY",
     "capture": "[-- CMD...]",
     "diagnose hang": "EVIDENCE...",
+    "diagnose stragglers": "TRACE...",
 }
 
 

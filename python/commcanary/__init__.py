@@ -20,12 +20,14 @@ Public API::
     found.canary.write("small.canary.json"); found.evidence_bytes  # the search ledger
     hang = commcanary.diagnose_hang("fr_dumps/")                # FR dumps, traces, stacks, exceptions
     hang.verdict, hang.root, hang.wait_for; hang.write("hang.json")
+    slow = commcanary.diagnose_stragglers("traces/")            # per-rank Kineto traces
+    slow.findings, slow.ranks, slow.columns("findings"); slow.write("stragglers.json")
 """
 
 from __future__ import annotations
 
 from commcanary._core import __version__
-from commcanary.analysis import HangReport, diagnose_hang
+from commcanary.analysis import HangReport, StragglerReport, diagnose_hang, diagnose_stragglers
 from commcanary.behavior import DEFAULT_CONFIGURATIONS, SearchResult, Tolerances, verify_behavior
 from commcanary.behavior import search as search_behavior
 from commcanary.behavior import verify_fidelity_files as verify_fidelity
@@ -55,6 +57,7 @@ __all__ = [
     "ParamExport",
     "Report",
     "SearchResult",
+    "StragglerReport",
     "Thresholds",
     "Tolerances",
     "Trace",
@@ -62,6 +65,7 @@ __all__ = [
     "compare",
     "compile",
     "diagnose_hang",
+    "diagnose_stragglers",
     "export_param",
     "import_kineto",
     "load_trace",

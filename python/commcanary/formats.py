@@ -17,6 +17,7 @@ FIDELITY_VERIFICATION_FORMAT = "commcanary.fidelity_verification.v1"
 BEHAVIOR_VERIFICATION_FORMAT = "commcanary.behavior_verification.v1"
 BEHAVIOR_SEARCH_EVIDENCE_FORMAT = "commcanary.behavior_search_evidence.v1"
 HANG_FORMAT = "commcanary.hang.v1"
+STRAGGLERS_FORMAT = "commcanary.stragglers.v1"
 
 #: Every format this version reads or writes, by role.
 FORMATS: dict[str, str] = {
@@ -29,4 +30,5 @@ FORMATS: dict[str, str] = {
     "behavior_verification": BEHAVIOR_VERIFICATION_FORMAT,
     "behavior_search_evidence": BEHAVIOR_SEARCH_EVIDENCE_FORMAT,
     "hang_diagnosis": HANG_FORMAT,
+    "straggler_diagnosis": STRAGGLERS_FORMAT,
 }

@@ -1,5 +1,11 @@
 """``commcanary diagnose``: diagnoses of a job's evidence.
 
+``diagnose stragglers`` reads each rank's profiler trace and says which rank
+slowed which steps, whether it arrived late or was slow inside the
+collective, and what each cost (a what-if replay of the step). The
+``commcanary.stragglers.v1`` document goes to ``-o``. Exit 1 when
+stragglers are found, 0 when none are, 3 on bad input.
+
 ``diagnose hang`` reads any mix of Flight Recorder dumps, profiler traces,
 stack dumps and exception texts (files or directories) and prints the few
 lines a person needs at 3 a.m.: the verdict and the root, the wait-for
@@ -12,7 +18,7 @@ evidence.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Protocol
 
 import typer
 
@@ -20,11 +26,11 @@ from commcanary.cli import EXIT_NEGATIVE, Command, check_paths, errors_exit
 from commcanary.cli._output import write_text
 from commcanary.cli.import_ import CacheDir, NoCache
 
-__all__ = ["diagnose_app", "hang_command"]
+__all__ = ["diagnose_app", "hang_command", "stragglers_command"]
 
 diagnose_app: typer.Typer = typer.Typer(
     name="diagnose",
-    help="Diagnose a job from its evidence: who hung, and where.",
+    help="Diagnose a job from its evidence: who hung, and where; who is slow, and what it costs.",
     no_args_is_help=True,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -50,6 +56,23 @@ Html = Annotated[
 ]
 
 
+class _Diagnosis(Protocol):
+    @property
+    def lines(self) -> tuple[str, ...]: ...
+    @property
+    def document(self) -> dict[str, Any]: ...
+    def write(self, path: Path) -> Path: ...
+
+
+def print_and_write(report: _Diagnosis, output: Path | None) -> None:
+    """The lines a person reads, then the document to ``output`` (if given)."""
+    for line in report.lines:
+        typer.echo(line)
+    if output is not None:
+        report.write(output)
+        typer.echo(f"wrote {report.document['format']}: {output}")
+
+
 @diagnose_app.command("hang", cls=Command)
 def hang_command(
     ctx: typer.Context,
@@ -68,13 +91,47 @@ def hang_command(
             check_paths(ctx, inputs={"evidence": path}, outputs={"output": output, "html": html})
         report = diagnose_hang(evidence, cache_dir=None if no_cache else (cache_dir or default_cache_dir()))
         page = report.render_html() if html is not None else None
-        for line in report.lines:
-            typer.echo(line)
-        if output is not None:
-            report.write(output)
-            typer.echo(f"wrote {report.document['format']}: {output}")
+        print_and_write(report, output)
         if html is not None and page is not None:
             write_text(html, page)
             typer.echo(f"wrote HTML view: {html}")
     if report.hung:
+        raise typer.Exit(EXIT_NEGATIVE)
+
+
+Traces = Annotated[
+    list[Path],
+    typer.Argument(
+        metavar="TRACE...",
+        help="Each rank's PyTorch profiler (Kineto) trace, or directories of them (walked recursively).",
+    ),
+]
+StragglersOutput = Annotated[
+    Path | None,
+    typer.Option(
+        "--output", "-o", metavar="OUT.json", help="Where to write the commcanary.stragglers.v1 document."
+    ),
+]
+
+
+@diagnose_app.command("stragglers", cls=Command)
+def stragglers_command(
+    ctx: typer.Context,
+    traces: Traces,
+    output: StragglersOutput = None,
+    cache_dir: CacheDir = None,
+    no_cache: NoCache = False,
+) -> None:
+    """Who is slow, and what it costs: late arrivals and slow collectives per step, ranked by cost."""
+    with errors_exit(ctx):
+        from commcanary.analysis import diagnose_stragglers
+        from commcanary.importers import default_cache_dir
+
+        for path in traces:
+            check_paths(ctx, inputs={"traces": path}, outputs={"output": output})
+        report = diagnose_stragglers(
+            traces, cache_dir=None if no_cache else (cache_dir or default_cache_dir())
+        )
+        print_and_write(report, output)
+    if report.found:
         raise typer.Exit(EXIT_NEGATIVE)

@@ -28,9 +28,11 @@ pub const BEHAVIOR_VERIFICATION: &str = "commcanary.behavior_verification.v1";
 pub const BEHAVIOR_SEARCH_EVIDENCE: &str = "commcanary.behavior_search_evidence.v1";
 /// A hang diagnosis.
 pub const HANG: &str = "commcanary.hang.v1";
+/// A straggler diagnosis.
+pub const STRAGGLERS: &str = "commcanary.stragglers.v1";
 
 /// Every document format this version knows, with the noun a person reads.
-pub const KINDS: [(&str, &str); 9] = [
+pub const KINDS: [(&str, &str); 10] = [
     (TRACE, "trace"),
     (CANARY, "canary"),
     (REPORT, "report"),
@@ -40,6 +42,7 @@ pub const KINDS: [(&str, &str); 9] = [
     (BEHAVIOR_VERIFICATION, "behaviour verification"),
     (BEHAVIOR_SEARCH_EVIDENCE, "behaviour search evidence"),
     (HANG, "hang diagnosis"),
+    (STRAGGLERS, "straggler diagnosis"),
 ];
 
 /// The noun for a known format identifier.

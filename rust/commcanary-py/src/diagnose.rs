@@ -1,4 +1,5 @@
-//! Diagnoses: `diagnose_hang` (who hung, and where).
+//! Diagnoses: `diagnose_hang` (who hung, and where) and
+//! `diagnose_stragglers` (who is slow, and what it costs).
 
 use std::path::PathBuf;
 
@@ -22,10 +23,41 @@ pub(crate) fn diagnose_hang<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let options = GatherOptions { cache_dir };
     let report: HangReport = detached(py, None, || diagnose(gather(&paths, &options)?))?;
+    report_dict(
+        py,
+        ("verdict", report.verdict),
+        report.lines,
+        &report.document,
+    )
+}
+
+/// Gathers the profiler traces in `paths` (files or directories) and
+/// diagnoses stragglers. Returns a dict with `found` (bool), `lines` and
+/// `document` (the `commcanary.stragglers.v1` canonical JSON bytes).
+#[pyfunction]
+#[pyo3(signature = (paths, *, cache_dir=None))]
+pub(crate) fn diagnose_stragglers<'py>(
+    py: Python<'py>,
+    paths: Vec<PathBuf>,
+    cache_dir: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
+    use commcanary_core::analysis::stragglers;
+    let options = GatherOptions { cache_dir };
+    let report = detached(py, None, || stragglers::diagnose(gather(&paths, &options)?))?;
+    report_dict(py, ("found", report.found), report.lines, &report.document)
+}
+
+/// `{first.0: first.1, "lines": lines, "document": bytes}`.
+fn report_dict<'py>(
+    py: Python<'py>,
+    first: (&str, impl IntoPyObject<'py>),
+    lines: Vec<String>,
+    document: &[u8],
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("verdict", report.verdict)?;
-    d.set_item("lines", report.lines)?;
-    d.set_item("document", PyBytes::new(py, &report.document))?;
+    d.set_item(first.0, first.1)?;
+    d.set_item("lines", lines)?;
+    d.set_item("document", PyBytes::new(py, document))?;
     Ok(d)
 }
 

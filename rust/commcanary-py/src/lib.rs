@@ -112,7 +112,7 @@ mod _core {
     #[pymodule_export]
     use super::compiled::PyCompiled;
     #[pymodule_export]
-    use super::diagnose::{diagnose_hang, read_flight_recorder_file};
+    use super::diagnose::{diagnose_hang, diagnose_stragglers, read_flight_recorder_file};
     #[pymodule_export]
     use super::export::export_param;
     #[pymodule_export]

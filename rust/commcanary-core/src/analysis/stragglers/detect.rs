@@ -52,6 +52,10 @@ pub struct Finding {
     pub estimated_cost_us: f64,
     /// The instance (index into [`AlignedJob::instances`]).
     pub instance: usize,
+    /// Its group (index into [`AlignedJob::groups`]).
+    pub group: usize,
+    /// Its canonical op (`all_reduce`, …).
+    pub op: &'static str,
     /// The rank's gap before the call (compute or idle since its previous
     /// call ended), µs; `NaN` for its first call.
     pub gap_before_us: f64,
@@ -62,7 +66,8 @@ pub struct Finding {
 pub struct StepSummary {
     /// `N` of `ProfilerStep#N`.
     pub step: i64,
-    /// First arrival to last end over the step's instances, µs.
+    /// The `ProfilerStep#N` span over all ranks (first start to last end),
+    /// or without spans first arrival to last end of its instances, µs.
     pub duration_us: f64,
     /// The rank with the largest excess in the step.
     pub last_rank: i64,
@@ -281,7 +286,11 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
     for (&(rank, step), &(e, oi, mi)) in &worst {
         if e > threshold {
             let o = &occ[oi];
-            let mut lags: Vec<f64> = o.members.iter().map(|m| m.arrival - o.first()).collect();
+            // Its lag set to the median lag of the other members.
+            let mut lags: Vec<f64> = (o.members.iter().enumerate())
+                .filter(|&(j, _)| j != mi)
+                .map(|(_, m)| m.arrival - o.first())
+                .collect();
             let lag = o.members[mi].arrival - o.first();
             let earlier = (lag - median(&mut lags)).max(0.0);
             findings.push(finding(
@@ -299,9 +308,30 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
     }
     findings.extend(slow_collectives(&occ, &by_step, &findings, threshold));
     findings.sort_by_key(|f| (f.step, f.rank));
-    Ok(tables(
+    let spans = step_spans(job);
+    let mut out = tables(
         &occ, &by_step, &worst, &ranks, findings, baseline, noise, threshold,
-    ))
+    );
+    for row in &mut out.steps {
+        if let Some(&(start, end)) = spans.get(&row.step) {
+            row.duration_us = end - start;
+        }
+    }
+    Ok(out)
+}
+
+/// Each `ProfilerStep#N`'s first start and last end over the ranks (job
+/// clock).
+fn step_spans(job: &AlignedJob) -> BTreeMap<i64, (f64, f64)> {
+    let mut spans: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
+    for (p, shift) in job.profiles.iter().zip(&job.shifts) {
+        for &(n, start, end) in &p.steps {
+            let span = spans.entry(n).or_insert((f64::INFINITY, f64::NEG_INFINITY));
+            span.0 = span.0.min(start + shift);
+            span.1 = span.1.max(end + shift);
+        }
+    }
+    spans
 }
 
 /// First arrival to last end over the occurrences `list`.
@@ -365,6 +395,8 @@ fn finding(
         lag_us: lag,
         estimated_cost_us: saved(&instances, change),
         instance: occ[oi].instance,
+        group: occ[oi].class.0,
+        op: occ[oi].class.1,
         gap_before_us: occ[oi].members[mi].gap,
     }
 }

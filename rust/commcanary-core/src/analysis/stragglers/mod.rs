@@ -20,7 +20,7 @@
 //!   longer than the class median by more than the lateness threshold, and
 //!   its what-if cost too (a finding must cost more than the job's noise).
 //! * Cost: [`whatif`] replays the step with the finding undone (the lag set
-//!   to the median lag of the instance's members, or the time inside to the
+//!   to the median lag of the instance's other members, or the time inside to the
 //!   class median) and reports the step time saved.
 //!
 //! Invariants: the same job gives the same findings in the same order
@@ -28,8 +28,58 @@
 //! transfers take part in the replay (they block) but are not judged.
 
 mod detect;
+pub mod report;
 #[cfg(test)]
 mod tests;
 pub mod whatif;
 
-pub use detect::{Finding, FindingKind, RankSummary, StepSummary, Stragglers, analyze};
+pub use detect::{
+    Finding, FindingKind, LATE_Z, NOISE_FLOOR, RankSummary, SLOW_Z, StepSummary, Stragglers,
+    analyze,
+};
+
+use super::hang::gather::Evidence;
+use crate::error::{Error, Result};
+
+/// A straggler diagnosis, ready to print and write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StragglerReport {
+    /// Whether any finding was made.
+    pub found: bool,
+    /// The lines a person reads first.
+    pub lines: Vec<String>,
+    /// The `commcanary.stragglers.v1` document, canonical JSON.
+    pub document: Vec<u8>,
+}
+
+/// Diagnoses stragglers from gathered evidence, which must hold profiler
+/// traces (other kinds are not used; the document lists the traces).
+///
+/// # Errors
+/// No profiler traces, fewer than two ranks, no complete collective, no
+/// `ProfilerStep` markers.
+pub fn diagnose(evidence: Evidence) -> Result<StragglerReport> {
+    let Some(job) = evidence.traces else {
+        return Err(Error::invalid(
+            "no profiler traces in the evidence: stragglers are read from each rank's Kineto trace",
+        ));
+    };
+    let found = analyze(&job)?;
+    let files = job
+        .labels
+        .iter()
+        .zip(&job.profiles)
+        .map(|(label, p)| {
+            crate::json::Json::object()
+                .with("file", label.as_str())
+                .with("kind", "kineto")
+                .with("rank", p.rank)
+                .with("calls", p.calls.len())
+        })
+        .collect();
+    Ok(StragglerReport {
+        found: !found.findings.is_empty(),
+        lines: report::lines(&job, &found),
+        document: report::document(&job, &found, files).to_canonical(),
+    })
+}

@@ -1,0 +1,105 @@
+"""Who is slow, and what it costs: :func:`diagnose_stragglers` over a job's
+per-rank profiler traces.
+
+The analysis runs in Rust (``rust/commcanary-core/src/analysis/stragglers/``):
+each collective instance's arrival excess per member, late arrivals against
+the job's own noise (median plus six robust standard deviations of every
+(rank, step)'s largest excess), slow collectives per (group, op, bytes)
+class, and each finding's cost from a what-if replay of its step. This
+module wraps the ``commcanary.stragglers.v1`` document and gives its tables
+as numpy columns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from commcanary import _core
+from commcanary.formats import STRAGGLERS_FORMAT
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["STRAGGLERS_FORMAT", "StragglerReport", "diagnose_stragglers"]
+
+PathLike = str | os.PathLike[str]
+
+#: numpy dtype of each numeric column of the tables (numpy is imported
+#: only when columns are asked for: the CLI's start stays light).
+_COLUMNS: dict[str, dict[str, str]] = {
+    "steps": {"step": "int64", "duration_us": "float64", "last_rank": "int64", "lag_us": "float64"},
+    "findings": {"rank": "int64", "step": "int64", "lag_us": "float64", "estimated_cost_us": "float64"},
+    "ranks": {"rank": "int64", "straggler_steps": "int64", "total_estimated_cost_us": "float64"},
+}
+
+
+@dataclass(frozen=True)
+class StragglerReport:
+    """A straggler diagnosis: whether any was found, the lines a person reads
+    first, and the ``commcanary.stragglers.v1`` document (parsed, and its
+    canonical bytes)."""
+
+    found: bool
+    lines: tuple[str, ...]
+    data: bytes = field(repr=False)
+    document: dict[str, Any] = field(repr=False)
+
+    def columns(self, table: str) -> dict[str, np.ndarray]:
+        """The numeric columns of ``table`` (``steps``, ``findings`` or
+        ``ranks``) as numpy arrays; ``findings`` also has ``kind`` and ``op``
+        as arrays of str."""
+        import numpy as np
+
+        rows = self.document[table]
+        out = {
+            name: np.array([r[name] for r in rows], dtype=dtype) for name, dtype in _COLUMNS[table].items()
+        }
+        if table == "findings":
+            out["kind"] = np.array([r["kind"] for r in rows], dtype=str)
+            out["op"] = np.array([r["op"] for r in rows], dtype=str)
+        return out
+
+    @property
+    def findings(self) -> list[dict[str, Any]]:
+        """Each finding: rank, step, kind, lag, estimated cost, op, group."""
+        return list(self.document["findings"])
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        """Each step: duration, last rank to arrive and by how much, straggler ranks."""
+        return list(self.document["steps"])
+
+    @property
+    def ranks(self) -> list[dict[str, Any]]:
+        """The blame table: each rank's straggler steps and total cost, costliest first."""
+        return list(self.document["ranks"])
+
+    def write(self, path: PathLike) -> Path:
+        """Write the document atomically (canonical JSON)."""
+        _core.write_atomic(os.fspath(path), self.data)
+        return Path(path)
+
+
+def diagnose_stragglers(
+    paths: PathLike | Iterable[PathLike], *, cache_dir: PathLike | None = None
+) -> StragglerReport:
+    """Diagnose stragglers from per-rank Kineto traces (files or directories).
+
+    ``cache_dir`` caches parsed traces by content (none by default). Raises
+    :class:`~commcanary.errors.InputError` when the evidence holds no
+    profiler trace, a single rank, no collective two ranks completed, or no
+    ``ProfilerStep`` markers.
+    """
+    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    result = _core.diagnose_stragglers(
+        [os.fspath(p) for p in items], cache_dir=os.fspath(cache_dir) if cache_dir is not None else None
+    )
+    data: bytes = result["document"]
+    return StragglerReport(
+        found=result["found"], lines=tuple(result["lines"]), data=data, document=json.loads(data)
+    )

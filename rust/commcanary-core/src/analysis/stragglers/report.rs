@@ -1,0 +1,178 @@
+//! The `commcanary.stragglers.v1` document and the human lines above it.
+//!
+//! Invariants: lists keep the analysis's order (steps ascending, findings by
+//! step then rank, ranks by cost); times are µs rounded to the nanosecond;
+//! the document is canonical JSON.
+
+use super::detect::{Finding, LATE_Z, NOISE_FLOOR, SLOW_Z, Stragglers};
+use crate::import::kineto::AlignedJob;
+use crate::json::Json;
+
+/// The format identifier.
+pub const FORMAT: &str = crate::document::STRAGGLERS;
+
+/// µs rounded to the nanosecond.
+fn us(x: f64) -> f64 {
+    // `+ 0.0` turns the −0.0 of an empty sum into 0.
+    if x.is_finite() {
+        (x * 1000.0).round() / 1000.0 + 0.0
+    } else {
+        0.0
+    }
+}
+
+fn ms(x: f64) -> String {
+    format!("{:.1} ms", x / 1000.0)
+}
+
+fn group(job: &AlignedJob, g: usize) -> Json {
+    let decl = &job.groups[g];
+    Json::object()
+        .with("name", decl.name.as_str())
+        .with("desc", decl.desc.as_str())
+        .with("ranks", decl.ranks.as_slice())
+}
+
+fn finding_json(job: &AlignedJob, f: &Finding) -> Json {
+    Json::object()
+        .with("rank", f.rank)
+        .with("step", f.step)
+        .with("kind", f.kind.as_str())
+        .with("lag_us", us(f.lag_us))
+        .with("estimated_cost_us", us(f.estimated_cost_us))
+        .with("op", f.op)
+        .with("group", group(job, f.group))
+        .with(
+            "gap_before_us",
+            if f.gap_before_us.is_finite() {
+                Json::from(us(f.gap_before_us))
+            } else {
+                Json::Null
+            },
+        )
+}
+
+/// The document.
+#[must_use]
+pub fn document(job: &AlignedJob, s: &Stragglers, files: Vec<Json>) -> Json {
+    let steps: Vec<Json> = s
+        .steps
+        .iter()
+        .map(|r| {
+            Json::object()
+                .with("step", r.step)
+                .with("duration_us", us(r.duration_us))
+                .with("last_rank", r.last_rank)
+                .with("lag_us", us(r.lag_us))
+                .with("straggler_ranks", r.straggler_ranks.as_slice())
+        })
+        .collect();
+    let ranks: Vec<Json> = s
+        .ranks
+        .iter()
+        .map(|r| {
+            Json::object()
+                .with("rank", r.rank)
+                .with("straggler_steps", r.straggler_steps)
+                .with("total_estimated_cost_us", us(r.total_estimated_cost_us))
+        })
+        .collect();
+    let detector = Json::object()
+        .with(
+            "statistic",
+            "per (rank, step): the largest arrival excess over the latest other member",
+        )
+        .with("baseline_us", us(s.baseline_us))
+        .with("noise_us", us(s.noise_us))
+        .with("threshold_us", us(s.threshold_us))
+        .with("late_z", LATE_Z)
+        .with("slow_z", SLOW_Z)
+        .with("noise_floor_of_median_step", NOISE_FLOOR);
+    Json::object()
+        .with("format", FORMAT)
+        .with(
+            "verdict",
+            if s.findings.is_empty() {
+                "none"
+            } else {
+                "stragglers"
+            },
+        )
+        .with("step_source", "ProfilerStep")
+        .with("world", s.ranks.len())
+        .with("steps", steps)
+        .with(
+            "findings",
+            s.findings
+                .iter()
+                .map(|f| finding_json(job, f))
+                .collect::<Vec<_>>(),
+        )
+        .with("ranks", ranks)
+        .with("detector", detector)
+        .with("evidence", Json::object().with("files", files))
+}
+
+/// What a person reads first.
+#[must_use]
+pub fn lines(job: &AlignedJob, s: &Stragglers) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.findings.is_empty() {
+        let worst = s.steps.iter().map(|r| r.lag_us).fold(0.0, f64::max);
+        out.push(format!(
+            "no stragglers: {} steps on {} ranks; the largest arrival excess, {}, is within the job's noise (threshold {})",
+            s.steps.len(),
+            s.ranks.len(),
+            ms(worst),
+            ms(s.threshold_us)
+        ));
+        return out;
+    }
+    let blamed: Vec<_> = s.ranks.iter().filter(|r| r.straggler_steps > 0).collect();
+    out.push(format!(
+        "stragglers: {} of {} ranks slowed {} of {} steps, costing {} in all (threshold {} over a baseline of {})",
+        blamed.len(),
+        s.ranks.len(),
+        s.steps.iter().filter(|r| !r.straggler_ranks.is_empty()).count(),
+        s.steps.len(),
+        ms(s.findings.iter().map(|f| f.estimated_cost_us).sum()),
+        ms(s.threshold_us),
+        ms(s.baseline_us)
+    ));
+    for r in blamed {
+        let mine: Vec<&Finding> = s.findings.iter().filter(|f| f.rank == r.rank).collect();
+        let steps: Vec<String> = mine.iter().map(|f| f.step.to_string()).collect();
+        let late = mine
+            .iter()
+            .filter(|f| f.kind.as_str() == "late_arrival")
+            .count();
+        out.push(format!(
+            "  rank {}: {} on {} step(s) ({}): {} late arrival(s), {} slow collective(s)",
+            r.rank,
+            ms(r.total_estimated_cost_us),
+            r.straggler_steps,
+            steps.join(", "),
+            late,
+            mine.len() - late
+        ));
+    }
+    if let Some(w) = s
+        .findings
+        .iter()
+        .max_by(|a, b| a.estimated_cost_us.total_cmp(&b.estimated_cost_us))
+    {
+        let g = &job.groups[w.group];
+        out.push(format!(
+            "  worst: step {}, rank {} {} {} at {} on {} (gap before it {}); the step would have been {} shorter",
+            w.step,
+            w.rank,
+            if w.kind.as_str() == "late_arrival" { "arrived" } else { "stayed" },
+            ms(w.lag_us) + if w.kind.as_str() == "late_arrival" { " after the others" } else { " longer inside" },
+            w.op,
+            if g.desc.is_empty() { g.name.as_str() } else { g.desc.as_str() },
+            if w.gap_before_us.is_finite() { ms(w.gap_before_us) } else { "unknown".to_owned() },
+            ms(w.estimated_cost_us)
+        ));
+    }
+    out
+}

@@ -1,0 +1,129 @@
+"""``commcanary diagnose stragglers`` and :func:`commcanary.diagnose_stragglers`
+on the real 4-rank gloo traces with an injected straggler, and bad input
+refused."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import commcanary
+from commcanary.cli import app
+from conftest import SHARED
+
+DECODE = SHARED / "fixtures" / "kineto" / "gloo_tp4_decode"
+TRACES = [DECODE / f"rank{r}.json.gz" for r in range(4)]
+runner = CliRunner()
+needs_fixture = pytest.mark.skipif(not DECODE.exists(), reason="shared fixtures not present")
+
+#: ProfilerStep#N of each injected sleep on rank 2, and its length in ms.
+INJECTED = {7: 60, 8: 60, 14: 30, 22: 120, 23: 120, 24: 120, 31: 30, 38: 60}
+
+
+def check(report: commcanary.StragglerReport) -> dict[str, Any]:
+    schema = json.loads(files("commcanary").joinpath("schemas/stragglers.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(report.document)
+    return report.document
+
+
+@needs_fixture
+def test_the_injected_straggler_is_found_on_its_steps_only() -> None:
+    report = commcanary.diagnose_stragglers(TRACES)
+    doc = check(report)
+    assert report.found and doc["verdict"] == "stragglers"
+    assert sorted((f["rank"], f["step"]) for f in doc["findings"]) == [(2, s) for s in sorted(INJECTED)]
+    for f in doc["findings"]:
+        assert f["kind"] == "late_arrival"
+        assert f["op"] == "all_reduce" and f["group"]["desc"] == "default_pg"
+        # What the other ranks waited: never nothing, never much more than the sleep.
+        assert 15_000 < f["estimated_cost_us"] <= 1.25 * INJECTED[f["step"]] * 1000
+        assert f["gap_before_us"] > f["lag_us"]  # the sleep sits in the gap before the call
+    assert doc["ranks"][0] == {
+        "rank": 2,
+        "straggler_steps": 8,
+        "total_estimated_cost_us": pytest.approx(sum(f["estimated_cost_us"] for f in doc["findings"])),
+    }
+    assert [s["step"] for s in doc["steps"]] == list(range(1, 41))
+    late = {s["step"]: s for s in doc["steps"]}
+    assert all(late[n]["last_rank"] == 2 and late[n]["straggler_ranks"] == [2] for n in INJECTED)
+    cols = report.columns("findings")
+    assert cols["step"].dtype == np.int64 and list(cols["step"]) == sorted(INJECTED)
+    assert set(cols["kind"]) == {"late_arrival"}
+    assert report.lines[0].startswith("stragglers: 1 of 4 ranks slowed 8 of 40 steps")
+
+
+@needs_fixture
+def test_cli_prints_lines_writes_the_document_and_exits_1(tmp_path: Path) -> None:
+    out = tmp_path / "stragglers.json"
+    result = runner.invoke(app, ["diagnose", "stragglers", str(DECODE), "-o", str(out), "--no-cache"])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("stragglers: 1 of 4 ranks")
+    assert "rank 2:" in result.output and f"wrote commcanary.stragglers.v1: {out}" in result.output
+    again = commcanary.diagnose_stragglers(TRACES)
+    assert out.read_bytes() == again.data  # same input, same bytes
+
+
+@needs_fixture
+def test_ranks_in_step_have_no_stragglers(tmp_path: Path) -> None:
+    # Rank 0's real trace twice, the copy as rank 1: every pair collective
+    # has both members arriving together.
+    twin = write_trace(tmp_path / "rank1.json.gz", TRACES[0], lambda e: True, rank=1)
+    report = commcanary.diagnose_stragglers([TRACES[0], twin])
+    doc = check(report)
+    assert not report.found and doc["verdict"] == "none" and doc["findings"] == []
+    assert report.lines[0].startswith("no stragglers: 40 steps on 2 ranks")
+    out = tmp_path / "none.json"
+    result = runner.invoke(
+        app, ["diagnose", "stragglers", str(TRACES[0]), str(twin), "-o", str(out), "--no-cache"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_bytes())["verdict"] == "none"
+
+
+def write_trace(path: Path, source: Path, keep: Any, rank: int | None = None) -> Path:
+    data = json.loads(gzip.decompress(source.read_bytes()))
+    data["traceEvents"] = [e for e in data["traceEvents"] if keep(e)]
+    if rank is not None:
+        data["distributedInfo"]["rank"] = rank
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+    return path
+
+
+@needs_fixture
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("single", "at least two ranks"),
+        ("no_steps", "no ProfilerStep markers"),
+        ("no_collectives", "no collective that two or more ranks completed"),
+    ],
+)
+def test_bad_input_is_refused_and_nothing_is_written(tmp_path: Path, case: str, message: str) -> None:
+    if case == "single":
+        paths = [TRACES[0]]
+    elif case == "no_steps":
+        paths = [
+            write_trace(
+                tmp_path / t.name, t, lambda e: not str(e.get("name", "")).startswith("ProfilerStep#")
+            )
+            for t in TRACES
+        ]
+    else:
+        comm = ("c10d::", "gloo:", "nccl:", "record_param_comms")
+        paths = [
+            write_trace(tmp_path / t.name, t, lambda e: not str(e.get("name", "")).startswith(comm))
+            for t in TRACES
+        ]
+    out = tmp_path / "out.json"
+    result = runner.invoke(app, ["diagnose", "stragglers", *map(str, paths), "-o", str(out), "--no-cache"])
+    assert result.exit_code == 3, result.output
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
+    assert not out.exists()
