@@ -105,13 +105,6 @@ struct Track<'a> {
 }
 
 impl<'a> Track<'a> {
-    fn get(&self, s: i64) -> Option<&'a Op> {
-        self.by_seq
-            .binary_search_by_key(&s, |(q, _)| *q)
-            .ok()
-            .map(|i| self.by_seq[i].1)
-    }
-
     fn first(&self) -> Option<i64> {
         self.by_seq.first().map(|(s, _)| *s)
     }
@@ -213,15 +206,26 @@ fn align_group(model: &Model, grouped: &ByGroup<'_>, gi: usize, out: &mut Alignm
     seqs.sort_unstable();
     seqs.dedup();
     let mut mismatched = false;
+    // Each track's position: sequence numbers only grow, so every track is
+    // walked once instead of searched once per number.
+    let mut at = vec![0usize; tracks.len()];
+    let mut here: Vec<Option<&Op>> = vec![None; tracks.len()];
     for s in seqs {
         if mismatched {
             out.skipped_after_mismatch += 1;
             continue;
         }
         out.compared += 1;
+        for ((t, i), op) in tracks.iter().zip(&mut at).zip(&mut here) {
+            while t.by_seq.get(*i).is_some_and(|(q, _)| *q < s) {
+                *i += 1;
+            }
+            *op = t.by_seq.get(*i).filter(|(q, _)| *q == s).map(|(_, o)| *o);
+        }
         let present: Vec<(i64, &Op)> = tracks
             .iter()
-            .filter_map(|t| t.get(s).map(|o| (t.rank, o)))
+            .zip(&here)
+            .filter_map(|(t, o)| o.map(|o| (t.rank, o)))
             .collect();
         let first_ns = present
             .iter()
@@ -233,10 +237,9 @@ fn align_group(model: &Model, grouped: &ByGroup<'_>, gi: usize, out: &mut Alignm
         let in_flight = present.iter().any(|(_, o)| o.pending);
         let missing: Vec<i64> = tracks
             .iter()
-            .filter(|t| {
-                t.get(s).is_none() && (t.evidence || in_flight) && is_missing(t, s, first_ns)
-            })
-            .map(|t| t.rank)
+            .zip(&here)
+            .filter(|(t, o)| o.is_none() && (t.evidence || in_flight) && is_missing(t, s, first_ns))
+            .map(|(t, _)| t.rank)
             .collect();
         if let Some(m) = vote(gi, s, &present) {
             out.mismatches.push(m);
@@ -286,16 +289,38 @@ fn common_step(steps: impl Iterator<Item = i64>) -> i64 {
 type Signature = (&'static str, (u32, u32), (u32, u32));
 
 /// Which parts of a call must agree across members: op, dtypes, sizes.
+/// Whether members of `op` must agree on sizes (not where each member's
+/// sizes may differ, or are unknown).
+fn sizes_matter(op: &str) -> bool {
+    !matches!(
+        op,
+        "all_to_all" | "gather" | "scatter" | "coalesced" | "other"
+    )
+}
+
 fn signature(o: &Op) -> Signature {
-    let sizes = match o.op {
-        "all_to_all" | "gather" | "scatter" | "coalesced" | "other" => (NONE, NONE),
-        _ => (o.in_sizes, o.out_sizes),
+    let sizes = if sizes_matter(o.op) {
+        (o.in_sizes, o.out_sizes)
+    } else {
+        (NONE, NONE)
     };
     (o.op, (o.in_dtypes, o.out_dtypes), sizes)
 }
 
 fn vote(gi: usize, s: i64, present: &[(i64, &Op)]) -> Option<Mismatch> {
     if present.len() < 2 {
+        return None;
+    }
+    // The common case, without building the classes: everyone agrees
+    // (the fields `signature` compares, the op's size rule decided once).
+    let f = present[0].1;
+    let sized = sizes_matter(f.op);
+    let agrees = |o: &Op| {
+        o.op == f.op
+            && (o.in_dtypes, o.out_dtypes) == (f.in_dtypes, f.out_dtypes)
+            && (!sized || (o.in_sizes, o.out_sizes) == (f.in_sizes, f.out_sizes))
+    };
+    if present.iter().all(|(_, o)| agrees(o)) {
         return None;
     }
     let mut classes: BTreeMap<Signature, Vec<i64>> = BTreeMap::new();
@@ -317,11 +342,12 @@ fn vote(gi: usize, s: i64, present: &[(i64, &Op)]) -> Option<Mismatch> {
     } else {
         "size"
     };
-    let majority: Vec<i64> = if tie { Vec::new() } else { best_ranks.clone() };
+    let mut majority: Vec<i64> = if tie { Vec::new() } else { best_ranks.clone() };
+    majority.sort_unstable();
     let mut minority: Vec<i64> = present
         .iter()
         .map(|(r, _)| *r)
-        .filter(|r| !majority.contains(r))
+        .filter(|r| majority.binary_search(r).is_err())
         .collect();
     minority.sort_unstable();
     Some(Mismatch {

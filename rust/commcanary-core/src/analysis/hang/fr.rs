@@ -377,14 +377,68 @@ fn contradicts(dumps: &[LabeledDump], dumped: &BTreeSet<i64>, r: i64, name: &str
 
 /// Refuses a rank whose collectives were created, by the median over those
 /// it shares with the lowest other member, further apart than the timeout.
-fn check_same_run(model: &Model, dumps: &[LabeledDump]) -> Result<()> {
-    // When each collective was first created, and by whom (lowest rank).
-    let mut created: FxHashMap<(usize, i64), (i64, i64)> = FxHashMap::default();
-    for (&rank, ev) in &model.ranks {
-        for o in ev.ops.iter().filter(|o| !o.p2p && o.time_ns > 0) {
-            created.entry((o.group, o.seq)).or_insert((rank, o.time_ns));
+/// When each collective (group, sequence number) was first created, and by
+/// whom (the lowest rank that has it): dense per group when the sequence
+/// numbers are (they count from 1), a hash map for any that are not.
+struct FirstCreated {
+    dense: Vec<Vec<(i64, i64)>>,
+    sparse: FxHashMap<(usize, i64), (i64, i64)>,
+}
+
+impl FirstCreated {
+    fn get(&self, group: usize, seq: i64) -> Option<&(i64, i64)> {
+        let dense = usize::try_from(seq)
+            .ok()
+            .and_then(|s| self.dense.get(group)?.get(s))
+            .filter(|e| e.0 >= 0);
+        dense.or_else(|| self.sparse.get(&(group, seq)))
+    }
+}
+
+fn first_created(model: &Model) -> FirstCreated {
+    let timed = |o: &&Op| !o.p2p && o.time_ns > 0;
+    let ops: usize = model.ranks.values().map(|e| e.ops.len()).sum();
+    // Dense rows sized by each group's highest sequence number, bounded by
+    // the ops there are (a stray huge number goes to the hash map).
+    let mut rows = vec![0usize; model.groups.len()];
+    for ev in model.ranks.values() {
+        for o in ev.ops.iter().filter(timed) {
+            if let (Some(row), Ok(s)) = (rows.get_mut(o.group), usize::try_from(o.seq)) {
+                if s < ops {
+                    *row = (*row).max(s + 1);
+                }
+            }
         }
     }
+    let dense_total: usize = rows.iter().sum();
+    if dense_total > 4 * ops + 1024 {
+        rows.iter_mut().for_each(|r| *r = 0);
+    }
+    let mut out = FirstCreated {
+        dense: rows.iter().map(|&n| vec![(-1, 0); n]).collect(),
+        sparse: FxHashMap::default(),
+    };
+    for (&rank, ev) in &model.ranks {
+        for o in ev.ops.iter().filter(timed) {
+            let slot = usize::try_from(o.seq)
+                .ok()
+                .and_then(|s| out.dense.get_mut(o.group)?.get_mut(s));
+            match slot {
+                Some(e) if e.0 < 0 => *e = (rank, o.time_ns),
+                Some(_) => {}
+                None => {
+                    out.sparse
+                        .entry((o.group, o.seq))
+                        .or_insert((rank, o.time_ns));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn check_same_run(model: &Model, dumps: &[LabeledDump]) -> Result<()> {
+    let created = first_created(model);
     // Each other rank's median distance from those times, in parallel.
     let medians: Vec<(i64, (i64, i64))> = model
         .ranks
@@ -394,7 +448,7 @@ fn check_same_run(model: &Model, dumps: &[LabeledDump]) -> Result<()> {
                 .ops
                 .iter()
                 .filter(|o| !o.p2p && o.time_ns > 0)
-                .filter_map(|o| match created.get(&(o.group, o.seq)) {
+                .filter_map(|o| match created.get(o.group, o.seq) {
                     Some(&(first, t)) if first != rank => {
                         Some(((o.time_ns - t).abs(), o.timeout_ms.max(60_000)))
                     }
