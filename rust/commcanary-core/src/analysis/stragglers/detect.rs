@@ -138,16 +138,27 @@ impl Occurrence {
             .fold(f64::NEG_INFINITY, f64::max)
     }
 
-    /// Member `i`'s arrival minus the latest other arrival.
-    fn excess(&self, i: usize) -> f64 {
-        let others = self
-            .members
-            .iter()
-            .enumerate()
-            .filter(|&(j, _)| j != i)
-            .map(|(_, m)| m.arrival)
-            .fold(f64::NEG_INFINITY, f64::max);
-        self.members[i].arrival - others
+    /// Each member's end minus the last arrival.
+    fn times_inside(&self) -> impl Iterator<Item = f64> + '_ {
+        let last = self.last_arrival();
+        self.members.iter().map(move |m| (m.end - last).max(0.0))
+    }
+
+    /// Each member's arrival minus the latest other arrival (one pass: the
+    /// latest other is the latest, except for the latest itself).
+    fn excesses(&self) -> Vec<f64> {
+        let (mut top, mut second, mut at) = (f64::NEG_INFINITY, f64::NEG_INFINITY, 0);
+        for (i, m) in self.members.iter().enumerate() {
+            if m.arrival > top {
+                (second, top, at) = (top, m.arrival, i);
+            } else if m.arrival > second {
+                second = m.arrival;
+            }
+        }
+        let others = |i: usize| if i == at { second } else { top };
+        (self.members.iter().enumerate())
+            .map(|(i, m)| m.arrival - others(i))
+            .collect()
     }
 }
 
@@ -267,8 +278,8 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
             if o.p2p {
                 continue;
             }
-            for (mi, m) in o.members.iter().enumerate() {
-                let e = o.excess(mi).max(0.0);
+            for (mi, (m, e)) in o.members.iter().zip(o.excesses()).enumerate() {
+                let e = e.max(0.0);
                 let slot = worst.entry((m.rank, step)).or_insert((0.0, oi, mi));
                 if e > slot.0 {
                     *slot = (e, oi, mi);
@@ -411,17 +422,16 @@ fn slow_collectives(
     late: &[Finding],
     threshold: f64,
 ) -> Vec<Finding> {
-    let inside = |o: &Occurrence, m: &Member| (m.end - o.last_arrival()).max(0.0);
     let mut classes: BTreeMap<(usize, &'static str, i64), Vec<f64>> = BTreeMap::new();
     for o in occ.iter().filter(|o| !o.p2p && o.step >= 0) {
-        let v = classes.entry(o.class).or_default();
-        v.extend(o.members.iter().map(|m| inside(o, m)));
+        classes.entry(o.class).or_default().extend(o.times_inside());
     }
-    let limits: BTreeMap<_, f64> = classes
+    // Per class: (median, the limit above which a member is slow).
+    let limits: BTreeMap<_, (f64, f64)> = classes
         .iter()
         .map(|(k, v)| {
             let (m, s) = robust(v);
-            (*k, m + SLOW_Z * s.max(0.05 * m).max(1.0))
+            (*k, (m, m + SLOW_Z * s.max(0.05 * m).max(1.0)))
         })
         .collect();
     let mut out: Vec<Finding> = Vec::new();
@@ -431,18 +441,18 @@ fn slow_collectives(
             if o.p2p {
                 continue;
             }
-            let Some((mi, m)) = o
-                .members
-                .iter()
+            let Some((mi, took)) = o
+                .times_inside()
                 .enumerate()
-                .max_by(|a, b| inside(o, a.1).total_cmp(&inside(o, b.1)))
+                .max_by(|a, b| a.1.total_cmp(&b.1))
             else {
                 continue;
             };
-            let (took, limit) = (inside(o, m), limits[&o.class]);
+            let (Some(&(typical, limit)), m) = (limits.get(&o.class), &o.members[mi]) else {
+                continue;
+            };
             let flagged = |f: &Finding| f.rank == m.rank && f.step == step;
-            let mut all = classes[&o.class].clone();
-            let extra = took - median(&mut all);
+            let extra = took - typical;
             let slow = took > limit && extra > threshold;
             if slow && !late.iter().any(flagged) && !out.iter().any(flagged) {
                 let f = finding(occ, list, oi, mi, m.rank, step, extra, 0.0, extra);
@@ -466,17 +476,19 @@ fn tables(
     noise_us: f64,
     threshold_us: f64,
 ) -> Stragglers {
+    // Per step, the (rank, excess) with the largest excess (the lowest rank
+    // on ties: `worst` is in rank order).
+    let mut last: BTreeMap<i64, (i64, f64)> = BTreeMap::new();
+    for (&(r, step), w) in worst {
+        let best = last.entry(step).or_insert((-1, f64::NEG_INFINITY));
+        if w.0 > best.1 {
+            *best = (r, w.0);
+        }
+    }
     let steps = by_step
         .iter()
         .map(|(&step, list)| {
-            let (last_rank, lag_us) = worst
-                .iter()
-                .filter(|((_, s), _)| *s == step)
-                .map(|(&(r, _), w)| (r, w.0))
-                .fold(
-                    (-1, f64::NEG_INFINITY),
-                    |a, b| if b.1 > a.1 { b } else { a },
-                );
+            let (last_rank, lag_us) = last.get(&step).copied().unwrap_or((-1, 0.0));
             let mut straggler_ranks: Vec<i64> = findings
                 .iter()
                 .filter(|f| f.step == step)

@@ -5,6 +5,8 @@
 //! the measured step back; replayed with one arrival earlier (or one time
 //! inside shorter) it gives the step that would have been.
 
+use rustc_hash::FxHashMap;
+
 /// One member of an instance in a step, measured (job clock, µs).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Visit {
@@ -42,7 +44,7 @@ pub struct Change {
 #[must_use]
 pub fn replay(instances: &[StepInstance], change: Option<Change>) -> f64 {
     // Per rank: (measured end, replayed end) of its previous instance.
-    let mut last: Vec<(i64, f64, f64)> = Vec::new();
+    let mut last: FxHashMap<i64, (f64, f64)> = FxHashMap::default();
     let mut step_end = f64::NEG_INFINITY;
     for (k, inst) in instances.iter().enumerate() {
         let measured_start = inst
@@ -56,9 +58,9 @@ pub fn replay(instances: &[StepInstance], change: Option<Change>) -> f64 {
                 Some(c) if c.at == k && c.rank == v.rank => c.earlier_us,
                 _ => 0.0,
             };
-            let arrival = match last.iter().find(|l| l.0 == v.rank) {
+            let arrival = match last.get(&v.rank) {
                 // Its own gap after its previous instance, kept.
-                Some(&(_, was, now)) => now + (v.arrival - was).max(0.0),
+                Some(&(was, now)) => now + (v.arrival - was).max(0.0),
                 // Its first instance in the step: where it measured.
                 None => v.arrival,
             };
@@ -72,10 +74,7 @@ pub fn replay(instances: &[StepInstance], change: Option<Change>) -> f64 {
             let inside = (v.end - measured_start).max(0.0) - shorter;
             let end = start + inside.max(0.0);
             step_end = step_end.max(end);
-            match last.iter_mut().find(|l| l.0 == v.rank) {
-                Some(l) => *l = (v.rank, v.end, end),
-                None => last.push((v.rank, v.end, end)),
-            }
+            last.insert(v.rank, (v.end, end));
         }
     }
     step_end

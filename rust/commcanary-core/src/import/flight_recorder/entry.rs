@@ -17,6 +17,7 @@ use super::tree::Tree;
 use super::{EntryState, FrDump, FrEntry};
 use crate::error::{Error, Result};
 use crate::import::stacks::Frame;
+use crate::json::canon::write_i64;
 
 /// An absent or non-string part in an identity key.
 const NO_IDENT: u32 = u32::MAX;
@@ -182,7 +183,7 @@ impl Interner {
             let (file, line, func) = frame_parts(v.element(i).unwrap_or(v));
             key.extend_from_slice(text(file));
             key.push(0x1f);
-            push_decimal(&mut key, u64::from(line));
+            write_i64(&mut key, i64::from(line));
             key.push(0x1f);
             key.extend_from_slice(text(func));
             key.push(0x1e);
@@ -219,22 +220,6 @@ fn text_ident<'a, T: Tree<'a>>(x: Option<T>) -> Option<u32> {
         Some(x) if x.str_bytes().is_some() => x.ident(),
         _ => Some(NO_IDENT),
     }
-}
-
-/// Appends the decimal digits of `x` (no formatting machinery: this runs
-/// for every dimension of every entry).
-fn push_decimal(out: &mut Vec<u8>, mut x: u64) {
-    let mut digits = [0_u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (x % 10) as u8;
-        x /= 10;
-        if x == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
 }
 
 /// A frame's `filename` and `name` values and its line (0 when absent).
@@ -415,10 +400,7 @@ impl<'a, T: Tree<'a>> Fields<T> {
                 if d > 0 {
                     out.push(b',');
                 }
-                if x < 0 {
-                    out.push(b'-');
-                }
-                push_decimal(out, x.unsigned_abs());
+                write_i64(out, x);
                 numel = numel.saturating_mul(x.max(0));
             }
             out.push(b']');
