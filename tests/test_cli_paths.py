@@ -215,6 +215,12 @@ CASES: dict[str, Case] = {
         f["trace"],
         "the input TRACE...",
     ),
+    "steps -o TRACE...": lambda f, w: (
+        ["steps", str(f["trace"]), "-o", str(f["trace"])],
+        "--output",
+        f["trace"],
+        "the input TRACE...",
+    ),
     "export-param -o CANARY": lambda f, w: (
         ["export-param", str(f["canary"]), "-o", str(f["canary"])],
         "--output",

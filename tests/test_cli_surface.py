@@ -40,6 +40,7 @@ USAGE = {
     "capture": "[-- CMD...]",
     "diagnose hang": "EVIDENCE...",
     "diagnose stragglers": "TRACE...",
+    "steps": "TRACE...",
 }
 
 

@@ -88,6 +88,30 @@ def test_ranks_in_step_have_no_stragglers(tmp_path: Path) -> None:
     assert json.loads(out.read_bytes())["verdict"] == "none"
 
 
+def rename_markers(e: dict[str, Any]) -> bool:
+    if str(e.get("name", "")).startswith("ProfilerStep#"):
+        e["name"] = "ProfilerStep#next"
+    return True
+
+
+def no_markers(e: dict[str, Any]) -> bool:
+    return not str(e.get("name", "")).startswith("ProfilerStep#")
+
+
+@needs_fixture
+def test_without_step_markers_the_recovered_steps_give_the_same_stragglers(tmp_path: Path) -> None:
+    marked = commcanary.diagnose_stragglers(TRACES)
+    bare = [write_trace(tmp_path / t.name, t, no_markers) for t in TRACES]
+    report = commcanary.diagnose_stragglers(bare)
+    doc = check(report)
+    assert doc["step_source"] == "recovered" and len(doc["steps"]) == 40
+    # Recovered step k is ProfilerStep#(k+1) in these traces.
+    got = [(f["rank"], f["step"] + 1, f["kind"], round(f["estimated_cost_us"], -2)) for f in doc["findings"]]
+    want = [(f["rank"], f["step"], f["kind"], round(f["estimated_cost_us"], -2)) for f in marked.findings]
+    assert got == want
+    assert "recovered from the collective sequence" in report.lines[-1]
+
+
 def write_trace(path: Path, source: Path, keep: Any, rank: int | None = None) -> Path:
     data = json.loads(gzip.decompress(source.read_bytes()))
     data["traceEvents"] = [e for e in data["traceEvents"] if keep(e)]
@@ -102,20 +126,15 @@ def write_trace(path: Path, source: Path, keep: Any, rank: int | None = None) ->
     ("case", "message"),
     [
         ("single", "at least two ranks"),
-        ("no_steps", "no ProfilerStep markers"),
+        ("bad_marker", "traceEvents["),
         ("no_collectives", "no collective that two or more ranks completed"),
     ],
 )
 def test_bad_input_is_refused_and_nothing_is_written(tmp_path: Path, case: str, message: str) -> None:
     if case == "single":
         paths = [TRACES[0]]
-    elif case == "no_steps":
-        paths = [
-            write_trace(
-                tmp_path / t.name, t, lambda e: not str(e.get("name", "")).startswith("ProfilerStep#")
-            )
-            for t in TRACES
-        ]
+    elif case == "bad_marker":
+        paths = [write_trace(tmp_path / "rank1.json.gz", TRACES[1], rename_markers), *TRACES[2:]]
     else:
         comm = ("c10d::", "gloo:", "nccl:", "record_param_comms")
         paths = [

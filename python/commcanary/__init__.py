@@ -22,12 +22,21 @@ Public API::
     hang.verdict, hang.root, hang.wait_for; hang.write("hang.json")
     slow = commcanary.diagnose_stragglers("traces/")            # per-rank Kineto traces
     slow.findings, slow.ranks, slow.columns("findings"); slow.write("stragglers.json")
+    steps = commcanary.recover_steps("traces/")                 # steps without ProfilerStep markers
+    steps.count, steps.agreement, steps.columns()["duration_us"]
 """
 
 from __future__ import annotations
 
 from commcanary._core import __version__
-from commcanary.analysis import HangReport, StragglerReport, diagnose_hang, diagnose_stragglers
+from commcanary.analysis import (
+    HangReport,
+    StepsReport,
+    StragglerReport,
+    diagnose_hang,
+    diagnose_stragglers,
+    recover_steps,
+)
 from commcanary.behavior import DEFAULT_CONFIGURATIONS, SearchResult, Tolerances, verify_behavior
 from commcanary.behavior import search as search_behavior
 from commcanary.behavior import verify_fidelity_files as verify_fidelity
@@ -57,6 +66,7 @@ __all__ = [
     "ParamExport",
     "Report",
     "SearchResult",
+    "StepsReport",
     "StragglerReport",
     "Thresholds",
     "Tolerances",
@@ -70,6 +80,7 @@ __all__ = [
     "import_kineto",
     "load_trace",
     "read_flight_recorder",
+    "recover_steps",
     "replay",
     "search_behavior",
     "verify_behavior",

@@ -18,6 +18,8 @@ BEHAVIOR_VERIFICATION_FORMAT = "commcanary.behavior_verification.v1"
 BEHAVIOR_SEARCH_EVIDENCE_FORMAT = "commcanary.behavior_search_evidence.v1"
 HANG_FORMAT = "commcanary.hang.v1"
 STRAGGLERS_FORMAT = "commcanary.stragglers.v1"
+STEPS_FORMAT = "commcanary.steps.v1"
+TIMELINE_FORMAT = "commcanary.timeline.v1"
 
 #: Every format this version reads or writes, by role.
 FORMATS: dict[str, str] = {
@@ -31,4 +33,6 @@ FORMATS: dict[str, str] = {
     "behavior_search_evidence": BEHAVIOR_SEARCH_EVIDENCE_FORMAT,
     "hang_diagnosis": HANG_FORMAT,
     "straggler_diagnosis": STRAGGLERS_FORMAT,
+    "step_recovery": STEPS_FORMAT,
+    "timeline": TIMELINE_FORMAT,
 }

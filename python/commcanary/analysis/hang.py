@@ -8,7 +8,6 @@ The document is canonical JSON: the same evidence gives the same bytes.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from commcanary import _core
+from commcanary.analysis import _evidence
 from commcanary.formats import HANG_FORMAT
 
 __all__ = ["HANG_FORMAT", "HangReport", "diagnose_hang"]
@@ -85,14 +85,10 @@ def diagnose_hang(paths: PathLike | Iterable[PathLike], *, cache_dir: PathLike |
     that tries to import anything, a truncated dump, dumps of different jobs,
     no evidence at all), naming the file.
     """
-    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-    result = _core.diagnose_hang(
-        [os.fspath(p) for p in items], cache_dir=os.fspath(cache_dir) if cache_dir is not None else None
-    )
-    data: bytes = result["document"]
+    result, data, document = _evidence.run(_core.diagnose_hang, paths, cache_dir)
     return HangReport(
         verdict=result["verdict"],
         lines=tuple(result["lines"]),
         data=data,
-        document=json.loads(data),
+        document=document,
     )

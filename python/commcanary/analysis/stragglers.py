@@ -12,7 +12,6 @@ as numpy columns.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from commcanary import _core
+from commcanary.analysis import _evidence
 from commcanary.formats import STRAGGLERS_FORMAT
 
 if TYPE_CHECKING:
@@ -95,11 +95,5 @@ def diagnose_stragglers(
     profiler trace, a single rank, no collective two ranks completed, or no
     ``ProfilerStep`` markers.
     """
-    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-    result = _core.diagnose_stragglers(
-        [os.fspath(p) for p in items], cache_dir=os.fspath(cache_dir) if cache_dir is not None else None
-    )
-    data: bytes = result["document"]
-    return StragglerReport(
-        found=result["found"], lines=tuple(result["lines"]), data=data, document=json.loads(data)
-    )
+    result, data, document = _evidence.run(_core.diagnose_stragglers, paths, cache_dir)
+    return StragglerReport(found=result["found"], lines=tuple(result["lines"]), data=data, document=document)

@@ -114,6 +114,25 @@ StragglersOutput = Annotated[
 ]
 
 
+def run_on_traces(
+    ctx: typer.Context,
+    analyse: Any,
+    traces: list[Path],
+    outputs: dict[str, Path | None],
+    cache_dir: Path | None,
+    no_cache: bool,
+) -> Any:
+    """Checks the paths, runs ``analyse(traces, cache_dir=...)`` (inside the
+    caller's error boundary), prints its lines and writes ``-o``."""
+    from commcanary.importers import default_cache_dir
+
+    for path in traces:
+        check_paths(ctx, inputs={"traces": path}, outputs=outputs)
+    report = analyse(traces, cache_dir=None if no_cache else (cache_dir or default_cache_dir()))
+    print_and_write(report, outputs["output"])
+    return report
+
+
 @diagnose_app.command("stragglers", cls=Command)
 def stragglers_command(
     ctx: typer.Context,
@@ -125,13 +144,7 @@ def stragglers_command(
     """Who is slow, and what it costs: late arrivals and slow collectives per step, ranked by cost."""
     with errors_exit(ctx):
         from commcanary.analysis import diagnose_stragglers
-        from commcanary.importers import default_cache_dir
 
-        for path in traces:
-            check_paths(ctx, inputs={"traces": path}, outputs={"output": output})
-        report = diagnose_stragglers(
-            traces, cache_dir=None if no_cache else (cache_dir or default_cache_dir())
-        )
-        print_and_write(report, output)
+        report = run_on_traces(ctx, diagnose_stragglers, traces, {"output": output}, cache_dir, no_cache)
     if report.found:
         raise typer.Exit(EXIT_NEGATIVE)

@@ -30,9 +30,14 @@ pub const BEHAVIOR_SEARCH_EVIDENCE: &str = "commcanary.behavior_search_evidence.
 pub const HANG: &str = "commcanary.hang.v1";
 /// A straggler diagnosis.
 pub const STRAGGLERS: &str = "commcanary.stragglers.v1";
+/// Steps recovered from the collective sequence.
+pub const STEPS: &str = "commcanary.steps.v1";
+/// A Chrome-trace timeline (Perfetto, `chrome://tracing`); its `format`
+/// member sits in `metadata`, which Chrome-trace readers ignore.
+pub const TIMELINE: &str = "commcanary.timeline.v1";
 
 /// Every document format this version knows, with the noun a person reads.
-pub const KINDS: [(&str, &str); 10] = [
+pub const KINDS: [(&str, &str); 12] = [
     (TRACE, "trace"),
     (CANARY, "canary"),
     (REPORT, "report"),
@@ -43,6 +48,8 @@ pub const KINDS: [(&str, &str); 10] = [
     (BEHAVIOR_SEARCH_EVIDENCE, "behaviour search evidence"),
     (HANG, "hang diagnosis"),
     (STRAGGLERS, "straggler diagnosis"),
+    (STEPS, "step recovery"),
+    (TIMELINE, "timeline"),
 ];
 
 /// The noun for a known format identifier.

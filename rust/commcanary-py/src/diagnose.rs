@@ -1,5 +1,6 @@
-//! Diagnoses: `diagnose_hang` (who hung, and where) and
-//! `diagnose_stragglers` (who is slow, and what it costs).
+//! Diagnoses: `diagnose_hang` (who hung, and where),
+//! `diagnose_stragglers` (who is slow, and what it costs) and
+//! `recover_steps` (iteration boundaries from the collective sequence).
 
 use std::path::PathBuf;
 
@@ -45,6 +46,23 @@ pub(crate) fn diagnose_stragglers<'py>(
     let options = GatherOptions { cache_dir };
     let report = detached(py, None, || stragglers::diagnose(gather(&paths, &options)?))?;
     report_dict(py, ("found", report.found), report.lines, &report.document)
+}
+
+/// Gathers the profiler traces in `paths` (files or directories) and
+/// recovers each rank's steps from its collective sequence. Returns a dict
+/// with `count` (steps), `lines` and `document` (the `commcanary.steps.v1`
+/// canonical JSON bytes).
+#[pyfunction]
+#[pyo3(signature = (paths, *, cache_dir=None))]
+pub(crate) fn recover_steps<'py>(
+    py: Python<'py>,
+    paths: Vec<PathBuf>,
+    cache_dir: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
+    use commcanary_core::analysis::steps;
+    let options = GatherOptions { cache_dir };
+    let report = detached(py, None, || steps::diagnose(gather(&paths, &options)?))?;
+    report_dict(py, ("count", report.count), report.lines, &report.document)
 }
 
 /// `{first.0: first.1, "lines": lines, "document": bytes}`.

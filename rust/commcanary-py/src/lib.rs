@@ -112,7 +112,9 @@ mod _core {
     #[pymodule_export]
     use super::compiled::PyCompiled;
     #[pymodule_export]
-    use super::diagnose::{diagnose_hang, diagnose_stragglers, read_flight_recorder_file};
+    use super::diagnose::{
+        diagnose_hang, diagnose_stragglers, read_flight_recorder_file, recover_steps,
+    };
     #[pymodule_export]
     use super::export::export_param;
     #[pymodule_export]

@@ -13,6 +13,21 @@ use crate::canary::Block;
 /// Longest template considered.
 pub const MAX_TEMPLATE: usize = 16;
 
+/// How many times the template `keys[start..start + len]` occurs back to
+/// back from `start`: none when it does not fit (or `len` is 0), else at
+/// least one. Step recovery uses it too, to check that a job's
+/// once-per-step collectives repeat as one block.
+#[must_use]
+pub fn back_to_back(keys: &[u32], start: usize, len: usize) -> usize {
+    if len == 0 || start + len > keys.len() {
+        return 0;
+    }
+    let template = &keys[start..start + len];
+    (keys[start..].chunks_exact(len))
+        .take_while(|chunk| *chunk == template)
+        .count()
+}
+
 /// Program blocks for groups with motif keys `keys` (leaf `i` is group `i`).
 #[must_use]
 pub fn find_motifs(keys: &[u32], enabled: bool) -> Vec<Block> {
@@ -26,13 +41,7 @@ pub fn find_motifs(keys: &[u32], enabled: bool) -> Vec<Block> {
         let max_len = MAX_TEMPLATE.min(n / 2).min((n - i) / 2);
         let mut best: Option<(usize, usize, usize)> = None; // (saved, len, repeats)
         for len in 2..=max_len {
-            let template = &keys[i..i + len];
-            let mut repeats = 1;
-            while i + (repeats + 1) * len <= n
-                && &keys[i + repeats * len..i + (repeats + 1) * len] == template
-            {
-                repeats += 1;
-            }
+            let repeats = back_to_back(keys, i, len);
             if repeats >= 2 {
                 let saved = len * repeats - 1;
                 if best.is_none_or(|(s, l, _)| saved > s || (saved == s && len > l)) {

@@ -9,7 +9,9 @@
 //!   member's *excess* is its arrival minus the latest arrival of the other
 //!   members: how long everybody else waited for it (≤ 0 when it did not
 //!   arrive last). Its *time inside* is its end minus the last arrival.
-//! * A step is `ProfilerStep#N` (the N the members' calls carry).
+//! * A step is `ProfilerStep#N` (the N the members' calls carry); in traces
+//!   without markers, the step [`steps`] recovers from the collective
+//!   sequence (its index).
 //! * Late arrival: a rank's largest excess in a step is an outlier among all
 //!   (rank, step) values of the job: above `median + Z·σ`, where σ is the
 //!   scaled median absolute deviation ([`LATE_Z`]), with a floor of
@@ -39,6 +41,7 @@ pub use detect::{
 };
 
 use super::hang::gather::Evidence;
+use super::steps;
 use crate::error::{Error, Result};
 
 /// A straggler diagnosis, ready to print and write.
@@ -57,29 +60,46 @@ pub struct StragglerReport {
 ///
 /// # Errors
 /// No profiler traces, fewer than two ranks, no complete collective, no
-/// `ProfilerStep` markers.
+/// `ProfilerStep` markers and no step the collective sequence shows.
 pub fn diagnose(evidence: Evidence) -> Result<StragglerReport> {
-    let Some(job) = evidence.traces else {
+    let Some(mut job) = evidence.traces else {
         return Err(Error::invalid(
             "no profiler traces in the evidence: stragglers are read from each rank's Kineto trace",
         ));
     };
+    let source = if steps::has_markers(&job) {
+        StepSource::ProfilerStep
+    } else {
+        if job.profiles.len() >= 2 && job.instances.iter().any(|i| i.complete) {
+            let recovery = steps::recover(&job)?;
+            steps::assign(&mut job, &recovery);
+        }
+        StepSource::Recovered
+    };
     let found = analyze(&job)?;
-    let files = job
-        .labels
-        .iter()
-        .zip(&job.profiles)
-        .map(|(label, p)| {
-            crate::json::Json::object()
-                .with("file", label.as_str())
-                .with("kind", "kineto")
-                .with("rank", p.rank)
-                .with("calls", p.calls.len())
-        })
-        .collect();
     Ok(StragglerReport {
         found: !found.findings.is_empty(),
-        lines: report::lines(&job, &found),
-        document: report::document(&job, &found, files).to_canonical(),
+        lines: report::lines(&job, &found, source),
+        document: report::document(&job, &found, source).to_canonical(),
     })
+}
+
+/// Where the steps came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepSource {
+    /// `ProfilerStep#N` markers: steps are the N.
+    ProfilerStep,
+    /// Recovered from the collective sequence ([`steps`]): steps are indices.
+    Recovered,
+}
+
+impl StepSource {
+    /// `ProfilerStep` or `recovered`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ProfilerStep => "ProfilerStep",
+            Self::Recovered => "recovered",
+        }
+    }
 }

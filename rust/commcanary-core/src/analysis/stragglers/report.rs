@@ -4,33 +4,17 @@
 //! step then rank, ranks by cost); times are µs rounded to the nanosecond;
 //! the document is canonical JSON.
 
+use super::StepSource;
 use super::detect::{Finding, LATE_Z, NOISE_FLOOR, SLOW_Z, Stragglers};
+use crate::analysis::{group_json as group, round_us as us, trace_files};
 use crate::import::kineto::AlignedJob;
 use crate::json::Json;
 
 /// The format identifier.
 pub const FORMAT: &str = crate::document::STRAGGLERS;
 
-/// µs rounded to the nanosecond.
-fn us(x: f64) -> f64 {
-    // `+ 0.0` turns the −0.0 of an empty sum into 0.
-    if x.is_finite() {
-        (x * 1000.0).round() / 1000.0 + 0.0
-    } else {
-        0.0
-    }
-}
-
 fn ms(x: f64) -> String {
     format!("{:.1} ms", x / 1000.0)
-}
-
-fn group(job: &AlignedJob, g: usize) -> Json {
-    let decl = &job.groups[g];
-    Json::object()
-        .with("name", decl.name.as_str())
-        .with("desc", decl.desc.as_str())
-        .with("ranks", decl.ranks.as_slice())
 }
 
 fn finding_json(job: &AlignedJob, f: &Finding) -> Json {
@@ -54,7 +38,7 @@ fn finding_json(job: &AlignedJob, f: &Finding) -> Json {
 
 /// The document.
 #[must_use]
-pub fn document(job: &AlignedJob, s: &Stragglers, files: Vec<Json>) -> Json {
+pub fn document(job: &AlignedJob, s: &Stragglers, source: StepSource) -> Json {
     let steps: Vec<Json> = s
         .steps
         .iter()
@@ -98,7 +82,7 @@ pub fn document(job: &AlignedJob, s: &Stragglers, files: Vec<Json>) -> Json {
                 "stragglers"
             },
         )
-        .with("step_source", "ProfilerStep")
+        .with("step_source", source.as_str())
         .with("world", s.ranks.len())
         .with("steps", steps)
         .with(
@@ -110,12 +94,23 @@ pub fn document(job: &AlignedJob, s: &Stragglers, files: Vec<Json>) -> Json {
         )
         .with("ranks", ranks)
         .with("detector", detector)
-        .with("evidence", Json::object().with("files", files))
+        .with("evidence", Json::object().with("files", trace_files(job)))
 }
 
 /// What a person reads first.
 #[must_use]
-pub fn lines(job: &AlignedJob, s: &Stragglers) -> Vec<String> {
+pub fn lines(job: &AlignedJob, s: &Stragglers, source: StepSource) -> Vec<String> {
+    let mut out = lines_for(job, s);
+    if source == StepSource::Recovered {
+        out.push(
+            "  no ProfilerStep markers: steps were recovered from the collective sequence (numbered from 0)"
+                .to_owned(),
+        );
+    }
+    out
+}
+
+fn lines_for(job: &AlignedJob, s: &Stragglers) -> Vec<String> {
     let mut out = Vec::new();
     if s.findings.is_empty() {
         let worst = s.steps.iter().map(|r| r.lag_us).fold(0.0, f64::max);

@@ -190,9 +190,14 @@ impl FileScan {
             return self.gloo_range(e, algorithm, ts, dur);
         }
         if let Some(n) = name.strip_prefix("ProfilerStep#") {
-            if let Ok(n) = n.trim().parse::<i64>() {
-                self.steps.push((n, ts, ts + dur));
-            }
+            let Some(n) = n.trim().parse::<i64>().ok().filter(|n| *n >= 0) else {
+                return Err(Error::invalid(format!(
+                    "traceEvents[{}].name: step marker '{}' has no step number (expected ProfilerStep#N, N ≥ 0)",
+                    e.index,
+                    name.chars().take(64).collect::<String>()
+                )));
+            };
+            self.steps.push((n, ts, ts + dur));
             return Ok(());
         }
         if name.starts_with("nccl:") || name.starts_with("c10d") || name.starts_with("## ") {

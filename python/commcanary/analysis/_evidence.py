@@ -1,0 +1,26 @@
+"""What every diagnosis entry point does before and after the core: paths
+(one, or any iterable of them, files or directories) to strings, the cache
+directory to a string or ``None``, and the core's canonical document bytes
+parsed once."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+PathLike = str | os.PathLike[str]
+
+
+def run(
+    core: Callable[..., dict[str, Any]], paths: PathLike | Iterable[PathLike], cache_dir: PathLike | None
+) -> tuple[dict[str, Any], bytes, dict[str, Any]]:
+    """``core(paths, cache_dir=...)``'s result, its document bytes, and the
+    document parsed."""
+    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    result = core(
+        [os.fspath(p) for p in items], cache_dir=os.fspath(cache_dir) if cache_dir is not None else None
+    )
+    data: bytes = result["document"]
+    return result, data, json.loads(data)
