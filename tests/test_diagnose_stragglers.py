@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 import commcanary
+import kineto_jobs
 from commcanary.cli import app
 from conftest import SHARED
 
@@ -146,3 +147,39 @@ def test_bad_input_is_refused_and_nothing_is_written(tmp_path: Path, case: str, 
     assert result.exit_code == 3, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_a_constructed_slow_collective_is_labelled_and_its_bandwidth_row_flagged(tmp_path: Path) -> None:
+    # Rank 3 arrives on time at step 12's first all_reduce and stays 20 ms
+    # longer inside; rank 1 arrives 15 ms late at step 20. Everything else
+    # runs to a jittered schedule.
+    job = kineto_jobs.Job(
+        world=4,
+        steps=30,
+        groups=[("0", "default_pg", [0, 1, 2, 3]), ("1", "pair_0", [0, 1]), ("2", "pair_1", [2, 3])],
+        ops=[
+            kineto_jobs.Op("all_reduce", 0, 262144),
+            kineto_jobs.Op("all_gather", 1, 65536),
+            kineto_jobs.Op("all_gather", 2, 65536),
+            kineto_jobs.Op("all_reduce", 0, 1024),
+        ],
+        slow={(3, 12, 0): 20_000.0},
+        late={(1, 20): 15_000.0},
+    )
+    report = commcanary.diagnose_stragglers(kineto_jobs.write_job(tmp_path, job))
+    doc = check(report)
+    got = [(f["rank"], f["step"], f["kind"], f["op"]) for f in doc["findings"]]
+    assert got == [(3, 12, "slow_collective", "all_reduce"), (1, 20, "late_arrival", "all_reduce")]
+    slow, late = doc["findings"]
+    assert slow["estimated_cost_us"] == pytest.approx(20_000, rel=0.05)
+    assert late["estimated_cost_us"] == pytest.approx(15_000, rel=0.05)
+    rows = {(r["group"]["desc"], r["op"], r["bucket_bytes"]): r for r in doc["communication"]}
+    big = rows[("default_pg", "all_reduce", 1 << 20)]
+    assert big["count"] == 30 and big["ranks"] == 4 and big["bus_factor"] == 1.5
+    assert [(f["step"], f["rank"]) for f in big["flagged"]] == [(12, 3)]
+    # 1 MiB at 2000 B/µs plus 50 µs: about 574 µs, 1.83 GB/s, 2.74 on the bus.
+    assert big["median_time_us"] == pytest.approx(574, rel=0.02)
+    assert big["median_busbw_gbps"] == pytest.approx(1.5 * big["median_algbw_gbps"])
+    assert rows[("pair_0", "all_gather", 1 << 19)]["bus_factor"] == 0.5
+    assert sum(r["flagged_count"] for r in doc["communication"]) == 1
+    assert "1 instance(s) in 1 class(es) far below" in report.lines[-1]

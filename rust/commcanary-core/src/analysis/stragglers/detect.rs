@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::bandwidth::{Row, Sample, table};
 use super::whatif::{Change, StepInstance, Visit, saved};
 use crate::error::{Error, Result};
 use crate::import::kineto::AlignedJob;
@@ -103,6 +104,8 @@ pub struct Stragglers {
     pub noise_us: f64,
     /// The lateness threshold, µs.
     pub threshold_us: f64,
+    /// Communication performance per (group, op, size bucket).
+    pub bandwidth: Vec<Row>,
 }
 
 /// One member of an occurrence.
@@ -117,6 +120,7 @@ struct Member {
 /// One complete instance with two or more members.
 struct Occurrence {
     instance: usize,
+    algorithm: u8,
     step: i64,
     p2p: bool,
     class: (usize, &'static str, i64),
@@ -203,6 +207,7 @@ fn occurrences(job: &AlignedJob) -> Vec<Occurrence> {
             .collect();
         out.push(Occurrence {
             instance: i,
+            algorithm: calls[0].1.algorithm,
             step,
             p2p: p2p || calls[0].1.kind.is_p2p(),
             class: (inst.group, op, calls[0].1.bytes),
@@ -317,7 +322,17 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
             ));
         }
     }
-    findings.extend(slow_collectives(&occ, &by_step, &findings, threshold));
+    // A (rank, step) gets one finding: the costlier of its late arrival and
+    // its slow collective (a slow collective makes its rank late to the
+    // next call: a knock-on, not a second cause).
+    for slow in slow_collectives(&occ, &by_step, threshold) {
+        let same = |f: &Finding| f.rank == slow.rank && f.step == slow.step;
+        match findings.iter().position(same) {
+            Some(i) if findings[i].estimated_cost_us >= slow.estimated_cost_us => {}
+            Some(i) => findings[i] = slow,
+            None => findings.push(slow),
+        }
+    }
     findings.sort_by_key(|f| (f.step, f.rank));
     let spans = step_spans(job);
     let mut out = tables(
@@ -328,7 +343,33 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
             row.duration_us = end - start;
         }
     }
+    out.bandwidth = table(&samples(&occ));
     Ok(out)
+}
+
+/// Each occurrence as the bandwidth table sees it.
+fn samples(occ: &[Occurrence]) -> Vec<Sample> {
+    occ.iter()
+        .map(|o| {
+            let last = o.last_arrival();
+            let slowest = (o.members.iter())
+                .max_by(|a, b| a.end.total_cmp(&b.end))
+                .map_or(-1, |m| m.rank);
+            let end = o.members.iter().map(|m| m.end).fold(last, f64::max);
+            Sample {
+                group: o.class.0,
+                // Both ends of a transfer: one row, whichever end is first.
+                op: if o.p2p { "send_recv" } else { o.class.1 },
+                bytes: o.class.2,
+                ranks: o.members.len(),
+                time_us: end - last,
+                step: o.step,
+                slowest_rank: slowest,
+                algorithm: o.algorithm,
+                instance: o.instance,
+            }
+        })
+        .collect()
 }
 
 /// Each `ProfilerStep#N`'s first start and last end over the ranks (job
@@ -412,14 +453,14 @@ fn finding(
     }
 }
 
-/// Members that arrived on time but stayed inside far longer than their
-/// class (group, op, bytes) usually takes, by more than the job's lateness
-/// `threshold` too: the slowest member of such an occurrence, unless its
-/// (rank, step) is already a late arrival.
+/// Members that stayed inside far longer than their class (group, op,
+/// bytes) usually takes, by more than the job's lateness `threshold` too,
+/// and longer than the other members of their instance by more than the
+/// threshold: the slowest member of such an occurrence, one per
+/// (rank, step).
 fn slow_collectives(
     occ: &[Occurrence],
     by_step: &BTreeMap<i64, Vec<usize>>,
-    late: &[Finding],
     threshold: f64,
 ) -> Vec<Finding> {
     let mut classes: BTreeMap<(usize, &'static str, i64), Vec<f64>> = BTreeMap::new();
@@ -453,8 +494,15 @@ fn slow_collectives(
             };
             let flagged = |f: &Finding| f.rank == m.rank && f.step == step;
             let extra = took - typical;
-            let slow = took > limit && extra > threshold;
-            if slow && !late.iter().any(flagged) && !out.iter().any(flagged) {
+            // It must stand out from its own instance too: when everybody
+            // was slow inside, nobody in particular is to blame.
+            let mut others: Vec<f64> = (o.times_inside().enumerate())
+                .filter(|&(j, _)| j != mi)
+                .map(|(_, t)| t)
+                .collect();
+            let alone = took - median(&mut others) > threshold;
+            let slow = took > limit && extra > threshold && alone;
+            if slow && !out.iter().any(flagged) {
                 let f = finding(occ, list, oi, mi, m.rank, step, extra, 0.0, extra);
                 if f.estimated_cost_us > threshold {
                     out.push(f);
@@ -530,5 +578,6 @@ fn tables(
         baseline_us,
         noise_us,
         threshold_us,
+        bandwidth: Vec::new(),
     }
 }

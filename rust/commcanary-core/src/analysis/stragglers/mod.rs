@@ -17,18 +17,25 @@
 //!   scaled median absolute deviation ([`LATE_Z`]), with a floor of
 //!   [`NOISE_FLOOR`] of the median step so a perfectly regular job does not
 //!   flag microseconds.
-//! * Slow collective: a member arrived on time but its time inside is an
-//!   outlier among the members of the same (group, op, bytes) class, and
-//!   longer than the class median by more than the lateness threshold, and
+//! * Slow collective: a member's time inside is an outlier among the
+//!   members of the same (group, op, bytes) class, longer than the class
+//!   median and than the other members of its instance by more than the
+//!   lateness threshold (when everybody was slow, nobody is blamed), and
 //!   its what-if cost too (a finding must cost more than the job's noise).
+//!   A (rank, step) with both kinds keeps the costlier.
 //! * Cost: [`whatif`] replays the step with the finding undone (the lag set
 //!   to the median lag of the instance's other members, or the time inside to the
 //!   class median) and reports the step time saved.
+//!
+//! * Communication performance: [`bandwidth`], nccl-tests' algorithm and
+//!   bus bandwidth per (group, op, size bucket), and the instances far
+//!   below their class's own median.
 //!
 //! Invariants: the same job gives the same findings in the same order
 //! (steps ascending, then ranks); only complete instances are used; p2p
 //! transfers take part in the replay (they block) but are not judged.
 
+pub mod bandwidth;
 mod detect;
 pub mod report;
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! the document is canonical JSON.
 
 use super::StepSource;
+use super::bandwidth::Row;
 use super::detect::{Finding, LATE_Z, NOISE_FLOOR, SLOW_Z, Stragglers};
 use crate::analysis::{group_json as group, round_us as us, trace_files};
 use crate::import::kineto::AlignedJob;
@@ -34,6 +35,50 @@ fn finding_json(job: &AlignedJob, f: &Finding) -> Json {
                 Json::Null
             },
         )
+}
+
+/// Bandwidths in GB/s to the kB/s (an infinite one, of a zero time, is
+/// written as 0).
+fn gbps(x: f64) -> f64 {
+    if x.is_finite() {
+        (x * 1e6).round() / 1e6 + 0.0
+    } else {
+        0.0
+    }
+}
+
+fn bandwidth_json(job: &AlignedJob, r: &Row) -> Json {
+    let flagged: Vec<Json> = (r.flagged.iter())
+        .map(|f| {
+            Json::object()
+                .with("step", f.step)
+                .with("rank", f.rank)
+                .with("time_us", us(f.time_us))
+                .with("busbw_gbps", gbps(f.busbw_gbps))
+        })
+        .collect();
+    Json::object()
+        .with("group", group(job, r.group))
+        .with("op", r.op)
+        .with("bucket_bytes", r.bucket_bytes)
+        .with("bytes_min", r.bytes_min)
+        .with("bytes_max", r.bytes_max)
+        .with("count", r.count)
+        .with(
+            "algorithm",
+            if r.algorithm.is_empty() {
+                Json::Null
+            } else {
+                Json::from(r.algorithm)
+            },
+        )
+        .with("ranks", r.ranks)
+        .with("bus_factor", r.bus_factor)
+        .with("median_time_us", us(r.median_time_us))
+        .with("median_algbw_gbps", gbps(r.median_algbw_gbps))
+        .with("median_busbw_gbps", gbps(r.median_busbw_gbps))
+        .with("flagged_count", r.flagged_count)
+        .with("flagged", flagged)
 }
 
 /// The document.
@@ -94,6 +139,13 @@ pub fn document(job: &AlignedJob, s: &Stragglers, source: StepSource) -> Json {
         )
         .with("ranks", ranks)
         .with("detector", detector)
+        .with(
+            "communication",
+            s.bandwidth
+                .iter()
+                .map(|r| bandwidth_json(job, r))
+                .collect::<Vec<_>>(),
+        )
         .with("evidence", Json::object().with("files", trace_files(job)))
 }
 
@@ -101,6 +153,14 @@ pub fn document(job: &AlignedJob, s: &Stragglers, source: StepSource) -> Json {
 #[must_use]
 pub fn lines(job: &AlignedJob, s: &Stragglers, source: StepSource) -> Vec<String> {
     let mut out = lines_for(job, s);
+    let flagged: usize = s.bandwidth.iter().map(|r| r.flagged_count).sum();
+    let rows = s.bandwidth.iter().filter(|r| r.flagged_count > 0).count();
+    out.push(format!(
+        "  communication: {} (group, op, size) classes; {} instance(s) in {} class(es) far below their class's bus bandwidth",
+        s.bandwidth.len(),
+        flagged,
+        rows
+    ));
     if source == StepSource::Recovered {
         out.push(
             "  no ProfilerStep markers: steps were recovered from the collective sequence (numbered from 0)"

@@ -3,7 +3,9 @@
 //! idle), each instance starting when its last member arrives, each member
 //! leaving its measured time after that start. Replayed unchanged it gives
 //! the measured step back; replayed with one arrival earlier (or one time
-//! inside shorter) it gives the step that would have been.
+//! inside shorter) it gives the step that would have been. A member made
+//! shorter inside caps every member's time inside that instance at its new
+//! time (a collective completes together).
 
 use rustc_hash::FxHashMap;
 
@@ -66,13 +68,20 @@ pub fn replay(instances: &[StepInstance], change: Option<Change>) -> f64 {
             };
             start = start.max(arrival - earlier);
         }
+        // A member made shorter inside ends sooner, and a collective
+        // completes together: nobody else stays past its new end (they were
+        // waiting for it), though whoever left earlier keeps its own time.
+        let cap = match change {
+            Some(c) if c.at == k && c.shorter_us > 0.0 => (inst.visits.iter())
+                .find(|v| v.rank == c.rank)
+                .map_or(f64::INFINITY, |v| {
+                    ((v.end - measured_start).max(0.0) - c.shorter_us).max(0.0)
+                }),
+            _ => f64::INFINITY,
+        };
         for v in &inst.visits {
-            let shorter = match change {
-                Some(c) if c.at == k && c.rank == v.rank => c.shorter_us,
-                _ => 0.0,
-            };
-            let inside = (v.end - measured_start).max(0.0) - shorter;
-            let end = start + inside.max(0.0);
+            let inside = (v.end - measured_start).max(0.0).min(cap);
+            let end = start + inside;
             step_end = step_end.max(end);
             last.insert(v.rank, (v.end, end));
         }
@@ -121,6 +130,23 @@ mod tests {
         // Undoing a lag on the rank that was not last saves nothing.
         let other = Change { rank: 0, ..undo };
         assert_eq!(saved(&step, other), 0.0);
+    }
+
+    #[test]
+    fn a_slow_member_holds_up_the_whole_collective() {
+        // All arrive at 0; rank 1 is slow inside, everyone leaves at 100;
+        // the collective normally takes 10.
+        let step = [
+            inst(&[(0, 0.0, 100.0), (1, 0.0, 101.0)]),
+            inst(&[(0, 110.0, 120.0), (1, 111.0, 121.0)]),
+        ];
+        let faster = Change {
+            at: 0,
+            rank: 1,
+            earlier_us: 0.0,
+            shorter_us: 91.0,
+        };
+        assert_eq!(saved(&step, faster), 91.0);
     }
 
     #[test]

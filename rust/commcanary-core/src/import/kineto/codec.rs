@@ -168,7 +168,7 @@ fn encode_call(w: &mut Writer, c: &Call) {
         .position(|k| *k == c.kind)
         .unwrap_or(KINDS.len() - 1);
     let dtype = DTYPES.iter().position(|d| *d == c.dtype).unwrap_or(0);
-    let flags = u64::from(c.end_measured);
+    let flags = u64::from(c.end_measured) | u64::from(c.algorithm) << 8;
     for v in [
         kind as u64,
         dtype as u64,
@@ -317,6 +317,10 @@ fn decode_call(r: &mut Reader<'_>, names: usize, phases: usize) -> Result<Call> 
         arrival: f[0],
         end: f[1],
         end_measured: u[2] & 1 == 1,
+        algorithm: u8::try_from(u[2] >> 8)
+            .ok()
+            .filter(|&a| usize::from(a) < super::ops::ALGORITHMS.len())
+            .ok_or_else(corrupt)?,
         thread: i[9],
         caller: small(u[4])?,
         device_us: f[2],

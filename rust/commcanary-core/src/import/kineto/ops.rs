@@ -116,6 +116,52 @@ impl Kind {
     }
 }
 
+/// NCCL algorithms as kernel names spell them (index 0: unknown).
+pub const ALGORITHMS: [&str; 8] = [
+    "",
+    "ring",
+    "tree",
+    "nvls",
+    "nvls_tree",
+    "collnet_direct",
+    "collnet_chain",
+    "pat",
+];
+
+/// The algorithm an NCCL kernel's name carries
+/// (`ncclKernel_AllReduce_RING_LL_Sum_float`, `ncclDevKernel_AllGather_RING_LL`),
+/// as an index into [`ALGORITHMS`]; 0 when it names none
+/// (`ncclDevKernel_SendRecv`, `ncclDevKernel_Generic`).
+#[must_use]
+pub fn nccl_algorithm(kernel: &str) -> u8 {
+    let head = kernel
+        .split('(')
+        .next()
+        .unwrap_or(kernel)
+        .to_ascii_uppercase();
+    let tokens: Vec<&str> = head.split('_').collect();
+    let has = |t: &str| tokens.contains(&t);
+    let pair = |a: &str, b: &str| tokens.windows(2).any(|w| w[0] == a && w[1] == b);
+    let found = if pair("NVLS", "TREE") || has("NVLSTREE") {
+        "nvls_tree"
+    } else if has("NVLS") {
+        "nvls"
+    } else if pair("COLLNET", "DIRECT") || has("COLLNETDIRECT") {
+        "collnet_direct"
+    } else if pair("COLLNET", "CHAIN") || has("COLLNETCHAIN") {
+        "collnet_chain"
+    } else if has("RING") {
+        "ring"
+    } else if has("TREE") {
+        "tree"
+    } else if has("PAT") {
+        "pat"
+    } else {
+        ""
+    };
+    ALGORITHMS.iter().position(|a| *a == found).unwrap_or(0) as u8
+}
+
 /// Lowercase letters of `name` (`c10d::_allgather_base_` → `cdallgatherbase`
 /// is avoided by stripping the `c10d::` prefix first).
 #[must_use]

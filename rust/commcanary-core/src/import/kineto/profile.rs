@@ -75,6 +75,9 @@ pub struct Call {
     pub device_us: f64,
     /// Number of linked GPU kernels.
     pub kernels: u32,
+    /// The NCCL algorithm its kernel names (index into
+    /// [`super::ops::ALGORITHMS`]; 0 when unknown, as for gloo).
+    pub algorithm: u8,
     /// `N` of the enclosing `ProfilerStep#N`, −1 when none.
     pub step: i64,
     /// Index into [`RankProfile::phases`], −1 when none.

@@ -98,7 +98,7 @@ pub(super) struct FileScan {
     groups: Vec<GroupDecl>,
     calls: Vec<RawCall>,
     gloo: Vec<GlooRange>,
-    kernels: FxHashMap<i64, (f64, u32, f64)>,
+    kernels: FxHashMap<i64, (f64, u32, f64, u8)>,
     gpu_compute: Vec<(f64, f64)>,
     /// Per thread, CPU-op spans; merged into disjoint spans whenever they
     /// double, so memory follows the compute structure, not the op count.
@@ -177,10 +177,11 @@ impl FileScan {
             let slot = self
                 .kernels
                 .entry(id)
-                .or_insert((0.0, 0, f64::NEG_INFINITY));
+                .or_insert((0.0, 0, f64::NEG_INFINITY, 0));
             slot.0 += dur;
             slot.1 += 1;
             slot.2 = slot.2.max(ts + dur);
+            slot.3 = slot.3.max(ops::nccl_algorithm(name));
         }
         Ok(())
     }
@@ -520,6 +521,7 @@ impl FileScan {
             caller: raw.thread,
             device_us: f64::NAN,
             kernels: 0,
+            algorithm: 0,
             step: -1,
             phase: -1,
             compute_before: 0.0,
@@ -535,9 +537,10 @@ impl FileScan {
             }
             (Origin::C10d, None) => counts.unlinked += u64::from(!raw.kind.is_p2p()),
             (Origin::ParamComms, _) => {
-                if let Some(&(dur, count, end)) = self.kernels.get(&raw.external_id) {
+                if let Some(&(dur, count, end, algorithm)) = self.kernels.get(&raw.external_id) {
                     call.device_us = dur;
                     call.kernels = count;
+                    call.algorithm = algorithm;
                     call.end = call.end.max(end);
                     call.end_measured = true;
                 }
