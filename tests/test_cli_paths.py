@@ -221,6 +221,12 @@ CASES: dict[str, Case] = {
         f["trace"],
         "the input TRACE...",
     ),
+    "timeline -o TRACE...": lambda f, w: (
+        ["timeline", str(f["trace"]), "-o", str(f["trace"])],
+        "--output",
+        f["trace"],
+        "the input TRACE...",
+    ),
     "export-param -o CANARY": lambda f, w: (
         ["export-param", str(f["canary"]), "-o", str(f["canary"])],
         "--output",

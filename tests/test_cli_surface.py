@@ -41,6 +41,7 @@ USAGE = {
     "diagnose hang": "EVIDENCE...",
     "diagnose stragglers": "TRACE...",
     "steps": "TRACE...",
+    "timeline": "TRACE...",
 }
 
 

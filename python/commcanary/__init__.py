@@ -24,6 +24,7 @@ Public API::
     slow.findings, slow.ranks, slow.columns("findings"); slow.write("stragglers.json")
     steps = commcanary.recover_steps("traces/")                 # steps without ProfilerStep markers
     steps.count, steps.agreement, steps.columns()["duration_us"]
+    commcanary.timeline("traces/", hang="hang.json").write("timeline.json")  # Perfetto
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from commcanary.behavior import verify_fidelity_files as verify_fidelity
 from commcanary.compare import Thresholds, compare
 from commcanary.compiler import BOUND_FIELDS, Canary, Trace, compile, load_trace
 from commcanary.errors import BudgetError, CommCanaryError, InputError, OutputError
-from commcanary.exporters import ParamExport, export_param
+from commcanary.exporters import ParamExport, Timeline, export_param, timeline
 from commcanary.formats import CANARY_FORMAT, TRACE_FORMAT
 from commcanary.importers import FlightRecorderDump, KinetoImport, import_kineto, read_flight_recorder
 from commcanary.replay import Backend, Report, replay
@@ -69,6 +70,7 @@ __all__ = [
     "StepsReport",
     "StragglerReport",
     "Thresholds",
+    "Timeline",
     "Tolerances",
     "Trace",
     "__version__",
@@ -83,6 +85,7 @@ __all__ = [
     "recover_steps",
     "replay",
     "search_behavior",
+    "timeline",
     "verify_behavior",
     "verify_fidelity",
     "verify_report",

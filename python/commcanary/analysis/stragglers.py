@@ -48,6 +48,25 @@ class StragglerReport:
     lines: tuple[str, ...]
     data: bytes = field(repr=False)
     document: dict[str, Any] = field(repr=False)
+    member_columns: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    def members(self) -> dict[str, np.ndarray]:
+        """The per-instance view, one row per member of every complete
+        instance (collectives and p2p): ``instance``, ``step``, ``rank``,
+        ``group`` (an index into ``document["groups"]``), ``bytes`` (int64),
+        ``arrival_us``, ``end_us`` (job clock), ``lag_us`` (behind the
+        instance's first arrival), ``excess_us`` (behind the latest other
+        member), ``inside_us`` (end minus the last arrival) (float64), and
+        ``op`` (str)."""
+        import numpy as np
+
+        out: dict[str, np.ndarray] = {}
+        for name, raw in self.member_columns.items():
+            if name == "op":
+                out[name] = np.array(raw, dtype=str)
+            else:
+                out[name] = np.frombuffer(raw, dtype="<f8" if name.endswith("_us") else "<i8")
+        return out
 
     def columns(self, table: str) -> dict[str, np.ndarray]:
         """The numeric columns of ``table`` (``steps``, ``findings`` or
@@ -96,4 +115,10 @@ def diagnose_stragglers(
     ``ProfilerStep`` markers.
     """
     result, data, document = _evidence.run(_core.diagnose_stragglers, paths, cache_dir)
-    return StragglerReport(found=result["found"], lines=tuple(result["lines"]), data=data, document=document)
+    return StragglerReport(
+        found=result["found"],
+        lines=tuple(result["lines"]),
+        data=data,
+        document=document,
+        member_columns=result["members"],
+    )

@@ -45,7 +45,41 @@ pub(crate) fn diagnose_stragglers<'py>(
     use commcanary_core::analysis::stragglers;
     let options = GatherOptions { cache_dir };
     let report = detached(py, None, || stragglers::diagnose(gather(&paths, &options)?))?;
-    report_dict(py, ("found", report.found), report.lines, &report.document)
+    let d = report_dict(py, ("found", report.found), report.lines, &report.document)?;
+    d.set_item("members", members_dict(py, &report.members)?)?;
+    Ok(d)
+}
+
+/// The per-instance member table: numeric columns as little-endian bytes
+/// (`<i8` or `<f8`; numpy reads them without a copy, and only when asked),
+/// `op` as a list of str.
+fn members_dict<'py>(
+    py: Python<'py>,
+    m: &commcanary_core::analysis::stragglers::Members,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let ints = |v: &[i64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let floats = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    for (name, col) in [
+        ("instance", &m.instance),
+        ("step", &m.step),
+        ("rank", &m.rank),
+        ("group", &m.group),
+        ("bytes", &m.bytes),
+    ] {
+        d.set_item(name, PyBytes::new(py, &ints(col)))?;
+    }
+    for (name, col) in [
+        ("arrival_us", &m.arrival_us),
+        ("end_us", &m.end_us),
+        ("lag_us", &m.lag_us),
+        ("excess_us", &m.excess_us),
+        ("inside_us", &m.inside_us),
+    ] {
+        d.set_item(name, PyBytes::new(py, &floats(col)))?;
+    }
+    d.set_item("op", m.op.clone())?;
+    Ok(d)
 }
 
 /// Gathers the profiler traces in `paths` (files or directories) and

@@ -1,5 +1,5 @@
 //! Exporters: `export_param` (PARAM comms-replay JSON, one list or per-rank
-//! files).
+//! files) and `job_timeline` (a job's Chrome-trace timeline).
 
 use std::path::PathBuf;
 
@@ -10,7 +10,7 @@ use commcanary_core::export::param::{ParamOptions, export_basic, export_per_rank
 use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
 use commcanary_core::output::{check_target, write_atomic_parts};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::detached;
 
@@ -101,4 +101,33 @@ pub(crate) fn export_param<'py>(
         .unwrap_or_default();
     result.set_item("per_rank_entries", counts)?;
     Ok(result)
+}
+
+/// Gathers the profiler traces in `paths` and writes the job's timeline as
+/// Chrome-trace JSON (Perfetto): `marks` are hang marks, `(rank, pg_name or
+/// None, label)` each. Returns a dict with `bytes`, `events`, `ranks`,
+/// `straggler_marks` and `hang_marks`.
+#[pyfunction]
+#[pyo3(signature = (paths, *, marks=Vec::new(), cache_dir=None))]
+pub(crate) fn job_timeline<'py>(
+    py: Python<'py>,
+    paths: Vec<PathBuf>,
+    marks: Vec<(i64, Option<String>, String)>,
+    cache_dir: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
+    use commcanary_core::analysis::hang::gather::{GatherOptions, gather};
+    use commcanary_core::export::timeline::{HangMark, build};
+    let marks: Vec<HangMark> = marks
+        .into_iter()
+        .map(|(rank, group, label)| HangMark { rank, group, label })
+        .collect();
+    let options = GatherOptions { cache_dir };
+    let t = detached(py, None, || build(gather(&paths, &options)?, &marks))?;
+    let d = PyDict::new(py);
+    d.set_item("bytes", PyBytes::new(py, &t.bytes))?;
+    d.set_item("events", t.events)?;
+    d.set_item("ranks", t.ranks)?;
+    d.set_item("straggler_marks", t.straggler_marks)?;
+    d.set_item("hang_marks", t.hang_marks)?;
+    Ok(d)
 }

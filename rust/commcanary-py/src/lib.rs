@@ -116,7 +116,7 @@ mod _core {
         diagnose_hang, diagnose_stragglers, read_flight_recorder_file, recover_steps,
     };
     #[pymodule_export]
-    use super::export::export_param;
+    use super::export::{export_param, job_timeline};
     #[pymodule_export]
     use super::import::{import_kineto_file, import_kineto_job};
     #[pymodule_export]

@@ -83,7 +83,8 @@ impl Recovery {
 }
 
 /// Per slot, per call: its job group, `usize::MAX` when it is in no instance.
-fn groups_of_calls(job: &AlignedJob) -> Vec<Vec<usize>> {
+#[must_use]
+pub fn groups_of_calls(job: &AlignedJob) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = (job.profiles.iter())
         .map(|p| vec![usize::MAX; p.calls.len()])
         .collect();

@@ -60,6 +60,59 @@ pub struct Finding {
     /// The rank's gap before the call (compute or idle since its previous
     /// call ended), µs; `NaN` for its first call.
     pub gap_before_us: f64,
+    /// The member's arrival (job clock, µs).
+    pub at_us: f64,
+    /// Its arrival lag behind the instance's first arrival, µs.
+    pub behind_first_us: f64,
+}
+
+/// Every member of every occurrence (complete instance with two or more
+/// members, collectives and p2p), as columns: the per-instance view.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Members {
+    /// Instance index in the aligned job.
+    pub instance: Vec<i64>,
+    /// Step (−1 when none).
+    pub step: Vec<i64>,
+    /// Global rank.
+    pub rank: Vec<i64>,
+    /// Job group index.
+    pub group: Vec<i64>,
+    /// Canonical op.
+    pub op: Vec<&'static str>,
+    /// Message bytes.
+    pub bytes: Vec<i64>,
+    /// Arrival, job clock, µs.
+    pub arrival_us: Vec<f64>,
+    /// End, job clock, µs.
+    pub end_us: Vec<f64>,
+    /// Arrival minus the instance's first arrival, µs.
+    pub lag_us: Vec<f64>,
+    /// Arrival minus the latest other member's arrival, µs.
+    pub excess_us: Vec<f64>,
+    /// End minus the instance's last arrival, µs (≥ 0).
+    pub inside_us: Vec<f64>,
+}
+
+fn members(occ: &[Occurrence]) -> Members {
+    let mut t = Members::default();
+    for o in occ {
+        let (first, last) = (o.first(), o.last_arrival());
+        for (m, excess) in o.members.iter().zip(o.excesses()) {
+            t.instance.push(o.instance as i64);
+            t.step.push(o.step);
+            t.rank.push(m.rank);
+            t.group.push(o.class.0 as i64);
+            t.op.push(o.class.1);
+            t.bytes.push(o.class.2);
+            t.arrival_us.push(m.arrival);
+            t.end_us.push(m.end);
+            t.lag_us.push(m.arrival - first);
+            t.excess_us.push(excess);
+            t.inside_us.push((m.end - last).max(0.0));
+        }
+    }
+    t
 }
 
 /// One step's row.
@@ -106,6 +159,8 @@ pub struct Stragglers {
     pub threshold_us: f64,
     /// Communication performance per (group, op, size bucket).
     pub bandwidth: Vec<Row>,
+    /// The per-instance view: every member's lag and time inside.
+    pub members: Members,
 }
 
 /// One member of an occurrence.
@@ -344,6 +399,7 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
         }
     }
     out.bandwidth = table(&samples(&occ));
+    out.members = members(&occ);
     Ok(out)
 }
 
@@ -450,6 +506,8 @@ fn finding(
         group: occ[oi].class.0,
         op: occ[oi].class.1,
         gap_before_us: occ[oi].members[mi].gap,
+        at_us: occ[oi].members[mi].arrival,
+        behind_first_us: occ[oi].members[mi].arrival - occ[oi].first(),
     }
 }
 
@@ -579,5 +637,6 @@ fn tables(
         noise_us,
         threshold_us,
         bandwidth: Vec::new(),
+        members: Members::default(),
     }
 }

@@ -43,8 +43,8 @@ mod tests;
 pub mod whatif;
 
 pub use detect::{
-    Finding, FindingKind, LATE_Z, NOISE_FLOOR, RankSummary, SLOW_Z, StepSummary, Stragglers,
-    analyze,
+    Finding, FindingKind, LATE_Z, Members, NOISE_FLOOR, RankSummary, SLOW_Z, StepSummary,
+    Stragglers, analyze,
 };
 
 use super::hang::gather::Evidence;
@@ -60,6 +60,8 @@ pub struct StragglerReport {
     pub lines: Vec<String>,
     /// The `commcanary.stragglers.v1` document, canonical JSON.
     pub document: Vec<u8>,
+    /// The per-instance view (not in the document: it grows with the job).
+    pub members: Members,
 }
 
 /// Diagnoses stragglers from gathered evidence, which must hold profiler
@@ -83,11 +85,12 @@ pub fn diagnose(evidence: Evidence) -> Result<StragglerReport> {
         }
         StepSource::Recovered
     };
-    let found = analyze(&job)?;
+    let mut found = analyze(&job)?;
     Ok(StragglerReport {
         found: !found.findings.is_empty(),
         lines: report::lines(&job, &found, source),
         document: report::document(&job, &found, source).to_canonical(),
+        members: std::mem::take(&mut found.members),
     })
 }
 

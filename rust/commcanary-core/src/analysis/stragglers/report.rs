@@ -24,6 +24,8 @@ fn finding_json(job: &AlignedJob, f: &Finding) -> Json {
         .with("step", f.step)
         .with("kind", f.kind.as_str())
         .with("lag_us", us(f.lag_us))
+        .with("behind_first_us", us(f.behind_first_us))
+        .with("at_us", us(f.at_us))
         .with("estimated_cost_us", us(f.estimated_cost_us))
         .with("op", f.op)
         .with("group", group(job, f.group))
@@ -129,6 +131,12 @@ pub fn document(job: &AlignedJob, s: &Stragglers, source: StepSource) -> Json {
         )
         .with("step_source", source.as_str())
         .with("world", s.ranks.len())
+        .with(
+            "groups",
+            (0..job.groups.len())
+                .map(|g| group(job, g))
+                .collect::<Vec<_>>(),
+        )
         .with("steps", steps)
         .with(
             "findings",

@@ -1,0 +1,54 @@
+"""``commcanary timeline``: a job's per-rank timeline as Chrome-trace JSON
+for Perfetto and ``chrome://tracing``: one process per rank, one track per
+process group, flows joining each collective across ranks, step slices, and
+marks for stragglers and (given ``--hang``) the hang. Exit 0, or 3 on bad
+input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from commcanary.cli import check_paths, errors_exit
+from commcanary.cli.diagnose import Traces
+from commcanary.cli.import_ import CacheDir, NoCache
+
+__all__ = ["timeline_command"]
+
+TimelineOutput = Annotated[
+    Path,
+    typer.Option("--output", "-o", metavar="OUT.json", help="Where to write the Chrome-trace JSON."),
+]
+HangDocument = Annotated[
+    Path | None,
+    typer.Option(
+        "--hang",
+        metavar="HANG.json",
+        help="A commcanary.hang.v1 document (from `diagnose hang -o`) whose roots and stuck ranks are marked.",
+    ),
+]
+
+
+def timeline_command(
+    ctx: typer.Context,
+    traces: Traces,
+    output: TimelineOutput,
+    hang: HangDocument = None,
+    cache_dir: CacheDir = None,
+    no_cache: NoCache = False,
+) -> None:
+    """Write the job's timeline for Perfetto: ranks, groups, collectives, steps, stragglers, the hang."""
+    with errors_exit(ctx):
+        from commcanary.exporters import timeline
+        from commcanary.importers import default_cache_dir
+
+        for path in traces:
+            check_paths(ctx, inputs={"traces": path, "hang": hang}, outputs={"output": output})
+        made = timeline(traces, hang=hang, cache_dir=None if no_cache else (cache_dir or default_cache_dir()))
+        for line in made.lines:
+            typer.echo(line)
+        made.write(output)
+        typer.echo(f"wrote {made.document()['otherData']['format']}: {output}")

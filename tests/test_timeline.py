@@ -1,0 +1,119 @@
+"""``commcanary timeline`` and :func:`commcanary.timeline`: the Chrome-trace
+timeline of the real gloo traces (ranks, group tracks, flows, steps,
+straggler marks), of the real hang traces with the hang's marks, and bad
+input refused."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import commcanary
+from commcanary.cli import app
+from conftest import SHARED
+from test_diagnose_stragglers import DECODE, TRACES, needs_fixture, no_markers, write_trace
+
+HANG = SHARED / "fixtures" / "hang" / "gloo_tp4_rank3_skips_allreduce"
+runner = CliRunner()
+
+
+def events(doc: dict[str, Any], ph: str, cat: str | None = None) -> list[dict[str, Any]]:
+    return [e for e in doc["traceEvents"] if e["ph"] == ph and (cat is None or e.get("cat") == cat)]
+
+
+def check_layout(doc: dict[str, Any]) -> None:
+    """Every event names a declared process and track; times are non-negative."""
+    assert doc["otherData"]["format"] == "commcanary.timeline.v1"
+    names = {(e["pid"], e.get("tid")) for e in events(doc, "M") if e["name"] == "thread_name"}
+    for e in doc["traceEvents"]:
+        if e["ph"] != "M":
+            assert (e["pid"], e["tid"]) in names, e
+            assert e["ts"] >= 0 and e.get("dur", 0) >= 0
+
+
+@needs_fixture
+def test_the_gloo_timeline_has_ranks_tracks_flows_steps_and_the_straggler() -> None:
+    made = commcanary.timeline(TRACES)
+    doc = made.document()
+    check_layout(doc)
+    assert made.ranks == 4 and made.straggler_marks == 8 and made.hang_marks == 0
+    processes = {e["pid"]: e["args"]["name"] for e in events(doc, "M") if e["name"] == "process_name"}
+    assert processes == {r: f"rank {r}" for r in range(4)}
+    tracks = {(e["pid"], e["args"]["name"]) for e in events(doc, "M") if e["name"] == "thread_name"}
+    assert (0, "tp_pair_0 (pg 1)") in tracks and (2, "tp_pair_1 (pg 2)") in tracks
+    assert (0, "tp_pair_1 (pg 2)") not in tracks
+    calls = events(doc, "X", "collective") + events(doc, "X", "p2p")
+    assert len(calls) == 4 * 378
+    steps = events(doc, "X", "step")
+    assert Counter(e["pid"] for e in steps) == {r: 40 for r in range(4)}
+    assert {e["name"] for e in steps} == {f"ProfilerStep#{n}" for n in range(1, 41)}
+    # Each instance's flow starts once, ends once, and binds to a call slice.
+    starts = Counter(e["id"] for e in events(doc, "s"))
+    ends = Counter(e["id"] for e in events(doc, "f"))
+    assert starts == ends and set(starts.values()) == {1} and len(starts) > 300
+    slices = {(e["pid"], e["tid"], e["ts"]) for e in calls}
+    assert all((e["pid"], e["tid"], e["ts"]) in slices for e in events(doc, "s") + events(doc, "f"))
+    marks = events(doc, "i", "straggler")
+    assert {(e["pid"], e["tid"]) for e in marks} == {(2, 1)}
+    assert sorted(e["args"]["step"] for e in marks) == [7, 8, 14, 22, 23, 24, 31, 38]
+
+
+@needs_fixture
+def test_without_markers_the_recovered_steps_are_drawn(tmp_path: Path) -> None:
+    bare = [write_trace(tmp_path / t.name, t, no_markers) for t in TRACES]
+    doc = commcanary.timeline(bare).document()
+    check_layout(doc)
+    assert doc["otherData"]["steps"] == "recovered"
+    steps = events(doc, "X", "step")
+    assert {e["name"] for e in steps} == {f"step {k}" for k in range(40)}
+    assert len(events(doc, "i", "straggler")) == 8
+
+
+@pytest.mark.skipif(not HANG.exists(), reason="shared fixtures not present")
+def test_the_hang_is_marked_on_its_root_and_stuck_ranks(tmp_path: Path) -> None:
+    hang = tmp_path / "hang.json"
+    commcanary.diagnose_hang(HANG).write(hang)
+    out = tmp_path / "timeline.json"
+    traces = sorted(HANG.glob("rank*.window*.json"))
+    result = runner.invoke(
+        app, ["timeline", *map(str, traces), "--hang", str(hang), "-o", str(out), "--no-cache"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("timeline: 4 ranks")
+    doc = json.loads(out.read_bytes())
+    check_layout(doc)
+    marks = events(doc, "i", "hang")
+    roots = [e for e in marks if "root" in e["name"]]
+    assert [e["pid"] for e in roots] == [3] and "skipped all_reduce" in roots[0]["name"]
+    stuck = sorted(e["pid"] for e in marks if "stuck in all_reduce" in e["name"])
+    assert stuck == [0, 1, 2]
+    # A mark sits after the rank's last call.
+    calls = events(doc, "X", "collective") + events(doc, "X", "p2p")
+    last = max(e["ts"] + e["dur"] for e in calls if e["pid"] == 3)
+    assert roots[0]["ts"] == pytest.approx(last, abs=0.002)
+    assert out.read_bytes() == commcanary.timeline(traces, hang=hang).data  # same input, same bytes
+
+
+@needs_fixture
+def test_bad_input_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    out = tmp_path / "timeline.json"
+    not_hang = tmp_path / "stragglers.json"
+    commcanary.diagnose_stragglers(TRACES).write(not_hang)
+    result = runner.invoke(
+        app, ["timeline", str(DECODE), "--hang", str(not_hang), "-o", str(out), "--no-cache"]
+    )
+    assert result.exit_code == 3, result.output
+    assert "format: expected commcanary.hang.v1" in result.output and not out.exists()
+    quiet = [
+        write_trace(
+            tmp_path / t.name, t, lambda e: not str(e.get("name", "")).startswith(("c10d::", "gloo:"))
+        )
+        for t in TRACES
+    ]
+    result = runner.invoke(app, ["timeline", *map(str, quiet), "-o", str(out), "--no-cache"])
+    assert result.exit_code == 3 and "no collective calls" in result.output and not out.exists()
