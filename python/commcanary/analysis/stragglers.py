@@ -98,6 +98,14 @@ class StragglerReport:
         """The blame table: each rank's straggler steps and total cost, costliest first."""
         return list(self.document["ranks"])
 
+    def render_html(self) -> str:
+        """The self-contained HTML view: the per-rank timeline with the
+        findings marked, the blame table, findings, steps, communication."""
+        from commcanary.html_stragglers import render_stragglers
+
+        columns = {name: col.tolist() for name, col in self.members().items()}
+        return render_stragglers(self.document, columns)
+
     def write(self, path: PathLike) -> Path:
         """Write the document atomically (canonical JSON)."""
         _core.write_atomic(os.fspath(path), self.data)

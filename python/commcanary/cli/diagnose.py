@@ -138,6 +138,7 @@ def stragglers_command(
     ctx: typer.Context,
     traces: Traces,
     output: StragglersOutput = None,
+    html: Html = None,
     cache_dir: CacheDir = None,
     no_cache: NoCache = False,
 ) -> None:
@@ -145,6 +146,10 @@ def stragglers_command(
     with errors_exit(ctx):
         from commcanary.analysis import diagnose_stragglers
 
-        report = run_on_traces(ctx, diagnose_stragglers, traces, {"output": output}, cache_dir, no_cache)
+        outputs = {"output": output, "html": html}
+        report = run_on_traces(ctx, diagnose_stragglers, traces, outputs, cache_dir, no_cache)
+        if html is not None:
+            write_text(html, report.render_html())
+            typer.echo(f"wrote HTML view: {html}")
     if report.found:
         raise typer.Exit(EXIT_NEGATIVE)
