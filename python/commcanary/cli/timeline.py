@@ -43,6 +43,7 @@ def timeline_command(
     """Write the job's timeline for Perfetto: ranks, groups, collectives, steps, stragglers, the hang."""
     with errors_exit(ctx):
         from commcanary.exporters import timeline
+        from commcanary.formats import TIMELINE_FORMAT
         from commcanary.importers import default_cache_dir
 
         for path in traces:
@@ -51,4 +52,4 @@ def timeline_command(
         for line in made.lines:
             typer.echo(line)
         made.write(output)
-        typer.echo(f"wrote {made.document()['otherData']['format']}: {output}")
+        typer.echo(f"wrote {TIMELINE_FORMAT}: {output}")

@@ -306,4 +306,32 @@ mod tests {
         assert_eq!(elements(args[2], true), Some((1, 1)));
         assert_eq!(elements(args[3], true), Some((5, 2)));
     }
+
+    #[test]
+    fn nccl_kernel_names_give_their_algorithm() {
+        let name = |k: &str| ALGORITHMS[usize::from(nccl_algorithm(k))];
+        assert_eq!(
+            name("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"),
+            "ring"
+        );
+        assert_eq!(name("ncclDevKernel_AllReduce_Sum_f32_TREE_LL"), "tree");
+        assert_eq!(
+            name("ncclDevKernel_AllReduce_Sum_bf16_NVLS_TREE_SIMPLE"),
+            "nvls_tree"
+        );
+        assert_eq!(name("ncclDevKernel_AllGather_NVLS_SIMPLE"), "nvls");
+        assert_eq!(
+            name("ncclDevKernel_AllReduce_Sum_f32_COLLNET_DIRECT_SIMPLE"),
+            "collnet_direct"
+        );
+        assert_eq!(
+            name("ncclDevKernel_ReduceScatter_Sum_f32_PAT_SIMPLE"),
+            "pat"
+        );
+        assert_eq!(
+            name("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"),
+            ""
+        );
+        assert_eq!(name("ncclDevKernel_Generic"), "");
+    }
 }
