@@ -75,6 +75,17 @@ impl Doc {
         Self::default()
     }
 
+    /// An empty document with room for `nodes` values and `arena` bytes of
+    /// text, so a small document of known size parses without regrowing.
+    #[must_use]
+    pub fn with_capacity(nodes: usize, arena: usize) -> Self {
+        Self {
+            nodes: Vec::with_capacity(nodes),
+            arena: Vec::with_capacity(arena),
+            root: None,
+        }
+    }
+
     /// Forgets all values but keeps the allocations.
     pub fn clear(&mut self) {
         self.nodes.clear();

@@ -19,7 +19,7 @@ mod parse;
 
 pub use build::Json;
 pub use doc::{Doc, Node, NodeId, Value};
-pub use parse::{Parser, parse, parse_tracking};
+pub use parse::{Parser, parse, parse_into, parse_tracking};
 
 /// `{` as a named byte. Code that reads or writes JSON spells the object
 /// delimiters with these constants, so that brace-matching tools (editors,

@@ -37,7 +37,21 @@ pub fn parse(bytes: &[u8], limits: JsonLimits) -> Result<Doc> {
 /// # Errors
 /// As [`parse`].
 pub fn parse_tracking(bytes: &[u8], limits: JsonLimits) -> Result<(Doc, bool)> {
-    let mut doc = Doc::new();
+    parse_tracking_into(bytes, limits, Doc::new())
+}
+
+/// Like [`parse`], into `doc` (cleared first; its allocations are kept):
+/// a caller that knows the size, or parses many small documents, sizes or
+/// reuses it.
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_into(bytes: &[u8], limits: JsonLimits, doc: Doc) -> Result<Doc> {
+    parse_tracking_into(bytes, limits, doc).map(|(doc, _)| doc)
+}
+
+fn parse_tracking_into(bytes: &[u8], limits: JsonLimits, mut doc: Doc) -> Result<(Doc, bool)> {
+    doc.clear();
     let mut parser = Parser::new(bytes, limits)?;
     let leading_ws = bytes.first().is_some_and(|&b| is_ws(b));
     parser.skip_ws();

@@ -17,7 +17,7 @@ use super::single::{group_ranks, integer};
 use super::timeline::{Intervals, Ranges};
 use crate::error::{Error, Result};
 use crate::import::stream::RawEvent;
-use crate::json::{JsonLimits, Value, parse};
+use crate::json::{JsonLimits, Value, parse_into};
 
 /// Where a call's record came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,9 +113,15 @@ pub(super) struct FileScan {
 fn args_doc(e: &RawEvent<'_>) -> Result<Option<crate::json::Doc>> {
     match &e.args {
         None => Ok(None),
-        Some(text) => parse(text, JsonLimits::default()).map(Some).map_err(|err| {
-            Error::invalid(format!("traceEvents[{}] args: {}", e.index, err.message()))
-        }),
+        // Sized from the text (a value per few bytes, strings no longer
+        // than the text) so the small document never regrows.
+        Some(text) => parse_into(
+            text,
+            JsonLimits::default(),
+            crate::json::Doc::with_capacity(text.len() / 4 + 4, text.len()),
+        )
+        .map(Some)
+        .map_err(|err| Error::invalid(format!("traceEvents[{}] args: {}", e.index, err.message()))),
     }
 }
 
