@@ -90,7 +90,9 @@ def test_an_unmodified_torch_program_is_captured(tmp_path: Path) -> None:
     assert trace["workload"]["partial_collectives"] == 0
     reduce_events = [e for e in events if e["op"] == "all_reduce"]
     lags = [e["rank_arrival_us"][2] - max(e["rank_arrival_us"][r] for r in (0, 1, 3)) for e in reduce_events]
-    assert lags[2] >= 70_000, lags  # the 100 ms sleep before step 2 on rank 2
+    # The 100 ms sleep before step 2 on rank 2: the largest lag by far, even
+    # when a loaded host makes the other ranks drift by tens of ms.
+    assert lags[2] >= 50_000 and lags[2] - max(lags[:2] + lags[3:]) >= 25_000, lags
     assert all(e["dtype"] == "float32" for e in reduce_events)
     assert {e["phase"] for e in reduce_events} == {"decode"}  # from record_function
     assert {e["phase"] for e in events if e["op"] == "broadcast"} == {"unknown"}
