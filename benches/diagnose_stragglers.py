@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -27,8 +26,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import kineto_jobs
+from diagnose_hang import timed_rss
 
 
 def injected(
@@ -39,7 +40,7 @@ def injected(
     late = {
         (5, steps // 5): 30_000.0,
         (5, 7 * steps // 10): 60_000.0,
-        (ranks - 24, 9 * steps // 20): 45_000.0,
+        (5 * ranks // 8, 9 * steps // 20): 45_000.0,
     }
     slow = {(17 % ranks, 3 * steps // 5, 2): 40_000.0}
     return late, slow
@@ -58,19 +59,8 @@ def job(ranks: int, steps: int) -> kineto_jobs.Job:
 
 def timed(argv: list[str]) -> tuple[float, int, int, float, str]:
     """(wall s, peak RSS bytes, exit code, CPU s, stdout) of ``argv``."""
-    with tempfile.TemporaryFile("w+") as out:
-        started = time.perf_counter()
-        pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, out.fileno(), 1)])
-        _, status, usage = os.wait4(pid, 0)
-        elapsed = time.perf_counter() - started
-        out.seek(0)
-        return (
-            elapsed,
-            usage.ru_maxrss * 1024,
-            os.waitstatus_to_exitcode(status),
-            usage.ru_utime + usage.ru_stime,
-            out.read(),
-        )
+    wall, rss, code, out, cpu = timed_rss(argv)
+    return wall, rss, code, cpu, out
 
 
 def main() -> int:

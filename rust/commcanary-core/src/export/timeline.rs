@@ -353,31 +353,19 @@ fn write_steps(w: &mut Writer, job: &AlignedJob, recovered: bool) {
             }
             continue;
         }
-        // Recovered: each step's span over this rank's calls.
-        let mut span: Option<(i64, f64, f64)> = None;
+        // Recovered: each step's span over this rank's calls (a rank's
+        // calls are in time order, so a step's calls are consecutive).
+        let mut spans: Vec<(i64, f64, f64)> = Vec::new();
         for c in p.calls.iter().filter(|c| c.step >= 0) {
-            match &mut span {
+            match spans.last_mut() {
                 Some(s) if s.0 == c.step => {
                     s.1 = s.1.min(c.arrival);
                     s.2 = s.2.max(c.end);
                 }
-                _ => {
-                    if let Some((k, a, b)) = span {
-                        w.slice(
-                            &format!("step {k}"),
-                            "step",
-                            p.rank,
-                            0,
-                            a + shift,
-                            b + shift,
-                            b"",
-                        );
-                    }
-                    span = Some((c.step, c.arrival, c.end));
-                }
+                _ => spans.push((c.step, c.arrival, c.end)),
             }
         }
-        if let Some((k, a, b)) = span {
+        for (k, a, b) in spans {
             w.slice(
                 &format!("step {k}"),
                 "step",

@@ -39,6 +39,8 @@ pub struct RankSteps {
     pub first: i64,
     /// The once-per-step (group, op) keys, in order of first call.
     pub anchors: Vec<(usize, &'static str)>,
+    /// The (group, op) of the call its first step begins with.
+    pub begins_with: Option<(usize, &'static str)>,
 }
 
 impl RankSteps {
@@ -82,20 +84,6 @@ impl Recovery {
     }
 }
 
-/// Per slot, per call: its job group, `usize::MAX` when it is in no instance.
-#[must_use]
-pub fn groups_of_calls(job: &AlignedJob) -> Vec<Vec<usize>> {
-    let mut out: Vec<Vec<usize>> = (job.profiles.iter())
-        .map(|p| vec![usize::MAX; p.calls.len()])
-        .collect();
-    for inst in &job.instances {
-        for m in &inst.members {
-            out[m.slot][m.call] = inst.group;
-        }
-    }
-    out
-}
-
 /// Per slot, per call: its instance, `usize::MAX` when none.
 fn instances_of_calls(job: &AlignedJob) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = (job.profiles.iter())
@@ -104,6 +92,18 @@ fn instances_of_calls(job: &AlignedJob) -> Vec<Vec<usize>> {
     for (i, inst) in job.instances.iter().enumerate() {
         for m in &inst.members {
             out[m.slot][m.call] = i;
+        }
+    }
+    out
+}
+
+/// Per slot, per call: its job group, `usize::MAX` when it is in no instance.
+#[must_use]
+pub fn groups_of_calls(job: &AlignedJob) -> Vec<Vec<usize>> {
+    let mut out = instances_of_calls(job);
+    for slot in &mut out {
+        for i in slot.iter_mut().filter(|i| **i != usize::MAX) {
+            *i = job.instances[*i].group;
         }
     }
     out
@@ -145,9 +145,11 @@ pub fn recover(job: &AlignedJob) -> Result<Recovery> {
             (Some(c), _) => Some(c),
             (None, s) => s,
         };
+        let cuts = found.as_ref().map(|f| f.cuts.clone()).unwrap_or_default();
         ranks.push(RankSteps {
             rank: p.rank,
-            cuts: found.as_ref().map(|f| f.cuts.clone()).unwrap_or_default(),
+            begins_with: (cuts.first()).map(|&c| (groups[slot][c], p.calls[c].kind.trace_op().0)),
+            cuts,
             first: 0,
             anchors: (found.iter())
                 .flat_map(|f| f.anchors.iter().map(|&k| key_of[k as usize]))

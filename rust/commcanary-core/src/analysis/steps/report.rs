@@ -75,11 +75,9 @@ pub fn document(job: &AlignedJob, recovery: &Recovery) -> Json {
                 .with("calls", r.calls)
         })
         .collect();
-    let ranks: Vec<Json> = (job.profiles.iter().zip(&recovery.ranks))
-        .map(|(p, r)| {
-            let begins = r.cuts.first().map_or(Json::Null, |&c| {
-                key_json(job, (group_of(job, r, c), p.calls[c].kind.trace_op().0))
-            });
+    let ranks: Vec<Json> = (recovery.ranks.iter())
+        .map(|r| {
+            let begins = r.begins_with.map_or(Json::Null, |k| key_json(job, k));
             Json::object()
                 .with("rank", r.rank)
                 .with("steps", r.cuts.len())
@@ -117,18 +115,6 @@ pub fn document(job: &AlignedJob, recovery: &Recovery) -> Json {
         .with("evidence", Json::object().with("files", trace_files(job)))
 }
 
-/// The group of a rank's boundary call (via its anchors' instance table).
-fn group_of(job: &AlignedJob, r: &super::RankSteps, call: usize) -> usize {
-    let slot = job.slot_of_rank.get(&r.rank).copied().unwrap_or(0);
-    (job.instances.iter())
-        .find(|inst| {
-            inst.members
-                .iter()
-                .any(|m| m.slot == slot && m.call == call)
-        })
-        .map_or(usize::MAX, |inst| inst.group)
-}
-
 /// What a person reads first.
 #[must_use]
 pub fn lines(job: &AlignedJob, recovery: &Recovery) -> Vec<String> {
@@ -144,10 +130,8 @@ pub fn lines(job: &AlignedJob, recovery: &Recovery) -> Vec<String> {
         recovery.ranks.len(),
         median / 1000.0
     )];
-    if let Some(r) = recovery.ranks.iter().find(|r| !r.cuts.is_empty()) {
-        let slot = job.slot_of_rank.get(&r.rank).copied().unwrap_or(0);
-        let c = r.cuts[0];
-        let g = group_of(job, r, c);
+    let first = (recovery.ranks.iter()).find_map(|r| r.begins_with.map(|k| (r, k)));
+    if let Some((r, (g, op))) = first {
         let name = job.groups.get(g).map_or("an unmatched call", |d| {
             if d.desc.is_empty() {
                 d.name.as_str()
@@ -157,7 +141,7 @@ pub fn lines(job: &AlignedJob, recovery: &Recovery) -> Vec<String> {
         });
         out.push(format!(
             "  a step begins at {} on {} (rank {}); {} collective(s) run once per step",
-            job.profiles[slot].calls[c].kind.trace_op().0,
+            op,
             name,
             r.rank,
             r.anchors.len()

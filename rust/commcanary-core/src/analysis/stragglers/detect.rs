@@ -269,12 +269,11 @@ fn occurrences(job: &AlignedJob) -> Vec<Occurrence> {
             members,
         });
     }
-    out.sort_by(|a, b| {
-        (a.step, a.first())
-            .partial_cmp(&(b.step, b.first()))
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
-    out
+    // Keyed once: `first` walks the members.
+    let mut keyed: Vec<((i64, f64), Occurrence)> =
+        out.into_iter().map(|o| ((o.step, o.first()), o)).collect();
+    keyed.sort_by(|a, b| a.0.0.cmp(&b.0.0).then(a.0.1.total_cmp(&b.0.1)));
+    keyed.into_iter().map(|(_, o)| o).collect()
 }
 
 fn median(values: &mut [f64]) -> f64 {
