@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+STEPS = 4
 PROGRAM = """
 import os, sys, time
 import torch
@@ -110,3 +111,19 @@ def test_an_unmodified_torch_program_is_captured(tmp_path: Path) -> None:
             check=False,
         )
         assert q.returncode == 0, (args, q.stderr)
+    # Each member's end is kept, so the straggler view reads the capture:
+    # the sleep is rank 2's late arrival at the all_reduce of recovered step 2.
+    assert all(len(e["metadata"]["capture_rank_end_us"]) == len(e["ranks"]) for e in events)
+    q = subprocess.run(
+        [sys.executable, "-m", "commcanary", "diagnose", "stragglers", "job.trace.json", "-o", "s.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert q.returncode == 1, q.stderr
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["step_source"] == "recovered" and len(doc["steps"]) == STEPS
+    worst = max(doc["findings"], key=lambda f: f["estimated_cost_us"])
+    assert (worst["rank"], worst["step"], worst["kind"], worst["op"]) == (2, 2, "late_arrival", "all_reduce")
+    assert 50_000 <= worst["estimated_cost_us"] <= 130_000, worst

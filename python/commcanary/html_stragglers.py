@@ -201,11 +201,12 @@ def _tables(doc: Mapping[str, Any]) -> str:
             _group(f.get("group")),
             _ms(f.get("lag_us")),
             _ms(f.get("gap_before_us")),
+            _ms(f.get("usual_gap_before_us")),
             _ms(f.get("estimated_cost_us")),
         ]
         for f in findings
     ]
-    headers = ["Step", "Rank", "Kind", "Op", "Group", "Lag", "Gap before", "Cost"]
+    headers = ["Step", "Rank", "Kind", "Op", "Group", "Lag", "Gap before", "Usually", "Cost"]
     out.append(("findings", "Findings", _table(headers, rows, numeric_from=5) if rows else ""))
     steps = [s for s in doc.get("steps", []) if isinstance(s, Mapping)]
     rows = [

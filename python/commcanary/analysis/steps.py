@@ -73,7 +73,8 @@ class StepsReport:
 
 def recover_steps(paths: PathLike | Iterable[PathLike], *, cache_dir: PathLike | None = None) -> StepsReport:
     """Recover each rank's steps from its collective sequence (per-rank
-    Kineto traces, files or directories).
+    Kineto traces, files or directories, or one merged ``commcanary.trace.v1``
+    with each member's arrival).
 
     ``cache_dir`` caches parsed traces by content (none by default). Raises
     :class:`~commcanary.errors.InputError` when the evidence holds no

@@ -115,7 +115,9 @@ class StragglerReport:
 def diagnose_stragglers(
     paths: PathLike | Iterable[PathLike], *, cache_dir: PathLike | None = None
 ) -> StragglerReport:
-    """Diagnose stragglers from per-rank Kineto traces (files or directories).
+    """Diagnose stragglers from per-rank Kineto traces (files or directories),
+    or from one merged ``commcanary.trace.v1`` with each member's arrival
+    (``import-kineto`` of several ranks, ``capture``).
 
     ``cache_dir`` caches parsed traces by content (none by default). Raises
     :class:`~commcanary.errors.InputError` when the evidence holds no

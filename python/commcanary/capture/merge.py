@@ -137,6 +137,13 @@ def _instance(key: str, members: list[tuple[int, dict[str, Any]]], single: bool)
         out["ranks"] = sorted(expected)
     if not single:
         out["rank_arrival_us"] = [round((by_rank[r]["wall_ns"] - start) / 1000, 3) for r in out["ranks"]]
+        if all(by_rank[r].get("duration_us") is not None for r in out["ranks"]):
+            # When each member was done, relative to the start: its time
+            # inside, for the straggler and timeline views.
+            out["metadata"]["capture_rank_end_us"] = [
+                round((by_rank[r]["wall_ns"] - start) / 1000 + by_rank[r]["duration_us"], 3)
+                for r in out["ranks"]
+            ]
     return out
 
 

@@ -103,7 +103,10 @@ Traces = Annotated[
     list[Path],
     typer.Argument(
         metavar="TRACE...",
-        help="Each rank's PyTorch profiler (Kineto) trace, or directories of them (walked recursively).",
+        help=(
+            "Each rank's PyTorch profiler (Kineto) trace, or directories of them (walked recursively),"
+            " or one merged commcanary.trace.v1 (from import-kineto of several ranks, or capture)."
+        ),
     ),
 ]
 StragglersOutput = Annotated[

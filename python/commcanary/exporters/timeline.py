@@ -96,7 +96,8 @@ def hang_marks(path: PathLike) -> list[tuple[int, str | None, str]]:
 def timeline(
     paths: PathLike | Iterable[PathLike], *, hang: PathLike | None = None, cache_dir: PathLike | None = None
 ) -> Timeline:
-    """The timeline of a job's per-rank Kineto traces (files or directories),
+    """The timeline of a job's per-rank Kineto traces (files or directories)
+    or of one merged ``commcanary.trace.v1``,
     with straggler marks (when two or more ranks and steps are known) and,
     given ``hang`` (a ``commcanary.hang.v1`` document), the hang's marks.
 

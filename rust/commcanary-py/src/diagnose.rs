@@ -22,7 +22,10 @@ pub(crate) fn diagnose_hang<'py>(
     paths: Vec<PathBuf>,
     cache_dir: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let options = GatherOptions { cache_dir };
+    let options = GatherOptions {
+        cache_dir,
+        merged_traces: false,
+    };
     let report: HangReport = detached(py, None, || diagnose(gather(&paths, &options)?))?;
     report_dict(
         py,
@@ -43,7 +46,10 @@ pub(crate) fn diagnose_stragglers<'py>(
     cache_dir: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     use commcanary_core::analysis::stragglers;
-    let options = GatherOptions { cache_dir };
+    let options = GatherOptions {
+        cache_dir,
+        merged_traces: true,
+    };
     let report = detached(py, None, || stragglers::diagnose(gather(&paths, &options)?))?;
     let d = report_dict(py, ("found", report.found), report.lines, &report.document)?;
     d.set_item("members", members_dict(py, &report.members)?)?;
@@ -94,7 +100,10 @@ pub(crate) fn recover_steps<'py>(
     cache_dir: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     use commcanary_core::analysis::steps;
-    let options = GatherOptions { cache_dir };
+    let options = GatherOptions {
+        cache_dir,
+        merged_traces: true,
+    };
     let report = detached(py, None, || steps::diagnose(gather(&paths, &options)?))?;
     report_dict(py, ("count", report.count), report.lines, &report.document)
 }

@@ -121,7 +121,10 @@ pub(crate) fn job_timeline<'py>(
         .into_iter()
         .map(|(rank, group, label)| HangMark { rank, group, label })
         .collect();
-    let options = GatherOptions { cache_dir };
+    let options = GatherOptions {
+        cache_dir,
+        merged_traces: true,
+    };
     let t = detached(py, None, || build(gather(&paths, &options)?, &marks))?;
     let d = PyDict::new(py);
     d.set_item("bytes", PyBytes::new(py, &t.bytes))?;

@@ -40,6 +40,17 @@ pub(crate) fn group_json(job: &AlignedJob, g: usize) -> Json {
     }
 }
 
+/// A job group as a line names it: its description (`default_pg`), else
+/// `pg <name>`; `an unmatched call` for no group.
+#[must_use]
+pub(crate) fn group_label(job: &AlignedJob, g: usize) -> String {
+    match job.groups.get(g) {
+        Some(d) if !d.desc.is_empty() => d.desc.clone(),
+        Some(d) => format!("pg {}", d.name),
+        None => "an unmatched call".to_owned(),
+    }
+}
+
 /// The traces a document was made from: `{file, kind, rank, calls}` each.
 #[must_use]
 pub(crate) fn trace_files(job: &AlignedJob) -> Vec<Json> {
@@ -47,7 +58,7 @@ pub(crate) fn trace_files(job: &AlignedJob) -> Vec<Json> {
         .map(|(label, p)| {
             Json::object()
                 .with("file", label.as_str())
-                .with("kind", "kineto")
+                .with("kind", job.source)
                 .with("rank", p.rank)
                 .with("calls", p.calls.len())
         })

@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use super::fr::{Declared, LabeledDump};
 use crate::error::{Error, ErrorKind, Result};
 use crate::import::flight_recorder::{self, read_dump};
-use crate::import::kineto::{AlignedJob, align_job, read_files};
+use crate::import::kineto::{AlignedJob, align_job, job_from_trace, read_files};
 use crate::import::stacks::{
     ExceptionText, StackDump, parse_exception, parse_stacks, rank_from_file_name,
 };
@@ -74,6 +74,8 @@ impl Evidence {
 enum Kind {
     Dump,
     Trace,
+    /// A `commcanary.trace.v1` (merged by `import-kineto` or `capture`).
+    Merged,
     Text,
     Other(&'static str),
 }
@@ -83,6 +85,10 @@ enum Kind {
 pub struct GatherOptions {
     /// The profile cache directory for traces.
     pub cache_dir: Option<PathBuf>,
+    /// Whether a merged `commcanary.trace.v1` stands for the per-rank
+    /// traces (stragglers, steps, timelines; not a hang, whose unfinished
+    /// collectives a merged trace leaves out).
+    pub merged_traces: bool,
 }
 
 /// Reads the evidence in `paths` (files or directories).
@@ -103,11 +109,22 @@ pub fn gather(paths: &[PathBuf], options: &GatherOptions) -> Result<Evidence> {
     }
     let mut evidence = Evidence::default();
     let (mut dumps, mut traces, mut texts) = (Vec::new(), Vec::new(), Vec::new());
+    let mut merged = Vec::new();
     for (path, named) in listed {
         let label = path.display().to_string();
         match classify(&path).map_err(|e| Error::new(e.kind(), e.with_path(&label)))? {
             Kind::Dump => dumps.push((path, label)),
             Kind::Trace => traces.push((path, label)),
+            Kind::Merged if options.merged_traces => merged.push((path, label)),
+            Kind::Merged if named => {
+                return Err(Error::invalid(format!(
+                    "{label}: a commcanary trace is not hang evidence (a merged trace leaves out the collectives that never finished; give the Flight Recorder dumps or the per-rank profiler traces)"
+                )));
+            }
+            Kind::Merged => evidence.files.push(
+                file_json(&label, "skipped", None, false)
+                    .with("reason", "a commcanary trace (not hang evidence)"),
+            ),
             Kind::Text => texts.push((path, label, named)),
             Kind::Other(why) if named => {
                 return Err(Error::invalid(format!(
@@ -120,6 +137,14 @@ pub fn gather(paths: &[PathBuf], options: &GatherOptions) -> Result<Evidence> {
         }
     }
     read_dumps(&mut evidence, dumps)?;
+    if let Some((path, label)) = merged.first() {
+        if let Some(other) = merged.get(1).map(|m| &m.1).or(traces.first().map(|t| &t.1)) {
+            return Err(Error::invalid(format!(
+                "{label}: a merged commcanary trace cannot be read with {other}: give one merged trace, or the per-rank profiler traces"
+            )));
+        }
+        read_merged(&mut evidence, path, label)?;
+    }
     read_traces(&mut evidence, traces, options)?;
     read_texts(&mut evidence, texts)?;
     if evidence.dumps.is_empty()
@@ -204,6 +229,15 @@ fn classify(path: &Path) -> Result<Kind> {
         .map(|i| head[i]);
     Ok(match first {
         None => Kind::Other("empty"),
+        // Canonical traces sort `format` after `events`: past the head of
+        // a large one, whose events show instead (the loader then checks).
+        Some(OPEN_BRACE)
+            if !has(b"\"traceEvents\"")
+                && (has(b"\"commcanary.trace.v1\"")
+                    || (has(b"\"events\"") && has(b"\"ranks\"") && has(b"\"op\""))) =>
+        {
+            Kind::Merged
+        }
         Some(OPEN_BRACE) if has(b"\"traceEvents\"") || has(b"\"schemaVersion\"") => Kind::Trace,
         Some(OPEN_BRACE) if flight_recorder::sniff(&head) => Kind::Dump,
         Some(OPEN_BRACE | b'[') => {
@@ -279,6 +313,31 @@ fn read_traces(
             .push(file_json(label, "kineto", Some(p.rank), true).with("calls", p.calls.len()));
     }
     evidence.traces = Some(align_job(profiles, &labels, &Default::default())?);
+    Ok(())
+}
+
+fn read_merged(evidence: &mut Evidence, path: &Path, label: &str) -> Result<()> {
+    let named = |e: Error| Error::new(e.kind(), e.with_path(label));
+    let trace = crate::trace::load(path, &crate::trace::LoadOptions::default()).map_err(named)?;
+    let (job, skipped) = job_from_trace(&trace, label)?;
+    for p in &job.profiles {
+        evidence.files.push(
+            file_json(label, "commcanary.trace.v1", Some(p.rank), true)
+                .with("calls", p.calls.len()),
+        );
+    }
+    if skipped.no_arrivals > 0 {
+        evidence
+            .files
+            .push(file_json(label, "skipped", None, false).with(
+                "reason",
+                format!(
+                    "{} event(s) without every member's arrival",
+                    skipped.no_arrivals
+                ),
+            ));
+    }
+    evidence.traces = Some(job);
     Ok(())
 }
 

@@ -4,7 +4,7 @@
 //! the job clock, rounded to the nanosecond; canonical JSON.
 
 use super::Recovery;
-use crate::analysis::{group_json, round_us, trace_files};
+use crate::analysis::{group_json, group_label, round_us, trace_files};
 use crate::import::kineto::AlignedJob;
 use crate::json::Json;
 
@@ -132,13 +132,7 @@ pub fn lines(job: &AlignedJob, recovery: &Recovery) -> Vec<String> {
     )];
     let first = (recovery.ranks.iter()).find_map(|r| r.begins_with.map(|k| (r, k)));
     if let Some((r, (g, op))) = first {
-        let name = job.groups.get(g).map_or("an unmatched call", |d| {
-            if d.desc.is_empty() {
-                d.name.as_str()
-            } else {
-                d.desc.as_str()
-            }
-        });
+        let name = group_label(job, g);
         out.push(format!(
             "  a step begins at {} on {} (rank {}); {} collective(s) run once per step",
             op,

@@ -7,6 +7,7 @@ use super::bandwidth::{Row, Sample, table};
 use super::whatif::{Change, StepInstance, Visit, saved};
 use crate::error::{Error, Result};
 use crate::import::kineto::AlignedJob;
+use rustc_hash::FxHashMap;
 
 /// A rank's excess is late when above `median + LATE_Z · σ` of all (rank,
 /// step) excesses; σ is 1.4826 × the median absolute deviation.
@@ -60,6 +61,12 @@ pub struct Finding {
     /// The rank's gap before the call (compute or idle since its previous
     /// call ended), µs; `NaN` for its first call.
     pub gap_before_us: f64,
+    /// The rank's median gap before the same call (same group, op and
+    /// bytes, same place among them in the step) on its other steps, µs;
+    /// `NaN` when it has none. `gap_before_us` minus this is the rank's
+    /// own delay, which the step pays only in part when others were late
+    /// too.
+    pub usual_gap_before_us: f64,
     /// The member's arrival (job clock, µs).
     pub at_us: f64,
     /// Its arrival lag behind the instance's first arrival, µs.
@@ -388,6 +395,7 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
         }
     }
     findings.sort_by_key(|f| (f.step, f.rank));
+    usual_gaps(&occ, &by_step, &mut findings);
     let spans = step_spans(job);
     let mut out = tables(
         &occ, &by_step, &worst, &ranks, findings, baseline, noise, threshold,
@@ -400,6 +408,40 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
     out.bandwidth = table(&samples(&occ));
     out.members = members(&occ);
     Ok(out)
+}
+
+/// Fills each finding's `usual_gap_before_us`: its rank's median gap before
+/// the same call on the other steps. The same call is the same class (group,
+/// op, bytes) at the same place among the step's occurrences of that class.
+fn usual_gaps(occ: &[Occurrence], by_step: &BTreeMap<i64, Vec<usize>>, findings: &mut [Finding]) {
+    type Place = ((usize, &'static str, i64), usize);
+    // Each instance's (class, place in its step), and the occurrences at
+    // each such place.
+    let mut place: FxHashMap<usize, Place> = FxHashMap::default();
+    let mut holders: BTreeMap<Place, Vec<usize>> = BTreeMap::new();
+    for list in by_step.values() {
+        let mut seen: FxHashMap<(usize, &'static str, i64), usize> = FxHashMap::default();
+        for &oi in list {
+            let n = seen.entry(occ[oi].class).or_insert(0);
+            place.insert(occ[oi].instance, (occ[oi].class, *n));
+            holders.entry((occ[oi].class, *n)).or_default().push(oi);
+            *n += 1;
+        }
+    }
+    for f in findings {
+        let Some(at) = place.get(&f.instance) else {
+            continue;
+        };
+        let mut gaps: Vec<f64> = (holders.get(at).into_iter().flatten())
+            .filter(|&&oi| occ[oi].step != f.step)
+            .filter_map(|&oi| occ[oi].members.iter().find(|m| m.rank == f.rank))
+            .map(|m| m.gap)
+            .filter(|g| g.is_finite())
+            .collect();
+        if !gaps.is_empty() {
+            f.usual_gap_before_us = median(&mut gaps);
+        }
+    }
 }
 
 /// Each occurrence as the bandwidth table sees it.
@@ -505,6 +547,7 @@ fn finding(
         group: occ[oi].class.0,
         op: occ[oi].class.1,
         gap_before_us: occ[oi].members[mi].gap,
+        usual_gap_before_us: f64::NAN,
         at_us: occ[oi].members[mi].arrival,
         behind_first_us: occ[oi].members[mi].arrival - occ[oi].first(),
     }

@@ -7,7 +7,7 @@
 use super::StepSource;
 use super::bandwidth::Row;
 use super::detect::{Finding, LATE_Z, NOISE_FLOOR, SLOW_Z, Stragglers};
-use crate::analysis::{group_json as group, round_us as us, trace_files};
+use crate::analysis::{group_json as group, group_label, round_us as us, trace_files};
 use crate::import::kineto::AlignedJob;
 use crate::json::Json;
 
@@ -29,14 +29,16 @@ fn finding_json(job: &AlignedJob, f: &Finding) -> Json {
         .with("estimated_cost_us", us(f.estimated_cost_us))
         .with("op", f.op)
         .with("group", group(job, f.group))
-        .with(
-            "gap_before_us",
-            if f.gap_before_us.is_finite() {
-                Json::from(us(f.gap_before_us))
-            } else {
-                Json::Null
-            },
-        )
+        .with("gap_before_us", finite(f.gap_before_us))
+        .with("usual_gap_before_us", finite(f.usual_gap_before_us))
+}
+
+fn finite(x: f64) -> Json {
+    if x.is_finite() {
+        Json::from(us(x))
+    } else {
+        Json::Null
+    }
 }
 
 /// Bandwidths in GB/s to the kB/s (an infinite one, of a zero time, is
@@ -224,16 +226,16 @@ fn lines_for(job: &AlignedJob, s: &Stragglers) -> Vec<String> {
         .iter()
         .max_by(|a, b| a.estimated_cost_us.total_cmp(&b.estimated_cost_us))
     {
-        let g = &job.groups[w.group];
         out.push(format!(
-            "  worst: step {}, rank {} {} {} at {} on {} (gap before it {}); the step would have been {} shorter",
+            "  worst: step {}, rank {} {} {} at {} on {} (gap before it {}{}); the step would have been {} shorter",
             w.step,
             w.rank,
             if w.kind.as_str() == "late_arrival" { "arrived" } else { "stayed" },
             ms(w.lag_us) + if w.kind.as_str() == "late_arrival" { " after the others" } else { " longer inside" },
             w.op,
-            if g.desc.is_empty() { g.name.as_str() } else { g.desc.as_str() },
+            group_label(job, w.group),
             if w.gap_before_us.is_finite() { ms(w.gap_before_us) } else { "unknown".to_owned() },
+            if w.usual_gap_before_us.is_finite() { format!(", usually {}", ms(w.usual_gap_before_us)) } else { String::new() },
             ms(w.estimated_cost_us)
         ));
     }

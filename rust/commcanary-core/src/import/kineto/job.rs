@@ -138,6 +138,9 @@ pub struct AlignedJob {
     pub group_maps: Vec<Vec<usize>>,
     /// Complete and partial instances.
     pub instances: Vec<Instance>,
+    /// What the job was read from: `kineto` (per-rank profiler traces) or
+    /// `commcanary.trace.v1` (a merged trace, [`super::from_trace`]).
+    pub source: &'static str,
 }
 
 impl AlignedJob {
@@ -197,6 +200,7 @@ pub fn align_job(
         slot_of_rank,
         group_maps,
         instances: Vec::new(),
+        source: "kineto",
     };
     aligned.instances = align(&aligned.job());
     Ok(aligned)

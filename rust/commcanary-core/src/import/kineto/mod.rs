@@ -10,6 +10,9 @@
 //!   checks the files are one job, matches instances ([`align`]) and writes
 //!   events ([`events`]).
 //!
+//! [`from_trace`] turns a merged `commcanary.trace.v1` back into the
+//! aligned per-rank form the analyses read.
+//!
 //! [`files`] fingerprints a job's files and serves their profiles from the
 //! on-disk cache ([`codec`] is the profile's byte form).
 //! [`ops`] says what a call is; [`timeline`] holds the interval helpers.
@@ -18,6 +21,7 @@ pub mod align;
 pub mod codec;
 pub mod events;
 pub mod files;
+pub mod from_trace;
 mod header;
 pub mod job;
 pub mod ops;
@@ -28,6 +32,7 @@ pub mod timeline;
 
 pub use events::PartialCollective;
 pub use files::{CacheStats, read_files};
+pub use from_trace::job_from_trace;
 pub use job::{AlignedJob, JobCounts, JobImport, JobOptions, align_job, describe, import_job};
 pub use profile::{RankProfile, Source, read_file};
 pub use single::{KinetoCounts, KinetoImport, KinetoOptions, import_kineto};
