@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,30 @@ def test_incompatible_reports(demo_trace: Path) -> None:
 def test_negative_threshold_is_refused(reports: tuple[Report, Report]) -> None:
     with pytest.raises(InputError, match="p95_threshold_pct must be non-negative"):
         compare(*reports, Thresholds(p95_threshold_pct=-1))
+
+
+def test_breakdown_reasons_come_worst_regression_first(tmp_path: Path) -> None:
+    # A slower latency floor: the small reduce_scatter regresses far more
+    # than the large all_gather, and its reason comes first.
+    events = [
+        {
+            "op": op,
+            "bytes": size,
+            "ranks": 8,
+            "group": "tp",
+            "phase": "serve",
+            "gap_us": 5.0,
+            "compute_overlap_us": 0.0,
+        }
+        for _ in range(20)
+        for op, size in (("all_gather", 1 << 22), ("reduce_scatter", 1 << 10))
+    ]
+    trace = tmp_path / "serve.trace.json"
+    trace.write_text(json.dumps({"format": "commcanary.trace.v1", "events": events}))
+    canary = commcanary.compile(trace)
+    result = compare(replay(canary), replay(canary, backend=Backend(latency_floor_us=200.0)))
+    ops = [m for m in messages(result) if m.startswith("operation '")]
+    assert [m.split("'")[1] for m in ops] == ["reduce_scatter", "all_gather"], ops
+    pcts = [float(m.split("regression ")[1].split("%")[0]) for m in ops]
+    assert pcts[0] > pcts[1]
+    assert [r["name"] for r in result["breakdown_delta"]["by_op"]] == ["reduce_scatter", "all_gather"]

@@ -177,6 +177,12 @@ def _regression_order(row: dict[str, Any]) -> tuple[bool, float, float, float]:
     )
 
 
+def _worst_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Breakdown rows in the comparison's order: worst regression first
+    (names break ties, as the rows are built by name)."""
+    return sorted(rows, key=_regression_order, reverse=True)
+
+
 def _reason(code: str, level: str, message: str, metric: str | None = None) -> dict[str, Any]:
     reason: dict[str, Any] = {"code": code, "level": level, "message": message}
     if metric is not None:
@@ -322,7 +328,7 @@ def _failure_reasons(ev: _Evaluation) -> list[dict[str, Any]]:
         )
     bt_pct = ev.thresholds["breakdown_threshold_pct"]
     for section, scope in SCOPES:
-        for row in sorted(ev.breakdown[section], key=lambda r: r["name"]):
+        for row in _worst_first(ev.breakdown[section]):
             for m in REASON_ORDER:
                 if ev.row_results[(scope, row["name"])][m] == "fail":
                     pct = row[f"{m}_pct"]
@@ -375,7 +381,7 @@ def _warning_reasons(ev: _Evaluation) -> list[dict[str, Any]]:
         ev.thresholds["breakdown_absolute_threshold_us"],
     )
     for section, scope in SCOPES:
-        for row in sorted(ev.breakdown[section], key=lambda r: r["name"]):
+        for row in _worst_first(ev.breakdown[section]):
             results_row = ev.row_results[(scope, row["name"])]
             if "fail" in results_row.values():
                 continue
@@ -424,8 +430,8 @@ def _document(ev: _Evaluation, baseline: Report, candidate: Report) -> dict[str,
     reasons = _failure_reasons(ev) + _warning_reasons(ev)
     if not reasons:
         reasons.append(_reason("within_thresholds", "pass", "candidate is within configured thresholds"))
-    by_phase = sorted(ev.breakdown["by_phase"], key=_regression_order, reverse=True)
-    by_op = sorted(ev.breakdown["by_op"], key=_regression_order, reverse=True)
+    by_phase = _worst_first(ev.breakdown["by_phase"])
+    by_op = _worst_first(ev.breakdown["by_op"])
     return {
         "format": COMPARISON_FORMAT,
         "verdict": ev.verdict(),
