@@ -227,6 +227,24 @@ CASES: dict[str, Case] = {
         f["trace"],
         "the input TRACE...",
     ),
+    "baseline -o TRACE": lambda f, w: (
+        ["baseline", str(f["trace"]), "-o", str(f["trace"]), "--method", "frequency"],
+        "--output",
+        f["trace"],
+        "the input TRACE",
+    ),
+    "reduce -o TRACE": lambda f, w: (
+        ["reduce", str(f["trace"]), "-o", str(f["trace"])],
+        "--output",
+        f["trace"],
+        "the input TRACE",
+    ),
+    "reduce -o configurations": lambda f, w: (
+        ["reduce", str(f["trace"]), "-o", str(f["configs"]), "--configurations", str(f["configs"])],
+        "--output",
+        f["configs"],
+        "the --configurations file",
+    ),
     "export-param -o CANARY": lambda f, w: (
         ["export-param", str(f["canary"]), "-o", str(f["canary"])],
         "--output",

@@ -38,6 +38,8 @@ USAGE = {
     "import-kineto": "TRACE...",
     "export-param": "CANARY",
     "capture": "[-- CMD...]",
+    "baseline": "TRACE",
+    "reduce": "TRACE",
     "diagnose hang": "EVIDENCE...",
     "diagnose stragglers": "TRACE...",
     "steps": "TRACE...",

@@ -25,6 +25,9 @@ Public API::
     steps = commcanary.recover_steps("traces/")                 # steps without ProfilerStep markers
     steps.count, steps.agreement, steps.columns()["duration_us"]
     commcanary.timeline("traces/", hang="hang.json").write("timeline.json")  # Perfetto
+    commcanary.baseline("trace.json", "cluster", cluster_count=8).write("cluster.trace.json")
+    small = commcanary.reduce("trace.json", max_oracle_calls=64)   # ddmin, ranking oracle in Rust
+    small.reduced_events, small.oracle_calls; small.write("reduced.trace.json")
 """
 
 from __future__ import annotations
@@ -48,9 +51,11 @@ from commcanary.exporters import ParamExport, Timeline, export_param, timeline
 from commcanary.formats import CANARY_FORMAT, TRACE_FORMAT
 from commcanary.importers import FlightRecorderDump, KinetoImport, import_kineto, read_flight_recorder
 from commcanary.replay import Backend, Report, replay
+from commcanary.research import BASELINE_METHODS, Reduction, baseline, reduce
 from commcanary.verify import verify_report
 
 __all__ = [
+    "BASELINE_METHODS",
     "BOUND_FIELDS",
     "CANARY_FORMAT",
     "DEFAULT_CONFIGURATIONS",
@@ -65,6 +70,7 @@ __all__ = [
     "KinetoImport",
     "OutputError",
     "ParamExport",
+    "Reduction",
     "Report",
     "SearchResult",
     "StepsReport",
@@ -74,6 +80,7 @@ __all__ = [
     "Tolerances",
     "Trace",
     "__version__",
+    "baseline",
     "compare",
     "compile",
     "diagnose_hang",
@@ -83,6 +90,7 @@ __all__ = [
     "load_trace",
     "read_flight_recorder",
     "recover_steps",
+    "reduce",
     "replay",
     "search_behavior",
     "timeline",

@@ -31,6 +31,7 @@ __all__ = [
     "ReportDocument",
     "Trace",
     "__version__",
+    "baseline_trace",
     "behavior_reference",
     "behavior_search",
     "canonical_json",
@@ -51,6 +52,7 @@ __all__ = [
     "read_input_file",
     "read_report_file",
     "recover_steps",
+    "reduce_trace",
     "replay_canary",
     "verify_report_files",
     "write_atomic",
@@ -246,5 +248,25 @@ def recover_steps(paths: list[str], *, cache_dir: str | None = None) -> dict[str
 def job_timeline(
     paths: list[str], *, marks: list[tuple[int, str | None, str]] = ..., cache_dir: str | None = None
 ) -> dict[str, Any]: ...
+def baseline_trace(
+    trace: Trace,
+    method: str,
+    *,
+    sample_count: int = 8,
+    partial: bool = False,
+    cluster_count: int = 8,
+    strata_per_group: int = 4,
+    seed: int = 0,
+    gaps: str = "reference",
+) -> Trace: ...
+def reduce_trace(
+    trace: Trace,
+    *,
+    tie_us: float = 0.001,
+    budget: int = 256,
+    timing_sample_limit: int | None = None,
+    configurations: list[tuple[str, float, float, float, float, int, int, int]] | None = None,
+    oracle: Callable[[list[int]], object] | None = None,
+) -> tuple[Trace, dict[str, Any]]: ...
 def check_canary(path: str, *, data: bytes | None = None) -> int: ...
 def read_input_file(path: str) -> bytes: ...

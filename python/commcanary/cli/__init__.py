@@ -18,7 +18,7 @@ say. Exit status:
 This module holds the application, the exit codes and the error boundary;
 each command group lives in its own module (:mod:`.compile`, :mod:`.replay`,
 :mod:`.compare`, :mod:`.verify`, :mod:`.render`, :mod:`.import_`,
-:mod:`.export`, :mod:`.capture`, :mod:`.diagnose`, :mod:`.steps`, :mod:`.timeline`). Command modules parse
+:mod:`.export`, :mod:`.capture`, :mod:`.research`, :mod:`.diagnose`, :mod:`.steps`, :mod:`.timeline`). Command modules parse
 options and print; the library validates values and raises the errors the
 boundary maps. Heavy modules are imported inside commands so
 ``commcanary --help`` stays fast.
@@ -220,6 +220,7 @@ import commcanary.cli.export as _export  # noqa: E402
 import commcanary.cli.import_ as _import  # noqa: E402
 import commcanary.cli.render as _render  # noqa: E402
 import commcanary.cli.replay as _replay  # noqa: E402
+import commcanary.cli.research as _research  # noqa: E402
 import commcanary.cli.steps as _steps  # noqa: E402
 import commcanary.cli.timeline as _timeline  # noqa: E402
 import commcanary.cli.verify as _verify  # noqa: E402
@@ -234,6 +235,8 @@ app.command("render-html", cls=Command)(_render.render_html_command)
 app.command("import-kineto", cls=Command)(_import.import_kineto_command)
 app.command("export-param", cls=Command)(_export.export_param_command)
 app.command("capture", cls=Command)(_capture.capture_command)
+app.command("baseline", cls=Command)(_research.baseline_command)
+app.command("reduce", cls=Command)(_research.reduce_command)
 app.add_typer(_diagnose.diagnose_app, name="diagnose")
 app.command("steps", cls=Command)(_steps.steps_command)
 app.command("timeline", cls=Command)(_timeline.timeline_command)

@@ -43,6 +43,7 @@ pub mod json;
 pub mod output;
 pub mod pyfloat;
 pub mod report;
+pub mod research;
 pub mod sim;
 pub mod trace;
 

@@ -39,7 +39,9 @@ pub type Evaluated<'py> = (
     u64,
 );
 
-fn configurations(list: Vec<ConfigTuple>) -> commcanary_core::Result<Vec<Configuration>> {
+pub(crate) fn configurations(
+    list: Vec<ConfigTuple>,
+) -> commcanary_core::Result<Vec<Configuration>> {
     let requested: Vec<_> = list
         .into_iter()
         .map(

@@ -22,6 +22,7 @@ mod export;
 mod import;
 mod inputs;
 mod replay;
+mod research;
 mod trace;
 
 use std::path::PathBuf;
@@ -125,6 +126,8 @@ mod _core {
     use super::replay::{
         PyReplayReport, PyReportDocument, read_report_file, replay_canary, verify_report_files,
     };
+    #[pymodule_export]
+    use super::research::{baseline_trace, reduce_trace};
     #[pymodule_export]
     use super::trace::{PyTrace, compile_file, load_trace, load_trace_bytes};
     #[pymodule_export]

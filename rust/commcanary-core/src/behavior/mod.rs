@@ -391,7 +391,7 @@ fn tail_recall(source: &Slowest, canary: &Slowest, q: f64) -> (f64, f64, usize) 
     (hits as f64 / tail.len() as f64, cutoff, tail.len())
 }
 
-fn relation(a: f64, b: f64, tie: f64) -> &'static str {
+pub(crate) fn relation(a: f64, b: f64, tie: f64) -> &'static str {
     if (a - b).abs() <= tie {
         "tie"
     } else if a < b {
@@ -401,9 +401,9 @@ fn relation(a: f64, b: f64, tie: f64) -> &'static str {
     }
 }
 
-const RANKING_METRICS: [&str; 4] = ["median_us", "p95_us", "p99_us", "mean_us"];
+pub(crate) const RANKING_METRICS: [&str; 4] = ["median_us", "p95_us", "p99_us", "mean_us"];
 
-fn ranking_value(run: &Run, metric: &str) -> f64 {
+pub(crate) fn ranking_value(run: &Run, metric: &str) -> f64 {
     let e = &run.aggregates.metrics.exposed;
     match metric {
         "median_us" => e.median_us,
