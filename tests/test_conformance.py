@@ -1,7 +1,7 @@
 """The walkthrough transcript, run against the installed CLI.
 
-Issue by issue the set of checks that must pass grows; every check listed in
-``REQUIRED`` must print PASS.
+Every check listed in ``REQUIRED`` must print PASS, and the transcript as a
+whole must close with ``N passed, 0 failed``.
 """
 
 from __future__ import annotations
@@ -44,6 +44,16 @@ REQUIRED = [
     "export-param",
     "export-param-init-entry",
     "capture-empty-refused",
+    "reduce",
+    "reduce-budget-line",
+    "reduce-ledger",
+    "compile-reduced",
+    "verify-behavior-reduced",
+    "verify-behavior-reduced-partial-source",
+    "require-behavior-verification-refuses-reduced (FIX)",
+    "baseline-cluster",
+    "compile-cluster",
+    "verify-behavior-cluster",
 ]
 
 
@@ -82,6 +92,8 @@ def transcript() -> dict[str, str]:
     )
     results: dict[str, str] = {}
     for line in proc.stdout.splitlines():
+        if line.endswith(" failed") and " passed, " in line:
+            results["closing line"] = line
         if line.startswith(("PASS ", "FAIL ")):
             _status, _, rest = line.partition(" ")
             name = rest.split(": ", 1)[0]
@@ -95,3 +107,10 @@ def test_walkthrough_check_passes(transcript: dict[str, str], check: str) -> Non
     line = transcript.get(check)
     assert line is not None, f"{check} missing from transcript"
     assert line.startswith("PASS"), line
+
+
+def test_the_whole_walkthrough_passes(transcript: dict[str, str]) -> None:
+    closing = transcript.get("closing line", "")
+    assert closing.endswith(" passed, 0 failed"), closing or "no closing line"
+    failed = [line for line in transcript.values() if line.startswith("FAIL")]
+    assert failed == []
