@@ -338,3 +338,40 @@ fn subset_trace(trace: &Trace, keep: &[u32]) -> Trace {
         raw: Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(n: usize, budget: u64, keep: fn(&[u32]) -> bool) -> Outcome {
+        ddmin(n, budget, &mut |s| Ok(keep(s))).expect("no oracle error")
+    }
+
+    #[test]
+    fn finds_the_two_events_that_matter_and_is_one_minimal() {
+        let needs = |s: &[u32]| s.contains(&3) && s.contains(&11);
+        let out = run(16, 1000, needs);
+        assert_eq!(out.kept, [3, 11]);
+        assert!(!out.exhausted);
+        for i in 0..out.kept.len() {
+            let mut less = out.kept.clone();
+            less.remove(i);
+            assert!(!needs(&less));
+        }
+    }
+
+    #[test]
+    fn the_budget_is_exact() {
+        let out = run(40, 7, |_| false);
+        assert_eq!((out.calls, out.exhausted, out.kept.len()), (7, true, 40));
+        // Enough budget: the same search ends on its own, unexhausted.
+        let whole = run(40, 10_000, |_| false);
+        assert!(!whole.exhausted && whole.calls > 7);
+    }
+
+    #[test]
+    fn a_failing_oracle_stops_the_search() {
+        let err = ddmin(8, 10, &mut |_| Err(Error::invalid("boom"))).expect_err("propagates");
+        assert!(err.to_string().contains("boom"));
+    }
+}
