@@ -34,6 +34,7 @@ __all__ = [
     "baseline_trace",
     "behavior_reference",
     "behavior_search",
+    "canary_occurrences",
     "canonical_json",
     "check_canary",
     "compile_file",
@@ -47,6 +48,7 @@ __all__ = [
     "job_timeline",
     "load_trace",
     "load_trace_bytes",
+    "measured_report",
     "py_round",
     "read_flight_recorder_file",
     "read_input_file",
@@ -268,5 +270,17 @@ def reduce_trace(
     configurations: list[tuple[str, float, float, float, float, int, int, int]] | None = None,
     oracle: Callable[[list[int]], object] | None = None,
 ) -> tuple[Trace, dict[str, Any]]: ...
+def measured_report(
+    path: str,
+    *,
+    first_arrival_us: list[float],
+    last_arrival_us: list[float],
+    completion_us: list[float],
+    avg_rank_wait_us: list[float],
+    measurement: tuple[str, str, str, int, int, int, str, float],
+    data: bytes | None = None,
+    include_samples: bool = True,
+) -> ReplayReport: ...
+def canary_occurrences(path: str, *, data: bytes | None = None) -> dict[str, Any]: ...
 def check_canary(path: str, *, data: bytes | None = None) -> int: ...
 def read_input_file(path: str) -> bytes: ...

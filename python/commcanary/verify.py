@@ -23,6 +23,9 @@ __all__ = ["REPORT_VERIFICATION_FORMAT", "verify_report"]
 
 from commcanary.formats import REPORT_VERIFICATION_FORMAT
 
+#: ``backend.mode`` of a report measured on real collectives.
+MEASURED_MODE = "physical-measurement"
+
 
 def verify_report(report: str | os.PathLike[str], canary: str | os.PathLike[str]) -> dict[str, Any]:
     """Verify the report file against the canary file; returns the verification document."""
@@ -34,6 +37,20 @@ def verify_report(report: str | os.PathLike[str], canary: str | os.PathLike[str]
             check["actual"] = orjson.loads(actual) if actual is not None else None
         checks.append(check)
     ok = all(c["status"] == "pass" for c in checks)
+    backend = orjson.loads(_core.read_report_file(os.fspath(report), samples=False).sections()["backend"])
+    if backend.get("mode") == MEASURED_MODE:
+        # A measurement cannot be re-run: structure and reconciliation only.
+        return {
+            "format": REPORT_VERIFICATION_FORMAT,
+            "status": "measured_reconciled" if ok else "failed",
+            "assurance_state": "measured_not_recomputable",
+            "note": (
+                f"a measured report ({backend.get('engine')} on {backend.get('host')}) cannot be recomputed; "
+                "checked: the canary it names, its structure, and that its metrics and breakdowns "
+                "recompute from its samples and every sample satisfies the scheduler's equations"
+            ),
+            "checks": checks,
+        }
     return {
         "format": REPORT_VERIFICATION_FORMAT,
         "status": "model_recomputed" if ok else "failed",

@@ -98,6 +98,58 @@ Ablations = Annotated[
 ]
 
 
+Physical = Annotated[
+    str | None,
+    typer.Option(
+        "--physical",
+        metavar="ENGINE",
+        help="Run the canary on real process groups instead of the model: gloo (CPU) or nccl (GPUs); "
+        "needs torch. The report is measured (its samples always embedded).",
+    ),
+]
+Nproc = Annotated[
+    int | None,
+    typer.Option(
+        "--nproc", metavar="N", help="--physical: local processes (default: the canary's world size)."
+    ),
+]
+Warmup = Annotated[
+    int, typer.Option("--warmup", metavar="N", help="--physical: unmeasured iterations run first.")
+]
+ComputeFill = Annotated[
+    str,
+    typer.Option(
+        "--compute-fill",
+        metavar="MODE",
+        help="--physical: how each gap is filled before a collective: sleep, or spin (a busy CPU).",
+    ),
+]
+ComputeFillScale = Annotated[
+    float,
+    typer.Option(
+        "--compute-fill-scale",
+        metavar="X",
+        help="--physical: multiply every gap (the compute between collectives) by X.",
+    ),
+]
+Timeout = Annotated[
+    float,
+    typer.Option("--timeout-s", metavar="S", help="--physical: end every process after S seconds."),
+]
+
+#: Options that only the model reads, by parameter name.
+_MODEL_ONLY = (
+    "label",
+    "bandwidth_gbps",
+    "latency_floor_us",
+    "compute_pressure",
+    "overlap_efficiency",
+    "seed",
+)
+#: Options that only a physical run reads.
+_PHYSICAL_ONLY = ("nproc", "warmup", "compute_fill", "compute_fill_scale", "timeout_s")
+
+
 def replay_command(
     ctx: typer.Context,
     canary: Canary,
@@ -113,8 +165,19 @@ def replay_command(
     include_samples: IncludeSamples = False,
     max_replay_events: MaxReplayEvents = _core.DEFAULT_SETTINGS["max_replay_events"],
     ablations: Ablations = None,
+    physical: Physical = None,
+    nproc: Nproc = None,
+    warmup: Warmup = 1,
+    compute_fill: ComputeFill = "sleep",
+    compute_fill_scale: ComputeFillScale = 1.0,
+    timeout_s: Timeout = 600.0,
 ) -> None:
-    """Replay a canary in the deterministic scheduler model."""
+    """Replay a canary in the deterministic scheduler model, or (--physical) on real collectives."""
+    _check_mode(ctx, physical is not None, ablations)
+    if physical is not None:
+        _replay_physical(ctx, canary, output, html, physical, nproc, iterations, warmup, compute_fill,
+                         compute_fill_scale, timeout_s)  # fmt: skip
+        return
     with errors_exit(ctx):
         from commcanary.replay import replay
 
@@ -137,3 +200,64 @@ def replay_command(
         if html is not None and page is not None:
             write_text(html, page)
         typer.echo(report.summary_line())
+
+
+def _check_mode(ctx: typer.Context, physical: bool, ablations: list[str] | None) -> None:
+    """Refuse an option of the other mode (model options with --physical, and the reverse)."""
+    from commcanary.cli import fail, flag_for
+
+    def typed(name: str) -> bool:
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name == "COMMANDLINE"
+
+    names = (*_MODEL_ONLY, "include_samples", "max_replay_events", *_PHYSICAL_ONLY)
+    given = [name for name in names if typed(name)]
+    wrong = [n for n in given if (n in _PHYSICAL_ONLY) != physical]
+    if physical and ablations:
+        wrong.insert(0, "ablations")
+    if wrong:
+        where = "a physical replay (--physical)" if physical else "the model (it needs --physical)"
+        fail(f"{flag_for(ctx, wrong[0])} does not apply to {where}")
+
+
+def _replay_physical(
+    ctx: typer.Context,
+    canary: Path,
+    output: Path,
+    html: Path | None,
+    engine: str,
+    nproc: int | None,
+    iterations: int,
+    warmup: int,
+    compute_fill: str,
+    compute_fill_scale: float,
+    timeout_s: float,
+) -> None:
+    from commcanary.cli import EXIT_CHILD, fail
+
+    with errors_exit(ctx):
+        from commcanary.physical import ChildFailed, replay_physical
+
+        check_paths(ctx, inputs={"canary": canary}, outputs={"output": output, "html": html})
+        try:
+            run = replay_physical(
+                canary,
+                engine=engine,
+                nproc=nproc,
+                iterations=iterations,
+                warmup=warmup,
+                compute_fill=compute_fill,
+                compute_fill_scale=compute_fill_scale,
+                timeout_s=timeout_s,
+            )
+        except ChildFailed as exc:
+            fail(str(exc), EXIT_CHILD)
+        page = None
+        if html is not None:
+            from commcanary.html import render_report
+
+            page = render_report(run.report)
+        run.report.write(output)
+        if html is not None and page is not None:
+            write_text(html, page)
+        typer.echo(f"measured on {engine}: " + run.report.summary_line())

@@ -84,7 +84,9 @@ def verify_report_command(ctx: typer.Context, report: Report, canary: ReportCana
         result = verify_report(report, canary)
         write_json(output, result)
         echo_checks("report verification", result)
-    if result["status"] != "model_recomputed":
+        if "note" in result:
+            typer.echo(f"- note: {result['note']}")
+    if result["status"] not in ("model_recomputed", "measured_reconciled"):
         raise typer.Exit(EXIT_NEGATIVE)
 
 

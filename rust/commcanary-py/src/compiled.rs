@@ -106,6 +106,44 @@ impl PyCompiled {
         d.set_item("compute_before_us", c.compute_before_us.into_pyarray(py))?;
         d.set_item("compute_overlap_us", c.compute_overlap_us.into_pyarray(py))?;
         d.set_item("compute_pressure", c.compute_pressure.into_pyarray(py))?;
+        d.set_item("arrival_offsets_us", c.arrival_offsets_us.into_pyarray(py))?;
         Ok(d)
     }
+}
+
+/// The occurrence columns of the canary at `path` (or `data`), as
+/// `CompiledCanary.occurrences` gives them, with `signatures`: the canonical
+/// JSON of each signature the `signature` column refers to.
+#[pyfunction]
+#[pyo3(signature = (path, *, data=None))]
+pub(crate) fn canary_occurrences<'py>(
+    py: Python<'py>,
+    path: String,
+    data: Option<pyo3::pybacked::PyBackedBytes>,
+) -> PyResult<Bound<'py, PyDict>> {
+    use commcanary_core::canary::read::read_canary;
+    use commcanary_core::sim::signature_json;
+    let bytes = crate::replay::read_bytes(py, data, &path)?;
+    let (c, signatures) = detached(py, Some(&path), move || {
+        let canary = read_canary(&bytes)?;
+        let sigs: Vec<Vec<u8>> = canary
+            .program
+            .signatures
+            .iter()
+            .map(signature_json)
+            .collect();
+        Ok((occurrence_columns(&canary.program), sigs))
+    })?;
+    let d = PyDict::new(py);
+    d.set_item("signature", c.signature.into_pyarray(py))?;
+    d.set_item("occurrence", c.occurrence.into_pyarray(py))?;
+    d.set_item("gap_us", c.gap_us.into_pyarray(py))?;
+    d.set_item("arrival_skew_us", c.arrival_skew_us.into_pyarray(py))?;
+    d.set_item("compute_before_us", c.compute_before_us.into_pyarray(py))?;
+    d.set_item("compute_overlap_us", c.compute_overlap_us.into_pyarray(py))?;
+    d.set_item("compute_pressure", c.compute_pressure.into_pyarray(py))?;
+    d.set_item("arrival_offsets_us", c.arrival_offsets_us.into_pyarray(py))?;
+    let list: Vec<Bound<'py, PyBytes>> = signatures.iter().map(|s| PyBytes::new(py, s)).collect();
+    d.set_item("signatures", list)?;
+    Ok(d)
 }

@@ -111,7 +111,7 @@ mod _core {
         PyBehaviorReference, behavior_reference, behavior_search, evaluate_behavior,
     };
     #[pymodule_export]
-    use super::compiled::PyCompiled;
+    use super::compiled::{PyCompiled, canary_occurrences};
     #[pymodule_export]
     use super::diagnose::{
         diagnose_hang, diagnose_stragglers, read_flight_recorder_file, recover_steps,
@@ -124,7 +124,8 @@ mod _core {
     use super::inputs::{check_canary, read_input_file};
     #[pymodule_export]
     use super::replay::{
-        PyReplayReport, PyReportDocument, read_report_file, replay_canary, verify_report_files,
+        PyReplayReport, PyReportDocument, measured_report, read_report_file, replay_canary,
+        verify_report_files,
     };
     #[pymodule_export]
     use super::research::{baseline_trace, reduce_trace};

@@ -318,3 +318,47 @@ pub fn verify_report_files(
         .map(|c| (c.name.to_owned(), c.pass, c.expected, c.actual))
         .collect())
 }
+
+/// The report of a measured run of the canary at `path` (or `data`): the
+/// four per-sample time columns (iteration-major, µs from each iteration's
+/// origin) and how the run was made, as `(engine, host, torch_version,
+/// nproc, iterations, warmup, compute_fill, compute_fill_scale)`.
+#[pyfunction]
+#[pyo3(signature = (path, *, first_arrival_us, last_arrival_us, completion_us, avg_rank_wait_us, measurement, data=None, include_samples=true))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+pub fn measured_report(
+    py: Python<'_>,
+    path: String,
+    first_arrival_us: Vec<f64>,
+    last_arrival_us: Vec<f64>,
+    completion_us: Vec<f64>,
+    avg_rank_wait_us: Vec<f64>,
+    measurement: (String, String, String, u32, u32, u32, String, f64),
+    data: Option<PyBackedBytes>,
+    include_samples: bool,
+) -> PyResult<PyReplayReport> {
+    use commcanary_core::report::measured::{Measurement, measured_run};
+    use commcanary_core::sim::measured::MeasuredTimes;
+    let (engine, host, torch_version, nproc, iterations, warmup, compute_fill, scale) = measurement;
+    let m = Measurement {
+        engine,
+        host,
+        torch_version,
+        nproc,
+        iterations,
+        warmup,
+        compute_fill,
+        compute_fill_scale: scale,
+    };
+    let bytes = read_bytes(py, data, &path)?;
+    let run = detached(py, Some(&path), move || {
+        let times = MeasuredTimes {
+            first_arrival_us: &first_arrival_us,
+            last_arrival_us: &last_arrival_us,
+            completion_us: &completion_us,
+            avg_rank_wait_us: &avg_rank_wait_us,
+        };
+        measured_run(&bytes, &m, times, include_samples)
+    })?;
+    Ok(PyReplayReport { run: Arc::new(run) })
+}

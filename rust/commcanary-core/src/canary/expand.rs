@@ -187,6 +187,9 @@ pub struct OccurrenceColumns {
     pub compute_overlap_us: Vec<f64>,
     /// Compute pressure.
     pub compute_pressure: Vec<f64>,
+    /// Each occurrence's per-rank arrival offsets, in its signature's rank
+    /// order, concatenated (µs).
+    pub arrival_offsets_us: Vec<f64>,
 }
 
 /// Expands `program` into [`OccurrenceColumns`].
@@ -199,6 +202,7 @@ pub fn occurrence_columns(program: &Program) -> OccurrenceColumns {
         let offsets = program.point_offsets(p, ranks);
         let hi = offsets.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let lo = offsets.iter().copied().fold(f64::INFINITY, f64::min);
+        cols.arrival_offsets_us.extend_from_slice(offsets);
         cols.signature.push(occ.signature);
         cols.occurrence.push(occ.occurrence);
         cols.gap_us.push(occ.gap_us);

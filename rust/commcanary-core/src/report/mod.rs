@@ -8,6 +8,7 @@
 //! compare a fresh recomputation with a report section by section, byte for
 //! byte. Samples are stored column-wise.
 
+pub mod measured;
 pub mod read;
 pub mod run;
 
@@ -401,6 +402,35 @@ pub fn sections(
     settings: &Settings,
     include_samples: bool,
 ) -> Vec<Section> {
+    let header = Header {
+        backend: backend_json(settings),
+        protocol: protocol_json(settings),
+        model: model_json(),
+    };
+    sections_with(canary, replay, header, include_samples)
+}
+
+/// What a report says produced its numbers: the `backend`,
+/// `replay_protocol` and `simulation_model` sections (the model's, or a
+/// measured run's, [`measured`]).
+#[derive(Debug, Clone)]
+pub struct Header {
+    /// Canonical `backend`.
+    pub backend: Vec<u8>,
+    /// Canonical `replay_protocol`.
+    pub protocol: Vec<u8>,
+    /// Canonical `simulation_model`.
+    pub model: Vec<u8>,
+}
+
+/// Every section of a report of `replay` under `header`, in key order.
+#[must_use]
+pub fn sections_with(
+    canary: &Canary,
+    replay: &Replay,
+    header: Header,
+    include_samples: bool,
+) -> Vec<Section> {
     // Aggregation (sorting) and sample formatting run side by side.
     let (agg, samples) = rayon::join(
         || aggregate(replay),
@@ -408,7 +438,7 @@ pub fn sections(
     );
     let one = |name: &'static str, json: Vec<u8>| (name, vec![json]);
     let mut out: Vec<Section> = vec![
-        one("backend", backend_json(settings)),
+        one("backend", header.backend),
         one("by_op", rows_json(&agg.by_op)),
         one("by_phase", rows_json(&agg.by_phase)),
     ];
@@ -421,11 +451,11 @@ pub fn sections(
     canon::write_str(&mut format, REPORT_FORMAT);
     out.push(one("format", format));
     out.push(one("metrics", metrics_json(&agg.metrics)));
-    out.push(one("replay_protocol", protocol_json(settings)));
+    out.push(one("replay_protocol", header.protocol));
     if let Some(samples) = samples {
         out.push(("samples", samples));
     }
-    out.push(one("simulation_model", model_json()));
+    out.push(one("simulation_model", header.model));
     out.push(one("workload", canary.member_json("workload")));
     out
 }
@@ -492,6 +522,9 @@ pub struct Check {
 /// error.
 pub fn verify(report: &read::Report, canary: &Canary) -> crate::Result<Vec<Check>> {
     check_belongs(report, canary)?;
+    if measured::is_measured(report) {
+        return Ok(measured::verify(report, canary));
+    }
     let replay = crate::sim::replay(&canary.program, &report.settings)?;
     let fresh = sections(canary, &replay, &report.settings, false);
     let columns = sample_columns(&replay);

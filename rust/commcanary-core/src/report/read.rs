@@ -460,6 +460,9 @@ fn check_identity(r: &Report) -> Result<u64> {
 /// Validation stage 2: the settings that `simulation_model`,
 /// `replay_protocol` and `backend` declare, including the protocol hash.
 fn declared_settings(r: &Report) -> Result<Settings> {
+    if super::measured::is_measured(r) {
+        return super::measured::declared_settings(r);
+    }
     let model = object(r.section("simulation_model"), "simulation_model")?;
     let protocol = object(r.section("replay_protocol"), "replay_protocol")?;
     check_model(model, protocol)?;

@@ -20,6 +20,7 @@
 
 pub mod cost;
 mod identity;
+pub mod measured;
 pub mod metrics;
 pub mod settings;
 

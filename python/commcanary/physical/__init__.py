@@ -1,0 +1,216 @@
+"""Replaying a canary on real collectives (``replay --physical``).
+
+:func:`replay_physical` expands the canary into its program
+(:mod:`.program`), starts one process per rank on this host
+(:mod:`.worker`: ``torch.distributed`` with gloo, or NCCL on GPUs, the same
+code), runs ``warmup`` + ``iterations`` iterations of the program with its
+order, sizes, groups, gaps and per-rank arrival offsets, and times every
+occurrence on every member. From the members' entries and exits it builds a
+report in the model's layout (:mod:`commcanary.report` sections, samples
+that satisfy the scheduler's equations, nothing hidden) whose backend says
+``physical-measurement`` and names the engine, host and torch version, so
+``compare`` gates on it as on a simulated report.
+
+Every child is ended on every way out: a child that fails ends the others
+and raises :class:`ChildFailed` (the command line's exit 4); a run past
+``timeout_s`` ends them all. torch is the optional ``torch`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from commcanary import _core
+from commcanary.errors import CommCanaryError, InputError
+from commcanary.physical.program import load_program, write_program
+from commcanary.replay import Report
+
+__all__ = ["ENGINES", "ChildFailed", "MeasuredRun", "replay_physical"]
+
+#: The engines a physical replay runs on.
+ENGINES = ("gloo", "nccl")
+
+
+class ChildFailed(CommCanaryError):
+    """A replay process died or failed; the others were ended."""
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """A physical replay: its report and every member's raw times."""
+
+    report: Report
+    #: Entry of each rank into each measured sample (ranks x samples), µs
+    #: from the sample's iteration start; NaN where the rank is not a member.
+    enter_us: npt.NDArray[np.float64]
+    #: Exit, likewise.
+    exit_us: npt.NDArray[np.float64]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _check_engine(engine: str, nproc: int) -> str:
+    if engine not in ENGINES:
+        raise InputError(f"--physical must be one of {', '.join(ENGINES)}, got {engine!r}")
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError:
+        raise InputError("physical replay needs torch (pip install 'commcanary[torch]')") from None
+    if not dist.is_available():
+        raise InputError("this torch build has no torch.distributed")
+    if engine == "gloo" and not dist.is_gloo_available():
+        raise InputError("this torch build has no gloo backend")
+    if engine == "nccl":
+        if not dist.is_nccl_available():
+            raise InputError("this torch build has no NCCL backend (a CPU-only build?)")
+        if torch.cuda.device_count() < 1:
+            raise InputError("--physical nccl needs GPUs, and none is visible")
+    return str(torch.__version__)
+
+
+def _run_children(directory: Path, nproc: int, engine: str, timeout_s: float) -> None:
+    port = _free_port()
+    argv = [sys.executable, "-m", "commcanary.physical.worker", str(directory)]
+    logs = [open(directory / f"rank{r}.log", "wb") for r in range(nproc)]  # noqa: SIM115
+    children = [
+        subprocess.Popen(
+            [*argv, str(r), str(nproc), str(port), engine], stdout=logs[r], stderr=subprocess.STDOUT
+        )
+        for r in range(nproc)
+    ]
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            codes = [c.poll() for c in children]
+            failed = [r for r, code in enumerate(codes) if code not in (None, 0)]
+            if failed:
+                r = failed[0]
+                raise ChildFailed(
+                    f"replay process of rank {r} failed (exit {codes[r]}): {_last_line(directory, r)}"
+                )
+            if all(code == 0 for code in codes):
+                return
+            if time.monotonic() > deadline:
+                raise InputError(
+                    f"physical replay did not finish within {timeout_s:g} s; every process was ended"
+                )
+            time.sleep(0.05)
+    finally:
+        for c in children:
+            if c.poll() is None:
+                c.terminate()
+        for c in children:
+            try:
+                c.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                c.kill()
+                c.wait()
+        for f in logs:
+            f.close()
+
+
+def _last_line(directory: Path, rank: int) -> str:
+    text = (directory / f"rank{rank}.log").read_text(errors="replace").strip().splitlines()
+    return text[-1][-300:] if text else "no output"
+
+
+def replay_physical(
+    canary: str | os.PathLike[str],
+    *,
+    engine: str = "gloo",
+    nproc: int | None = None,
+    iterations: int = 1,
+    warmup: int = 1,
+    compute_fill: str = "sleep",
+    compute_fill_scale: float = 1.0,
+    timeout_s: float = 600.0,
+    include_samples: bool = True,
+) -> MeasuredRun:
+    """Run the canary at ``canary`` on ``nproc`` local processes (default:
+    its world size) over ``engine`` and measure every occurrence.
+
+    ``warmup`` iterations run first and are not measured; ``compute_fill``
+    (``sleep`` or ``spin``) fills each gap, scaled by ``compute_fill_scale``.
+    Raises :class:`InputError` for fewer processes than the canary's ranks,
+    an op torch cannot run, an engine this torch lacks, or a run past
+    ``timeout_s``; :class:`ChildFailed` when a process fails.
+    """
+    name = os.fspath(canary)
+    program = load_program(name)
+    nproc = program.world if nproc is None else nproc
+    if nproc < program.world:
+        raise InputError(f"--nproc {nproc} is smaller than the canary's world size ({program.world} ranks)")
+    if iterations < 1 or warmup < 0:
+        raise InputError("iterations must be at least 1 and warm-up iterations at least 0")
+    if compute_fill not in ("sleep", "spin"):
+        raise InputError(f"--compute-fill must be sleep or spin, got {compute_fill!r}")
+    if not compute_fill_scale >= 0:
+        raise InputError(f"--compute-fill-scale must be non-negative, got {compute_fill_scale}")
+    torch_version = _check_engine(engine, nproc)
+    with tempfile.TemporaryDirectory(prefix="commcanary-physical-") as tmp:
+        directory = Path(tmp)
+        write_program(program, directory)
+        options = {
+            "iterations": iterations,
+            "warmup": warmup,
+            "compute_fill": compute_fill,
+            "compute_fill_scale": compute_fill_scale,
+            "timeout_s": timeout_s,
+        }
+        (directory / "options.json").write_text(json.dumps(options))
+        _run_children(directory, nproc, engine, timeout_s)
+        enter, leave = [], []
+        for r in range(nproc):
+            with np.load(directory / f"rank{r}.npz") as z:
+                enter.append(z["enter"][warmup:].reshape(-1))
+                leave.append(z["exit"][warmup:].reshape(-1))
+    enter_us, exit_us = np.vstack(enter), np.vstack(leave)
+    first = np.nanmin(enter_us, axis=0)
+    last = np.nanmax(enter_us, axis=0)
+    completion = np.nanmax(exit_us, axis=0)
+    wait = np.nanmean(last[None, :] - enter_us, axis=0)
+    host = platform.node() or "localhost"
+    raw = _core.measured_report(
+        name,
+        first_arrival_us=first.tolist(),
+        last_arrival_us=last.tolist(),
+        completion_us=completion.tolist(),
+        avg_rank_wait_us=wait.tolist(),
+        measurement=(
+            engine,
+            host,
+            torch_version,
+            nproc,
+            iterations,
+            warmup,
+            compute_fill,
+            compute_fill_scale,
+        ),
+        include_samples=include_samples,
+    )
+    report = Report(
+        raw.sections(),
+        raw.samples,
+        raw.sample_signatures(),
+        has_samples=include_samples,
+        raw=raw,
+        source=name,
+    )
+    return MeasuredRun(report=report, enter_us=enter_us, exit_us=exit_us)

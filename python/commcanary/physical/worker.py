@@ -1,0 +1,173 @@
+"""One rank of a physical replay: executes its program on real process
+groups and times every occurrence it takes part in.
+
+Run by the launcher (:mod:`commcanary.physical`) as
+``python -m commcanary.physical.worker DIR RANK WORLD PORT ENGINE ...``. Each
+iteration starts at a common instant: rank 0 picks it a little ahead on the
+host's monotonic clock (shared by every process of one host) and broadcasts
+it. The program's timeline then advances by each occurrence's gap (scaled by
+the compute fill scale); a member enters at that due time plus its arrival
+offset, filling the wait by sleeping or spinning, or at once when earlier
+work has made it late. Entry and exit are read around the call (for a
+transfer, around ``send`` or ``recv``). Times are µs from the iteration's
+start; a rank writes ``rank{R}.npz`` with its entry and exit per occurrence
+(NaN where it is not a member) for every iteration, warm-up included.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from commcanary.physical.program import Program, elements, read_program
+
+#: How far ahead rank 0 places an iteration's start, ns.
+START_AHEAD_NS = 50_000_000
+
+
+def _wait_until(target_ns: int, spin: bool) -> None:
+    while True:
+        left = target_ns - time.monotonic_ns()
+        if left <= 0:
+            return
+        if not spin and left > 200_000:
+            time.sleep((left - 100_000) / 1e9)
+        elif not spin:
+            time.sleep(0)
+
+
+class _Runner:
+    """The rank's groups and buffers, and one call per occurrence."""
+
+    def __init__(self, program: Program, rank: int, engine: str) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self.dist, self.rank, self.program = torch, dist, rank, program
+        self.device = (
+            torch.device("cuda", rank % max(1, torch.cuda.device_count())) if engine == "nccl" else None
+        )
+        if self.device is not None:
+            torch.cuda.set_device(self.device)
+        # Every process creates every group, in the same order.
+        self.groups = [dist.new_group(ranks) for _name, ranks in program.groups]
+        self.buffers: dict[int, tuple[Any, Any]] = {}
+
+    def _tensors(self, s: int) -> tuple[Any, Any]:
+        if s not in self.buffers:
+            sig = self.program.signatures[s]
+            dtype, n = elements(sig)
+            torch = self.torch
+            kind = getattr(torch, dtype)
+            size = len(sig["ranks"])
+            big = torch.ones(max(n, size), dtype=kind, device=self.device)
+            small = torch.ones(max(1, big.numel() // size), dtype=kind, device=self.device)
+            self.buffers[s] = (big, small)
+        return self.buffers[s]
+
+    def run(self, s: int) -> None:
+        sig = self.program.signatures[s]
+        op, dist = sig["op"], self.dist
+        g = self.program.group_of[s]
+        group = self.groups[g] if g >= 0 else None
+        big, small = self._tensors(s)
+        size = len(sig["ranks"])
+        if op == "all_reduce":
+            dist.all_reduce(big, group=group)
+        elif op == "all_gather":
+            dist.all_gather_into_tensor(big[: small.numel() * size], small, group=group)
+        elif op == "reduce_scatter":
+            dist.reduce_scatter_tensor(small, big[: small.numel() * size], group=group)
+        elif op == "all_to_all":
+            dist.all_to_all_single(
+                big[: small.numel() * size].clone(), big[: small.numel() * size], group=group
+            )
+        elif op == "broadcast":
+            dist.broadcast(big, src=int(sig.get("root_rank", sig["ranks"][0])), group=group)
+        elif op == "reduce":
+            dist.reduce(big, dst=int(sig.get("root_rank", sig["ranks"][0])), group=group)
+        elif op == "gather":
+            root = int(sig.get("root_rank", sig["ranks"][0]))
+            out = [small.clone() for _ in range(size)] if self.rank == root else None
+            dist.gather(small, out, dst=root, group=group)
+        elif op == "scatter":
+            root = int(sig.get("root_rank", sig["ranks"][0]))
+            parts = [small.clone() for _ in range(size)] if self.rank == root else None
+            dist.scatter(small, parts, src=root, group=group)
+        else:  # a transfer
+            sender = int(sig.get("sender_rank", sig["ranks"][0]))
+            receiver = int(sig.get("receiver_rank", sig["ranks"][-1]))
+            if self.rank == sender:
+                dist.send(big, dst=receiver)
+            else:
+                dist.recv(big, src=sender)
+
+
+def _iteration_start(runner: _Runner) -> int:
+    torch, dist = runner.torch, runner.dist
+    start = torch.tensor([time.monotonic_ns() + START_AHEAD_NS], dtype=torch.int64, device=runner.device)
+    dist.broadcast(start, src=0)
+    return int(start.item())
+
+
+def run(directory: Path, rank: int, world: int, port: int, engine: str, options: dict[str, Any]) -> None:
+    """Execute the program in ``directory`` as ``rank`` and write its times."""
+    import datetime
+
+    import torch.distributed as dist
+
+    program = read_program(directory)
+    dist.init_process_group(
+        engine,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=float(options["timeout_s"])),
+    )
+    runner = _Runner(program, rank, engine)
+    spin = options["compute_fill"] == "spin"
+    scale = float(options["compute_fill_scale"])
+    mine = [rank in program.signatures[s]["ranks"] for s in range(len(program.signatures))]
+    rounds = int(options["warmup"]) + int(options["iterations"])
+    n = program.occurrences
+    enter = np.full((rounds, n), np.nan)
+    leave = np.full((rounds, n), np.nan)
+    for it in range(rounds):
+        dist.barrier()
+        origin = _iteration_start(runner)
+        _wait_until(origin, spin=True)
+        due = float(origin)
+        for k in range(n):
+            s = int(program.signature[k])
+            due += float(program.gap_us[k]) * scale * 1000.0
+            if not mine[s]:
+                continue
+            at = int(program.offsets_at[k]) + program.signatures[s]["ranks"].index(rank)
+            _wait_until(int(due + float(program.offsets_us[at]) * 1000.0), spin)
+            t0 = time.monotonic_ns()
+            runner.run(s)
+            if runner.device is not None:
+                runner.torch.cuda.synchronize()
+            t1 = time.monotonic_ns()
+            enter[it, k] = (t0 - origin) / 1000.0
+            leave[it, k] = (t1 - origin) / 1000.0
+    dist.barrier()
+    np.savez(directory / f"rank{rank}.npz", enter=enter, exit=leave)
+    dist.destroy_process_group()
+
+
+def main(argv: list[str]) -> int:
+    import json
+
+    directory, rank, world, port, engine = Path(argv[0]), int(argv[1]), int(argv[2]), int(argv[3]), argv[4]
+    options = json.loads((directory / "options.json").read_text())
+    run(directory, rank, world, port, engine, options)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
