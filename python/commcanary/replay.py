@@ -65,6 +65,18 @@ class Report:
         self.source = source
 
     @classmethod
+    def of_run(cls, raw: _core.ReplayReport, source: str, *, has_samples: bool) -> Report:
+        """The report of a run the core just made (a replay, or a measured run)."""
+        return cls(
+            raw.sections(),
+            raw.samples,
+            raw.sample_signatures(),
+            has_samples=has_samples,
+            raw=raw,
+            source=source,
+        )
+
+    @classmethod
     def from_file(cls, path: str | os.PathLike[str], *, samples: bool = True) -> Report:
         """Read and structurally validate a report file.
 
@@ -191,11 +203,4 @@ def replay(
         max_replay_events=max_replay_events,
         **settings,
     )
-    return Report(
-        raw.sections(),
-        raw.samples,
-        raw.sample_signatures(),
-        has_samples=include_samples,
-        raw=raw,
-        source=name,
-    )
+    return Report.of_run(raw, name, has_samples=include_samples)

@@ -205,12 +205,5 @@ def replay_physical(
         ),
         include_samples=include_samples,
     )
-    report = Report(
-        raw.sections(),
-        raw.samples,
-        raw.sample_signatures(),
-        has_samples=include_samples,
-        raw=raw,
-        source=name,
-    )
+    report = Report.of_run(raw, name, has_samples=include_samples)
     return MeasuredRun(report=report, enter_us=enter_us, exit_us=exit_us)

@@ -16,6 +16,7 @@ start; a rank writes ``rank{R}.npz`` with its entry and exit per occurrence
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -27,6 +28,9 @@ from commcanary.physical.program import Program, elements, read_program
 
 #: How far ahead rank 0 places an iteration's start, ns.
 START_AHEAD_NS = 50_000_000
+#: Fault injection for tests: ``RANK:K`` makes that rank exit abruptly
+#: before its K-th occurrence, as a crashed process would.
+FAULT_VAR = "COMMCANARY_PHYSICAL_FAULT"
 
 
 def _wait_until(target_ns: int, spin: bool) -> None:
@@ -133,6 +137,8 @@ def run(directory: Path, rank: int, world: int, port: int, engine: str, options:
     scale = float(options["compute_fill_scale"])
     mine = [rank in program.signatures[s]["ranks"] for s in range(len(program.signatures))]
     rounds = int(options["warmup"]) + int(options["iterations"])
+    fault = os.environ.get(FAULT_VAR, "")
+    die_at = int(fault.split(":")[1]) if fault.split(":")[0] == str(rank) else -1
     n = program.occurrences
     enter = np.full((rounds, n), np.nan)
     leave = np.full((rounds, n), np.nan)
@@ -146,6 +152,8 @@ def run(directory: Path, rank: int, world: int, port: int, engine: str, options:
             due += float(program.gap_us[k]) * scale * 1000.0
             if not mine[s]:
                 continue
+            if 0 <= die_at <= k:
+                os._exit(9)
             at = int(program.offsets_at[k]) + program.signatures[s]["ranks"].index(rank)
             _wait_until(int(due + float(program.offsets_us[at]) * 1000.0), spin)
             t0 = time.monotonic_ns()

@@ -1,0 +1,220 @@
+"""``replay --physical``: canaries executed on 4 real gloo processes. The
+gloo fixture's canary (its recorded arrival offsets, the 60-120 ms sleeps of
+rank 2 among them, reappear as measured lags), a measured report compared
+with itself and with a run under more compute, and bad input (too few
+processes, an op torch cannot run, an engine this build lacks, a process
+that dies) refused with every process ended. Needs torch (the ``torch``
+extra; CI installs it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import commcanary
+from commcanary.cli import app
+from conftest import SHARED
+
+torch = pytest.importorskip("torch")
+
+DECODE = SHARED / "fixtures" / "kineto" / "gloo_tp4_decode"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def fixture_canary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not DECODE.exists():
+        pytest.skip("shared fixtures not present")
+    d = tmp_path_factory.mktemp("physical")
+    commcanary.import_kineto(sorted(DECODE.glob("rank*.json.gz"))).write(d / "job.trace.json")
+    commcanary.compile(d / "job.trace.json", lossless_timing=True, timing_sample_limit=1000).write(
+        d / "job.canary.json"
+    )
+    return d / "job.canary.json"
+
+
+def small_canary(directory: Path) -> Path:
+    """Eight decode steps of four ranks: a world all_reduce, pair all_gathers,
+    a broadcast and a transfer, 3 ms apart; rank 2 reaches step 4's
+    all_reduce 60 ms late."""
+    events = []
+    for step in range(8):
+        for op, ranks, size, group in (
+            ("all_reduce", [0, 1, 2, 3], 1 << 20, "world"),
+            ("all_gather", [0, 1], 1 << 16, "pair0"),
+            ("all_gather", [2, 3], 1 << 16, "pair1"),
+            ("broadcast", [0, 1, 2, 3], 1024, "world"),
+        ):
+            e = {
+                "op": op,
+                "ranks": ranks,
+                "bytes": size,
+                "group": group,
+                "gap_us": 3000.0,
+                "compute_overlap_us": 0.0,
+            }
+            if step == 4 and op == "all_reduce":
+                e["rank_arrival_us"] = {"0": 0.0, "1": 0.0, "2": 60_000.0, "3": 0.0}
+            events.append(e | ({"root_rank": 0} if op == "broadcast" else {}))
+        events.append(
+            {
+                "op": "point_to_point",
+                "ranks": [0, 2],
+                "sender_rank": 0,
+                "receiver_rank": 2,
+                "bytes": 4096,
+                "gap_us": 1000.0,
+            }
+        )
+    trace = directory / "small.trace.json"
+    trace.write_text(json.dumps({"format": "commcanary.trace.v1", "events": events}))
+    commcanary.compile(trace, lossless_timing=True, timing_sample_limit=1000).write(
+        directory / "small.canary.json"
+    )
+    return directory / "small.canary.json"
+
+
+def workers_left() -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "commcanary.physical.worker" in cmd:
+            found.append(cmd)
+    return found
+
+
+def test_the_fixture_canary_runs_on_real_gloo_and_its_offsets_come_back(
+    fixture_canary: Path, tmp_path: Path
+) -> None:
+    from commcanary.physical import load_program, replay_physical
+
+    run = replay_physical(fixture_canary, warmup=0, iterations=1)
+    program = load_program(fixture_canary)
+    report = run.report
+    assert report.metrics["count"] == program.occurrences == 506
+    assert report.section("backend")["mode"] == "physical-measurement"
+    assert report.section("backend")["engine"] == "gloo"
+    # The recorded sleeps of rank 2 (arrival offsets of tens of ms) are
+    # measured again as rank 2's lag behind the other members.
+    late = []
+    for k in range(program.occurrences):
+        sig = program.signatures[int(program.signature[k])]
+        if 2 not in sig["ranks"] or len(sig["ranks"]) < 4:
+            continue
+        at = int(program.offsets_at[k])
+        offsets = program.offsets_us[at : at + len(sig["ranks"])]
+        lead = offsets[sig["ranks"].index(2)] - max(
+            o for r, o in zip(sig["ranks"], offsets, strict=True) if r != 2
+        )
+        if lead > 20_000:
+            measured = run.enter_us[2, k] - np.nanmax(np.delete(run.enter_us[:, k], 2))
+            late.append((lead, measured))
+    assert len(late) == 8, late  # the eight injected steps
+    assert all(measured > 0.6 * lead for lead, measured in late), late
+    out = tmp_path / "measured.report.json"
+    report.write(out)
+    same = runner.invoke(app, ["compare", str(out), str(out), "-o", str(tmp_path / "c.json")])
+    assert same.exit_code == 0 and same.output.startswith("comparison verdict: pass"), same.output
+    checked = runner.invoke(
+        app, ["verify-report", str(out), str(fixture_canary), "-o", str(tmp_path / "v.json")]
+    )
+    assert checked.exit_code == 0 and "report verification: measured_reconciled" in checked.output
+    assert "cannot be recomputed" in checked.output
+    assert workers_left() == []
+
+
+def test_more_compute_between_collectives_is_measured_slower(tmp_path: Path) -> None:
+    from commcanary.physical import replay_physical
+
+    canary = small_canary(tmp_path)
+    base = replay_physical(canary, iterations=2, warmup=1, compute_fill="spin")
+    assert base.report.metrics["count"] == 80
+    for sample in (20, 60):  # step 4's all_reduce, in both iterations
+        lag = base.enter_us[2, sample] - np.nanmax(np.delete(base.enter_us[:, sample], 2))
+        assert 45_000 < lag < 75_000, lag
+    base.report.write(tmp_path / "base.json")
+    argv = ["replay", str(canary), "--physical", "gloo", "-o", str(tmp_path / "busy.json"), "--warmup", "1"]
+    result = runner.invoke(
+        app, [*argv, "--iterations", "2", "--compute-fill", "spin", "--compute-fill-scale", "4"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("measured on gloo: replayed 80 events")
+    # Spinning processes take the cores the collectives need: the busier run
+    # is slower, and compare says so.
+    result = runner.invoke(
+        app,
+        ["compare", str(tmp_path / "base.json"), str(tmp_path / "busy.json"), "-o", str(tmp_path / "c.json")],
+    )
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert doc["delta"]["median_pct"] > 0 and doc["delta"]["p95_pct"] > 0, doc["delta"]
+    assert doc["verdict"] in ("warn", "fail") and result.exit_code in (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "message"),
+    [
+        (["--nproc", "2"], 3, "--nproc 2 is smaller than the canary's world size (4 ranks)"),
+        (["--latency-floor-us", "3"], 3, "--latency-floor-us does not apply to a physical replay"),
+        (["--physical", "mpi"], 3, "--physical must be one of gloo, nccl"),
+    ],
+)
+def test_bad_physical_runs_are_refused(tmp_path: Path, extra: list[str], code: int, message: str) -> None:
+    canary = small_canary(tmp_path)
+    argv = ["replay", str(canary), "-o", str(tmp_path / "r.json")]
+    argv += extra if "--physical" in extra else ["--physical", "gloo", *extra]
+    result = runner.invoke(app, argv)
+    assert result.exit_code == code and message in result.output, result.output
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_custom_op_and_a_missing_engine_are_refused(tmp_path: Path) -> None:
+    trace = tmp_path / "custom.trace.json"
+    events = [{"op": "barrier_all", "custom_op": True, "bytes": 8, "ranks": 2, "gap_us": 1.0}] * 2
+    trace.write_text(json.dumps({"format": "commcanary.trace.v1", "events": events}))
+    commcanary.compile(trace).write(tmp_path / "c.json")
+    result = runner.invoke(
+        app, ["replay", str(tmp_path / "c.json"), "--physical", "gloo", "-o", str(tmp_path / "r.json")]
+    )
+    assert result.exit_code == 3 and "custom op 'barrier_all'" in result.output, result.output
+    if not torch.cuda.is_available():
+        canary = small_canary(tmp_path)
+        result = runner.invoke(
+            app, ["replay", str(canary), "--physical", "nccl", "-o", str(tmp_path / "r.json")]
+        )
+        assert result.exit_code == 3 and "nccl" in result.output.lower(), result.output
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_process_that_dies_ends_the_run_with_exit_4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from commcanary.physical.worker import FAULT_VAR
+
+    canary = small_canary(tmp_path)
+    monkeypatch.setenv(FAULT_VAR, "1:12")
+    result = runner.invoke(
+        app,
+        ["replay", str(canary), "--physical", "gloo", "-o", str(tmp_path / "r.json"), "--timeout-s", "120"],
+    )
+    assert result.exit_code == 4, result.output
+    assert "replay process of rank 1 failed (exit 9)" in result.output
+    assert not (tmp_path / "r.json").exists()
+    assert workers_left() == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="--physical nccl needs GPUs; none is visible here")
+def test_the_same_code_runs_on_nccl(tmp_path: Path) -> None:
+    from commcanary.physical import replay_physical
+
+    canary = small_canary(tmp_path)
+    if torch.cuda.device_count() < 4:
+        pytest.skip(f"needs 4 GPUs, {torch.cuda.device_count()} visible")
+    run = replay_physical(canary, engine="nccl", iterations=1, warmup=1)
+    assert run.report.metrics["count"] == 40 and run.report.section("backend")["engine"] == "nccl"
