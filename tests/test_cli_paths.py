@@ -245,6 +245,12 @@ CASES: dict[str, Case] = {
         f["configs"],
         "the --configurations file",
     ),
+    "calibrate -o CANARY": lambda f, w: (
+        ["calibrate", str(f["base"]), "--canary", str(f["canary"]), "-o", str(f["canary"])],
+        "--output",
+        f["canary"],
+        "the --canary file",
+    ),
     "export-param -o CANARY": lambda f, w: (
         ["export-param", str(f["canary"]), "-o", str(f["canary"])],
         "--output",

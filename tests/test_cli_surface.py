@@ -39,6 +39,7 @@ USAGE = {
     "export-param": "CANARY",
     "capture": "[-- CMD...]",
     "baseline": "TRACE",
+    "calibrate": "MEASURED_REPORT...",
     "reduce": "TRACE",
     "diagnose hang": "EVIDENCE...",
     "diagnose stragglers": "TRACE...",

@@ -218,3 +218,33 @@ def test_the_same_code_runs_on_nccl(tmp_path: Path) -> None:
         pytest.skip(f"needs 4 GPUs, {torch.cuda.device_count()} visible")
     run = replay_physical(canary, engine="nccl", iterations=1, warmup=1)
     assert run.report.metrics["count"] == 40 and run.report.section("backend")["engine"] == "nccl"
+
+
+def test_calibrate_fits_the_model_to_measured_runs(tmp_path: Path) -> None:
+    from commcanary.physical import replay_physical
+
+    canary = small_canary(tmp_path)
+    reports = []
+    for i in range(2):
+        run = replay_physical(canary, iterations=2, warmup=1)
+        reports.append(run.report.write(tmp_path / f"m{i}.json"))
+    out = tmp_path / "backend.json"
+    result = runner.invoke(app, ["calibrate", *map(str, reports), "--canary", str(canary), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("calibrated: bandwidth=")
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "commcanary.backend.v1"
+    errors = {e["op"]: e for e in doc["errors"]}
+    assert set(errors) == {"all_reduce", "all_gather", "broadcast", "point_to_point"}
+    # The default backend is a GPU's; the fitted one is far closer to gloo here.
+    assert all(e["mdape_after_pct"] < e["mdape_before_pct"] for e in errors.values()), errors
+    assert all(e["noise_pct"] is not None and e["samples"] > 0 for e in errors.values())
+    fitted = tmp_path / "fitted.report.json"
+    replayed = runner.invoke(app, ["replay", str(canary), "--backend-file", str(out), "-o", str(fitted)])
+    assert replayed.exit_code == 0, replayed.output
+    backend = json.loads(fitted.read_text())["backend"]
+    assert backend["latency_floor_us"] == doc["backend"]["latency_floor_us"]
+    refused = runner.invoke(
+        app, ["calibrate", str(fitted), "--canary", str(canary), "-o", str(tmp_path / "b2.json")]
+    )
+    assert refused.exit_code == 3 and "is not a measured report" in refused.output

@@ -17,7 +17,7 @@ say. Exit status:
 
 This module holds the application, the exit codes and the error boundary;
 each command group lives in its own module (:mod:`.compile`, :mod:`.replay`,
-:mod:`.compare`, :mod:`.verify`, :mod:`.render`, :mod:`.import_`,
+:mod:`.compare`, :mod:`.calibrate`, :mod:`.verify`, :mod:`.render`, :mod:`.import_`,
 :mod:`.export`, :mod:`.capture`, :mod:`.research`, :mod:`.diagnose`, :mod:`.steps`, :mod:`.timeline`). Command modules parse
 options and print; the library validates values and raises the errors the
 boundary maps. Heavy modules are imported inside commands so
@@ -212,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # The commands, in the order ``--help`` lists them. Their modules import this
 # one, so they are imported after everything above is defined.
+import commcanary.cli.calibrate as _calibrate  # noqa: E402
 import commcanary.cli.capture as _capture  # noqa: E402
 import commcanary.cli.compare as _compare  # noqa: E402
 import commcanary.cli.compile as _compile  # noqa: E402
@@ -228,6 +229,7 @@ import commcanary.cli.verify as _verify  # noqa: E402
 app.command("compile", cls=Command)(_compile.compile_command)
 app.command("replay", cls=Command)(_replay.replay_command)
 app.command("compare", cls=Command)(_compare.compare_command)
+app.command("calibrate", cls=Command)(_calibrate.calibrate_command)
 app.command("verify-report", cls=Command)(_verify.verify_report_command)
 app.command("verify-fidelity", cls=Command)(_verify.verify_fidelity_command)
 app.command("verify-behavior", cls=Command)(_verify.verify_behavior_command)

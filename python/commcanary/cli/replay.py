@@ -98,6 +98,14 @@ Ablations = Annotated[
 ]
 
 
+BackendFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--backend-file",
+        metavar="BACKEND.json",
+        help="Take the backend from a file (commcanary calibrate -o) instead of the backend options.",
+    ),
+]
 Physical = Annotated[
     str | None,
     typer.Option(
@@ -165,6 +173,7 @@ def replay_command(
     include_samples: IncludeSamples = False,
     max_replay_events: MaxReplayEvents = _core.DEFAULT_SETTINGS["max_replay_events"],
     ablations: Ablations = None,
+    backend_file: BackendFile = None,
     physical: Physical = None,
     nproc: Nproc = None,
     warmup: Warmup = 1,
@@ -181,10 +190,19 @@ def replay_command(
     with errors_exit(ctx):
         from commcanary.replay import replay
 
-        check_paths(ctx, inputs={"canary": canary}, outputs={"output": output, "html": html})
+        check_paths(
+            ctx,
+            inputs={"canary": canary, "backend_file": backend_file},
+            outputs={"output": output, "html": html},
+        )
+        backend = Backend(label, bandwidth_gbps, latency_floor_us, compute_pressure, overlap_efficiency)
+        if backend_file is not None:
+            from commcanary.calibrate import read_backend_file
+
+            backend = read_backend_file(backend_file)
         report = replay(
             canary,
-            backend=Backend(label, bandwidth_gbps, latency_floor_us, compute_pressure, overlap_efficiency),
+            backend=backend,
             iterations=iterations,
             seed=seed,
             ablations=ablations or [],
@@ -213,6 +231,14 @@ def _check_mode(ctx: typer.Context, physical: bool, ablations: list[str] | None)
     names = (*_MODEL_ONLY, "include_samples", "max_replay_events", *_PHYSICAL_ONLY)
     given = [name for name in names if typed(name)]
     wrong = [n for n in given if (n in _PHYSICAL_ONLY) != physical]
+    if not physical and typed("backend_file"):
+        wrong += [n for n in given if n in _MODEL_ONLY and n != "seed"]
+        if wrong:
+            fail(
+                f"{flag_for(ctx, wrong[0])} cannot be combined with --backend-file (the file gives the backend)"
+            )
+    if physical and typed("backend_file"):
+        wrong.insert(0, "backend_file")
     if physical and ablations:
         wrong.insert(0, "ablations")
     if wrong:

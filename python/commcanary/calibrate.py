@@ -1,0 +1,282 @@
+"""Calibrating the replay model against measured runs (``commcanary
+calibrate``).
+
+The model's collective latency of an occurrence is ``F + c + b / B`` (spec
+§4.3): the backend's latency floor ``F``, a term ``c`` that the backend's
+floor and bandwidth do not touch (the per-rank start-up term, the model's
+deterministic noise), and the bandwidth term ``b / B`` (message bits,
+op factor, concurrent groups, pressure over the bandwidth ``B``). ``c`` and
+``b`` are read off the model itself, replaying each canary twice (floor 0
+at a bandwidth so high its term vanishes, and at 1 Gbit/s), so nothing of
+the model is restated here. The fit chooses ``F >= 0`` and ``B > 0``
+minimising the squared relative error of the model's median collective
+latency per signature (operation, size, group) against the measured
+median, in closed form.
+
+Errors are reported per operation as the median absolute percentage error
+of the model's per-occurrence collective latency against each measurement,
+with the default backend and the calibrated one, beside the measurements'
+own run-to-run noise: the median absolute percentage deviation of each
+occurrence's measurements from their median over iterations and reports
+(the floor no model of medians can beat).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from commcanary import _core
+from commcanary.errors import InputError
+from commcanary.replay import Backend, Report, replay
+
+__all__ = ["BACKEND_FORMAT", "Calibration", "calibrate", "read_backend_file"]
+
+#: The backend file's format identifier.
+BACKEND_FORMAT = "commcanary.backend.v1"
+MEASURED_MODE = "physical-measurement"
+#: A bandwidth whose term is negligible (Gbit/s).
+_VANISHING_BANDWIDTH = 1e9
+
+
+@dataclass
+class Calibration:
+    """A fitted backend and how well the model fits before and after."""
+
+    backend: Backend
+    #: Per operation: ``op``, ``samples``, ``mdape_before_pct``,
+    #: ``mdape_after_pct``, ``noise_pct``.
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    #: The runs fitted: ``report``, ``canary_sha256``, ``engine``, ``host``, ``samples``.
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    def document(self) -> dict[str, Any]:
+        b = self.backend
+        return {
+            "format": BACKEND_FORMAT,
+            "backend": {
+                "label": b.label,
+                "bandwidth_gbps": b.bandwidth_gbps,
+                "latency_floor_us": b.latency_floor_us,
+                "compute_pressure": b.compute_pressure,
+                "overlap_efficiency": b.overlap_efficiency,
+            },
+            "fitted_from": self.runs,
+            "errors": self.errors,
+        }
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """Write the backend file atomically (canonical JSON)."""
+        data = _core.canonical_json(orjson.dumps(self.document()))
+        _core.write_atomic(os.fspath(path), data)
+        return Path(path)
+
+    def lines(self) -> list[str]:
+        b = self.backend
+        out = [
+            f"calibrated: bandwidth={_core.float_repr(b.bandwidth_gbps)} Gbit/s "
+            f"latency floor={_core.float_repr(b.latency_floor_us)} us from {sum(r['samples'] for r in self.runs)} "
+            f"measured occurrences in {len(self.runs)} report(s)"
+        ]
+        for e in self.errors:
+            noise = "n/a" if e["noise_pct"] is None else f"{e['noise_pct']:.1f}%"
+            out.append(
+                f"- {e['op']}: median abs error {e['mdape_before_pct']:.1f}% -> {e['mdape_after_pct']:.1f}% "
+                f"({e['samples']} samples; run-to-run noise {noise})"
+            )
+        return out
+
+
+@dataclass
+class _Run:
+    op: npt.NDArray[Any]
+    key: list[str]
+    occurrence: npt.NDArray[np.int64]
+    measured: npt.NDArray[np.float64]
+    constant: npt.NDArray[np.float64]
+    per_gbps: npt.NDArray[np.float64]
+
+
+def _measured(path: str | os.PathLike[str], canaries: dict[str, str]) -> tuple[_Run, dict[str, Any]]:
+    report = Report.from_file(path)
+    backend = report.section("backend") or {}
+    where = os.fspath(path)
+    if backend.get("mode") != MEASURED_MODE:
+        raise InputError(f"{where} is not a measured report (backend.mode is {backend.get('mode')!r})")
+    sha = (report.section("canary") or {}).get("sha256", "")
+    if sha not in canaries:
+        raise InputError(f"{where} was measured on canary {sha[:12]}, which none of the --canary files is")
+    samples = report.samples
+    if samples is None:
+        raise InputError(f"{where} has no samples to calibrate against")
+    iterations = int((report.section("replay_protocol") or {}).get("iterations", 1))
+    canary = canaries[sha]
+
+    def model(bandwidth: float) -> npt.NDArray[np.float64]:
+        run = replay(
+            canary,
+            backend=Backend(bandwidth_gbps=bandwidth, latency_floor_us=0.0),
+            iterations=iterations,
+            include_samples=True,
+        )
+        assert run.samples is not None
+        return np.asarray(run.samples["collective_us"], dtype=np.float64)
+
+    constant = model(_VANISHING_BANDWIDTH)
+    per_gbps = model(1.0) - constant
+    n = len(samples["collective_us"])
+    per_iteration = n // max(1, iterations)
+    signatures = samples["signature"]
+    key = [f"{o}|{g}|{s}" for o, g, s in zip(samples["op"], samples["group"], signatures, strict=True)]
+    run = _Run(
+        op=np.asarray(samples["op"]),
+        key=key,
+        occurrence=np.arange(n) % max(1, per_iteration),
+        measured=np.asarray(samples["collective_us"], dtype=np.float64),
+        constant=constant,
+        per_gbps=per_gbps,
+    )
+    info = {
+        "report": where,
+        "canary_sha256": sha,
+        "engine": backend.get("engine"),
+        "host": backend.get("host"),
+        "samples": n,
+    }
+    return run, info
+
+
+def _fit(runs: list[_Run]) -> tuple[float, float]:
+    """``(F, 1/B)`` minimising the squared relative error of per-signature medians."""
+    rows: dict[tuple[int, str], list[int]] = {}
+    for r, run in enumerate(runs):
+        for i, k in enumerate(run.key):
+            rows.setdefault((r, k), []).append(i)
+    m, c, b = [], [], []
+    for (r, _k), idx in rows.items():
+        run = runs[r]
+        m.append(float(np.median(run.measured[idx])))
+        c.append(float(np.median(run.constant[idx])))
+        b.append(float(np.median(run.per_gbps[idx])))
+    med, con, per = (np.array(v) for v in (m, c, b))
+    w = 1.0 / np.maximum(med, 1e-3) ** 2
+    target = med - con
+    # Weighted least squares for F + per * x = target, with F >= 0, x > 0.
+    a = np.stack([np.ones_like(per), per], axis=1)
+    sw = np.sqrt(w)
+    (floor, x), *_ = np.linalg.lstsq(a * sw[:, None], target * sw, rcond=None)
+    if floor < 0:
+        floor = 0.0
+        x = float(np.sum(w * per * target) / max(np.sum(w * per * per), 1e-300))
+    x = max(float(x), 1.0 / _VANISHING_BANDWIDTH)
+    return float(floor), x
+
+
+def _errors(runs: list[_Run], before: Backend, floor: float, x: float) -> list[dict[str, Any]]:
+    out = []
+    ops = sorted({str(o) for run in runs for o in run.op})
+    for op in ops:
+        err_before, err_after, noise = [], [], []
+        for run in runs:
+            sel = run.op == op
+            m = run.measured[sel]
+            ok = m > 0
+            y_before = run.constant[sel] + before.latency_floor_us + run.per_gbps[sel] / before.bandwidth_gbps
+            y_after = run.constant[sel] + floor + run.per_gbps[sel] * x
+            err_before.extend(np.abs(y_before[ok] - m[ok]) / m[ok])
+            err_after.extend(np.abs(y_after[ok] - m[ok]) / m[ok])
+            occ = run.occurrence[sel]
+            for k in np.unique(occ):
+                values = m[occ == k]
+                if len(values) >= 2:
+                    centre = np.median(values)
+                    noise.extend(np.abs(values - centre) / max(centre, 1e-9))
+        out.append(
+            {
+                "op": op,
+                "samples": len(err_before),
+                "mdape_before_pct": round(float(np.median(err_before)) * 100, 2) if err_before else 0.0,
+                "mdape_after_pct": round(float(np.median(err_after)) * 100, 2) if err_after else 0.0,
+                "noise_pct": round(float(np.median(noise)) * 100, 2) if noise else None,
+            }
+        )
+    return out
+
+
+def calibrate(
+    reports: Sequence[str | os.PathLike[str]],
+    canaries: Sequence[str | os.PathLike[str]],
+    *,
+    label: str | None = None,
+) -> Calibration:
+    """Fit the model's latency floor and bandwidth to measured ``reports``
+    (from ``replay --physical``) of the given ``canaries``.
+
+    Raises :class:`InputError` for a report that is not measured, has no
+    samples, or whose canary is not among ``canaries``.
+    """
+    if not reports:
+        raise InputError("calibration needs at least one measured report")
+    by_sha: dict[str, str] = {}
+    for c in canaries:
+        data = _core.read_input_file(os.fspath(c))
+        _core.check_canary(os.fspath(c), data=data)
+        by_sha[_canary_sha(data)] = os.fspath(c)
+    measured = [_measured(r, by_sha) for r in reports]
+    runs = [m[0] for m in measured]
+    floor, x = _fit(runs)
+    default = Backend()
+    engines = sorted({str(m[1]["engine"]) for m in measured})
+    name = label or f"calibrated to {'+'.join(engines)} on {measured[0][1]['host'] or platform.node()}"
+    backend = Backend(
+        label=name,
+        bandwidth_gbps=round(1.0 / x, 6),
+        latency_floor_us=round(floor, 3),
+        compute_pressure=default.compute_pressure,
+        overlap_efficiency=default.overlap_efficiency,
+    )
+    return Calibration(
+        backend=backend,
+        errors=_errors(runs, default, backend.latency_floor_us, 1.0 / backend.bandwidth_gbps),
+        runs=[m[1] for m in measured],
+    )
+
+
+def _canary_sha(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_backend_file(path: str | os.PathLike[str]) -> Backend:
+    """The backend of a backend file (``commcanary calibrate -o``)."""
+    where = os.fspath(path)
+    try:
+        doc = orjson.loads(_core.read_input_file(where))
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{where} is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != BACKEND_FORMAT:
+        raise InputError(f"{where} field 'format' must be '{BACKEND_FORMAT}'")
+    b = doc.get("backend")
+    keys = ("label", "bandwidth_gbps", "latency_floor_us", "compute_pressure", "overlap_efficiency")
+    if not isinstance(b, dict) or set(b) != set(keys):
+        raise InputError(f"{where} field 'backend' must have exactly {', '.join(keys)}")
+    if not isinstance(b["label"], str) or not all(
+        isinstance(b[k], int | float) and not isinstance(b[k], bool) for k in keys[1:]
+    ):
+        raise InputError(f"{where} field 'backend' has a value of the wrong type")
+    return Backend(
+        label=b["label"],
+        bandwidth_gbps=float(b["bandwidth_gbps"]),
+        latency_floor_us=float(b["latency_floor_us"]),
+        compute_pressure=float(b["compute_pressure"]),
+        overlap_efficiency=float(b["overlap_efficiency"]),
+    )

@@ -1,0 +1,81 @@
+"""``replay --backend-file``: a backend from a file (``commcanary calibrate
+-o``) replaces the backend options; bad files and mixed options are refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import commcanary
+from commcanary.cli import app
+from conftest import EXAMPLES
+
+runner = CliRunner()
+BACKEND = {
+    "label": "calibrated to gloo on a test host",
+    "bandwidth_gbps": 10.5,
+    "latency_floor_us": 470.0,
+    "compute_pressure": 0.55,
+    "overlap_efficiency": 0.72,
+}
+
+
+@pytest.fixture
+def canary(tmp_path: Path) -> Path:
+    return commcanary.compile(EXAMPLES / "llama70b_tp8_trace.json").write(tmp_path / "c.json")
+
+
+def test_the_file_gives_the_backend(canary: Path, tmp_path: Path) -> None:
+    file = tmp_path / "backend.json"
+    file.write_text(json.dumps({"format": "commcanary.backend.v1", "backend": BACKEND, "errors": []}))
+    out = tmp_path / "r.json"
+    result = runner.invoke(app, ["replay", str(canary), "--backend-file", str(file), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    backend = json.loads(out.read_text())["backend"]
+    assert {k: backend[k] for k in BACKEND} == BACKEND
+    direct = commcanary.replay(canary, backend=commcanary.Backend(**BACKEND))
+    assert json.loads(out.read_text())["metrics"] == direct.metrics
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (
+            {"format": "commcanary.backend.v0", "backend": BACKEND},
+            "field 'format' must be 'commcanary.backend.v1'",
+        ),
+        (
+            {"format": "commcanary.backend.v1", "backend": {**BACKEND, "extra": 1}},
+            "field 'backend' must have exactly",
+        ),
+        ({"format": "commcanary.backend.v1", "backend": {**BACKEND, "bandwidth_gbps": "fast"}}, "wrong type"),
+        ({"format": "commcanary.backend.v1", "backend": {**BACKEND, "bandwidth_gbps": -1.0}}, "bandwidth"),
+    ],
+)
+def test_bad_backend_files_are_refused(canary: Path, tmp_path: Path, doc: dict, message: str) -> None:
+    file = tmp_path / "backend.json"
+    file.write_text(json.dumps(doc))
+    out = tmp_path / "r.json"
+    result = runner.invoke(app, ["replay", str(canary), "--backend-file", str(file), "-o", str(out)])
+    assert result.exit_code in (2, 3) and message in result.output, result.output
+    assert not out.exists()
+
+
+def test_backend_options_and_a_file_do_not_mix(canary: Path, tmp_path: Path) -> None:
+    file = tmp_path / "backend.json"
+    file.write_text(json.dumps({"format": "commcanary.backend.v1", "backend": BACKEND}))
+    argv = [
+        "replay",
+        str(canary),
+        "--backend-file",
+        str(file),
+        "--latency-floor-us",
+        "3",
+        "-o",
+        str(tmp_path / "r"),
+    ]
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 3 and "cannot be combined with --backend-file" in result.output, result.output
