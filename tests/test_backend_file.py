@@ -79,3 +79,38 @@ def test_backend_options_and_a_file_do_not_mix(canary: Path, tmp_path: Path) -> 
     ]
     result = runner.invoke(app, argv)
     assert result.exit_code == 3 and "cannot be combined with --backend-file" in result.output, result.output
+
+
+def test_an_op_override_changes_that_op_only_and_the_report_recomputes(canary: Path, tmp_path: Path) -> None:
+    plain = commcanary.replay(canary, include_samples=True)
+    slow = commcanary.Backend(op_overrides=(("all_reduce", 100.0, 5.0),))
+    report = commcanary.replay(canary, backend=slow, include_samples=True)
+    assert report.section("backend")["op_overrides"] == [
+        {"op": "all_reduce", "latency_floor_us": 100.0, "bandwidth_gbps": 5.0}
+    ]
+    assert "op_overrides" not in plain.section("backend")  # default reports are unchanged
+    assert report.samples is not None and plain.samples is not None
+    assert (report.samples["collective_us"] > plain.samples["collective_us"] + 90).all()
+    out = tmp_path / "r.json"
+    report.write(out)
+    assert commcanary.verify_report(out, canary)["status"] == "model_recomputed"
+    file = tmp_path / "backend.json"
+    entry = {"op": "all_reduce", "latency_floor_us": 100.0, "bandwidth_gbps": 5.0}
+    file.write_text(
+        json.dumps({"format": "commcanary.backend.v1", "backend": {**BACKEND, "op_overrides": [entry]}})
+    )
+    result = runner.invoke(
+        app, ["replay", str(canary), "--backend-file", str(file), "-o", str(tmp_path / "f.json")]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "f.json").read_text())["backend"]["op_overrides"] == [entry]
+
+
+def test_bad_op_overrides_are_refused(canary: Path) -> None:
+    for overrides in (
+        (("all_reduce", -1.0, 5.0),),
+        (("all_reduce", 1.0, 0.0),),
+        (("b", 1.0, 1.0), ("b", 2.0, 2.0)),
+    ):
+        with pytest.raises(commcanary.InputError, match="op_overrides"):
+            commcanary.replay(canary, backend=commcanary.Backend(op_overrides=overrides))

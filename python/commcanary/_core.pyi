@@ -174,6 +174,7 @@ def replay_canary(
     max_replay_events: int | None = None,
     ablations: list[str] = ...,
     include_samples: bool = False,
+    op_overrides: list[tuple[str, float, float]] = ...,
 ) -> ReplayReport: ...
 def read_report_file(path: str, *, samples: bool = True, data: bytes | None = None) -> ReportDocument: ...
 def verify_report_files(

@@ -11,7 +11,11 @@ at a bandwidth so high its term vanishes, and at 1 Gbit/s), so nothing of
 the model is restated here. The fit chooses ``F >= 0`` and ``B > 0``
 minimising the squared relative error of the model's median collective
 latency per signature (operation, size, group) against the measured
-median, in closed form.
+median, in closed form: once over every operation (the backend's ``F`` and
+``B``), then per operation (an ``op_overrides`` entry: its own ``F`` at
+the overall ``B``, or its own ``F`` and ``B`` when it was measured at two
+sizes or more and that fits its medians better with a bandwidth within a
+factor of 100 of the overall one).
 
 Errors are reported per operation as the median absolute percentage error
 of the model's per-occurrence collective latency against each measurement,
@@ -68,6 +72,9 @@ class Calibration:
                 "latency_floor_us": b.latency_floor_us,
                 "compute_pressure": b.compute_pressure,
                 "overlap_efficiency": b.overlap_efficiency,
+                "op_overrides": [
+                    {"op": op, "latency_floor_us": f, "bandwidth_gbps": bw} for op, f, bw in b.op_overrides
+                ],
             },
             "fitted_from": self.runs,
             "errors": self.errors,
@@ -154,19 +161,45 @@ def _measured(path: str | os.PathLike[str], canaries: dict[str, str]) -> tuple[_
     return run, info
 
 
-def _fit(runs: list[_Run]) -> tuple[float, float]:
-    """``(F, 1/B)`` minimising the squared relative error of per-signature medians."""
+def _medians(runs: list[_Run], op: str | None) -> tuple[npt.NDArray[np.float64], ...]:
+    """Per signature (of ``op``, or of every op): the medians of the measured
+    latency, the model's constant term and its bandwidth term at 1 Gbit/s."""
     rows: dict[tuple[int, str], list[int]] = {}
     for r, run in enumerate(runs):
         for i, k in enumerate(run.key):
-            rows.setdefault((r, k), []).append(i)
+            if op is None or run.op[i] == op:
+                rows.setdefault((r, k), []).append(i)
     m, c, b = [], [], []
     for (r, _k), idx in rows.items():
         run = runs[r]
         m.append(float(np.median(run.measured[idx])))
         c.append(float(np.median(run.constant[idx])))
         b.append(float(np.median(run.per_gbps[idx])))
-    med, con, per = (np.array(v) for v in (m, c, b))
+    return np.array(m), np.array(c), np.array(b)
+
+
+def _fit_op(runs: list[_Run], op: str, overall_x: float) -> tuple[float, float]:
+    """One op's ``(F, 1/B)``: both when it was measured at two sizes or more,
+    else its own ``F`` at the overall bandwidth."""
+    med, con, per = _medians(runs, op)
+    w = 1.0 / np.maximum(med, 1e-3) ** 2
+
+    def error(floor: float, x: float) -> float:
+        return float(np.sum(w * (floor + con + per * x - med) ** 2))
+
+    own = (max(float(np.sum(w * (med - con - per * overall_x)) / np.sum(w)), 0.0), overall_x)
+    if len(np.unique(np.round(per, 9))) >= 2:
+        both = _fit(runs, op)
+        # Two sizes close together extrapolate badly: keep the bandwidth
+        # within a factor of 100 of the overall one, and only when it helps.
+        if 0.01 <= both[1] / overall_x <= 100 and error(*both) < error(*own):
+            return both
+    return own
+
+
+def _fit(runs: list[_Run], op: str | None = None) -> tuple[float, float]:
+    """``(F, 1/B)`` minimising the squared relative error of per-signature medians."""
+    med, con, per = _medians(runs, op)
     w = 1.0 / np.maximum(med, 1e-3) ** 2
     target = med - con
     # Weighted least squares for F + per * x = target, with F >= 0, x > 0.
@@ -180,10 +213,11 @@ def _fit(runs: list[_Run]) -> tuple[float, float]:
     return float(floor), x
 
 
-def _errors(runs: list[_Run], before: Backend, floor: float, x: float) -> list[dict[str, Any]]:
+def _errors(
+    runs: list[_Run], before: Backend, fitted: dict[str, tuple[float, float]]
+) -> list[dict[str, Any]]:
     out = []
-    ops = sorted({str(o) for run in runs for o in run.op})
-    for op in ops:
+    for op, (floor, x) in sorted(fitted.items()):
         err_before, err_after, noise = [], [], []
         for run in runs:
             sel = run.op == op
@@ -233,19 +267,26 @@ def calibrate(
     measured = [_measured(r, by_sha) for r in reports]
     runs = [m[0] for m in measured]
     floor, x = _fit(runs)
+    floor, x = round(floor, 3), 1.0 / round(1.0 / x, 6)
+    ops = sorted({str(o) for run in runs for o in run.op})
+    fitted = {}
+    for op in ops:
+        f_op, x_op = _fit_op(runs, op, x)
+        fitted[op] = (round(f_op, 3), 1.0 / round(1.0 / x_op, 6))
     default = Backend()
     engines = sorted({str(m[1]["engine"]) for m in measured})
     name = label or f"calibrated to {'+'.join(engines)} on {measured[0][1]['host'] or platform.node()}"
     backend = Backend(
         label=name,
         bandwidth_gbps=round(1.0 / x, 6),
-        latency_floor_us=round(floor, 3),
+        latency_floor_us=floor,
         compute_pressure=default.compute_pressure,
         overlap_efficiency=default.overlap_efficiency,
+        op_overrides=tuple((op, f, round(1.0 / xo, 6)) for op, (f, xo) in fitted.items()),
     )
     return Calibration(
         backend=backend,
-        errors=_errors(runs, default, backend.latency_floor_us, 1.0 / backend.bandwidth_gbps),
+        errors=_errors(runs, default, fitted),
         runs=[m[1] for m in measured],
     )
 
@@ -267,8 +308,14 @@ def read_backend_file(path: str | os.PathLike[str]) -> Backend:
         raise InputError(f"{where} field 'format' must be '{BACKEND_FORMAT}'")
     b = doc.get("backend")
     keys = ("label", "bandwidth_gbps", "latency_floor_us", "compute_pressure", "overlap_efficiency")
-    if not isinstance(b, dict) or set(b) != set(keys):
-        raise InputError(f"{where} field 'backend' must have exactly {', '.join(keys)}")
+    if not isinstance(b, dict) or set(b) - {"op_overrides"} != set(keys):
+        raise InputError(f"{where} field 'backend' must have exactly {', '.join(keys)} (and op_overrides)")
+    overrides = b.get("op_overrides", [])
+    entry = {"op", "latency_floor_us", "bandwidth_gbps"}
+    if not isinstance(overrides, list) or not all(isinstance(o, dict) and set(o) == entry for o in overrides):
+        raise InputError(
+            f"{where} field 'backend.op_overrides' must be a list of {{op, latency_floor_us, bandwidth_gbps}}"
+        )
     if not isinstance(b["label"], str) or not all(
         isinstance(b[k], int | float) and not isinstance(b[k], bool) for k in keys[1:]
     ):
@@ -279,4 +326,7 @@ def read_backend_file(path: str | os.PathLike[str]) -> Backend:
         latency_floor_us=float(b["latency_floor_us"]),
         compute_pressure=float(b["compute_pressure"]),
         overlap_efficiency=float(b["overlap_efficiency"]),
+        op_overrides=tuple(
+            (str(o["op"]), float(o["latency_floor_us"]), float(o["bandwidth_gbps"])) for o in overrides
+        ),
     )

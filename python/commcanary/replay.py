@@ -42,6 +42,9 @@ class Backend:
     latency_floor_us: float = _core.DEFAULT_SETTINGS["latency_floor_us"]
     compute_pressure: float = _core.DEFAULT_SETTINGS["compute_pressure"]
     overlap_efficiency: float = _core.DEFAULT_SETTINGS["overlap_efficiency"]
+    #: Operations with their own ``(op, latency_floor_us, bandwidth_gbps)``
+    #: (a calibrated backend's); every other op uses the two above.
+    op_overrides: tuple[tuple[str, float, float], ...] = ()
 
 
 class Report:
@@ -187,6 +190,7 @@ def replay(
     from commcanary.compiler import Canary as CanaryType
 
     settings = asdict(backend or Backend())
+    settings["op_overrides"] = [tuple(o) for o in settings["op_overrides"]]
     if isinstance(canary, CanaryType):
         name, data = "<canary>", canary.to_bytes()
     elif isinstance(canary, bytes | bytearray | memoryview):

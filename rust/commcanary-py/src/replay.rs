@@ -79,6 +79,7 @@ pub(crate) fn requested_settings(
         seed,
         max_replay_events,
         ablations,
+        op_overrides: Vec::new(),
     }
 }
 
@@ -184,7 +185,7 @@ impl PyReplayReport {
 /// Replays the canary at `path` (or `data`, when given) under the settings;
 /// a setting left `None` takes the model's default.
 #[pyfunction]
-#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false))]
+#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay_canary(
     py: Python<'_>,
@@ -200,8 +201,9 @@ pub fn replay_canary(
     max_replay_events: Option<i64>,
     ablations: Vec<String>,
     include_samples: bool,
+    op_overrides: Vec<(String, f64, f64)>,
 ) -> PyResult<PyReplayReport> {
-    let requested = requested_settings(
+    let mut requested = requested_settings(
         label,
         bandwidth_gbps,
         latency_floor_us,
@@ -212,6 +214,7 @@ pub fn replay_canary(
         max_replay_events,
         ablations,
     );
+    requested.op_overrides = op_overrides;
     let settings = detached(py, None, || Settings::checked(&requested))?;
     let bytes = read_bytes(py, data, &path)?;
     let run = detached(py, Some(&path), move || {

@@ -182,6 +182,21 @@ pub fn backend_json(s: &Settings) -> Vec<u8> {
     o.str("label", &s.label);
     o.f64("latency_floor_us", s.latency_floor_us);
     o.str("mode", "deterministic-simulation");
+    if !s.op_overrides.is_empty() {
+        let list = o.key("op_overrides");
+        list.push(b'[');
+        for (i, op) in s.op_overrides.iter().enumerate() {
+            if i > 0 {
+                list.push(b',');
+            }
+            let mut e = ObjectWriter::new(list);
+            e.f64("bandwidth_gbps", op.bandwidth_gbps);
+            e.f64("latency_floor_us", op.latency_floor_us);
+            e.str("op", &op.op);
+            e.end();
+        }
+        list.push(b']');
+    }
     o.f64("overlap_efficiency", s.overlap_efficiency);
     o.end();
     out

@@ -492,6 +492,7 @@ fn declared_settings(r: &Report) -> Result<Settings> {
         seed,
         max_replay_events: max_replay_events as u64,
         ablations,
+        op_overrides: declared_op_overrides(backend)?,
     };
     settings
         .validate()
@@ -505,6 +506,32 @@ fn declared_settings(r: &Report) -> Result<Settings> {
         return Err(bad("replay_protocol.sha256 does not match the protocol"));
     }
     Ok(settings)
+}
+
+/// `backend.op_overrides`, when present: `[{op, latency_floor_us,
+/// bandwidth_gbps}]`.
+fn declared_op_overrides(backend: Value<'_>) -> Result<Vec<crate::sim::OpOverride>> {
+    let Some(list) = backend.get("op_overrides") else {
+        return Ok(Vec::new());
+    };
+    if !list.is_array() || list.len().is_some_and(|n| n > crate::sim::MAX_OP_OVERRIDES) {
+        return Err(bad("backend.op_overrides must be a short list"));
+    }
+    list.elements()
+        .map(|o| {
+            Ok(crate::sim::OpOverride {
+                op: text(o.get("op"), "backend.op_overrides[].op")?.to_owned(),
+                latency_floor_us: num(
+                    o.get("latency_floor_us"),
+                    "backend.op_overrides[].latency_floor_us",
+                )?,
+                bandwidth_gbps: num(
+                    o.get("bandwidth_gbps"),
+                    "backend.op_overrides[].bandwidth_gbps",
+                )?,
+            })
+        })
+        .collect()
 }
 
 /// Settings stage 1: the model named twice the same way, and the protocol's

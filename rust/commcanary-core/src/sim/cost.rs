@@ -51,10 +51,15 @@ pub fn other_groups(sig: &Signature) -> f64 {
 pub fn base_latency_us(sig: &Signature, settings: &Settings, pressure: f64) -> f64 {
     let nf = sig.rank_count() as f64;
     let log_ranks = nf.max(2.0).log2();
-    let transfer = (sig.bytes as f64 * 8.0) / (settings.bandwidth_gbps * 1000.0);
+    let (floor, bandwidth) = (settings.op_overrides.iter())
+        .find(|o| o.op.as_bytes() == sig.op.as_slice())
+        .map_or((settings.latency_floor_us, settings.bandwidth_gbps), |o| {
+            (o.latency_floor_us, o.bandwidth_gbps)
+        });
+    let transfer = (sig.bytes as f64 * 8.0) / (bandwidth * 1000.0);
     let contention = 1.0 + 0.22 * other_groups(sig);
     let penalty = 1.0 + 0.18 * pressure;
-    let startup = settings.latency_floor_us + 1.15 * log_ranks + 4.0;
+    let startup = floor + 1.15 * log_ranks + 4.0;
     startup + transfer * op_factor(sig, nf) * contention * penalty
 }
 

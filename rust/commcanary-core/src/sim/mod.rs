@@ -25,7 +25,8 @@ pub mod metrics;
 pub mod settings;
 
 pub use settings::{
-    ABLATION_NAMES, Ablations, MAX_REPLAY_EVENTS_LIMIT, RequestedSettings, Settings,
+    ABLATION_NAMES, Ablations, MAX_OP_OVERRIDES, MAX_REPLAY_EVENTS_LIMIT, OpOverride,
+    RequestedSettings, Settings,
 };
 
 use rayon::prelude::*;

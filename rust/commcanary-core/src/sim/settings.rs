@@ -108,7 +108,24 @@ pub struct Settings {
     pub max_replay_events: u64,
     /// Ablations.
     pub ablations: Ablations,
+    /// Operations with their own latency floor and bandwidth (a calibrated
+    /// backend's), sorted by op; every other op uses the backend's.
+    pub op_overrides: Vec<OpOverride>,
 }
+
+/// One operation's own latency floor and bandwidth.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpOverride {
+    /// The op (`all_reduce`, …).
+    pub op: String,
+    /// Its F, µs (≥ 0).
+    pub latency_floor_us: f64,
+    /// Its B, Gbit/s (> 0).
+    pub bandwidth_gbps: f64,
+}
+
+/// Most operations a backend may override.
+pub const MAX_OP_OVERRIDES: usize = 64;
 
 impl Default for Settings {
     fn default() -> Self {
@@ -122,6 +139,7 @@ impl Default for Settings {
             seed: 7,
             max_replay_events: 1_000_000,
             ablations: Ablations::default(),
+            op_overrides: Vec::new(),
         }
     }
 }
@@ -150,6 +168,25 @@ impl Settings {
         }
         if self.iterations < 1 {
             return bad("iterations", "must be at least 1");
+        }
+        if self.op_overrides.len() > MAX_OP_OVERRIDES {
+            return bad(
+                "op_overrides",
+                &format!("must have at most {MAX_OP_OVERRIDES} entries"),
+            );
+        }
+        for (i, o) in self.op_overrides.iter().enumerate() {
+            let ok = !o.op.is_empty()
+                && o.bandwidth_gbps > 0.0
+                && o.bandwidth_gbps.is_finite()
+                && o.latency_floor_us >= 0.0
+                && o.latency_floor_us.is_finite();
+            if !ok || self.op_overrides[..i].iter().any(|p| p.op >= o.op) {
+                return bad(
+                    "op_overrides",
+                    "must name distinct ops, sorted, each with a non-negative latency floor and a positive bandwidth",
+                );
+            }
         }
         if self.max_replay_events < 1 || self.max_replay_events > MAX_REPLAY_EVENTS_LIMIT {
             return bad(
@@ -200,6 +237,17 @@ impl Settings {
             seed: requested.seed.unwrap_or(d.seed),
             max_replay_events,
             ablations,
+            op_overrides: {
+                let mut list: Vec<OpOverride> = (requested.op_overrides.iter())
+                    .map(|(op, floor, bw)| OpOverride {
+                        op: op.clone(),
+                        latency_floor_us: *floor,
+                        bandwidth_gbps: *bw,
+                    })
+                    .collect();
+                list.sort_by(|a, b| a.op.cmp(&b.op));
+                list
+            },
         };
         s.validate()?;
         Ok(s)
@@ -227,4 +275,6 @@ pub struct RequestedSettings {
     pub max_replay_events: Option<i64>,
     /// Ablation names.
     pub ablations: Vec<String>,
+    /// `(op, latency_floor_us, bandwidth_gbps)` per overridden op.
+    pub op_overrides: Vec<(String, f64, f64)>,
 }
