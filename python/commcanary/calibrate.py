@@ -13,9 +13,10 @@ minimising the squared relative error of the model's median collective
 latency per signature (operation, size, group) against the measured
 median, in closed form: once over every operation (the backend's ``F`` and
 ``B``), then per operation (an ``op_overrides`` entry: its own ``F`` at
-the overall ``B``, or its own ``F`` and ``B`` when it was measured at two
-sizes or more and that fits its medians better with a bandwidth within a
-factor of 100 of the overall one).
+the overall ``B``, or its own ``F`` and ``B`` when its measured sizes span
+a factor of 4 or more and that fits its medians better with a bandwidth
+within a factor of 100 of the overall one: a bandwidth is not read off one
+size).
 
 Errors are reported per operation as the median absolute percentage error
 of the model's per-occurrence collective latency against each measurement,
@@ -104,7 +105,9 @@ class Calibration:
 
 @dataclass
 class _Run:
+    canary: str
     op: npt.NDArray[Any]
+    bytes: npt.NDArray[np.float64]
     key: list[str]
     occurrence: npt.NDArray[np.int64]
     measured: npt.NDArray[np.float64]
@@ -143,8 +146,11 @@ def _measured(path: str | os.PathLike[str], canaries: dict[str, str]) -> tuple[_
     per_iteration = n // max(1, iterations)
     signatures = samples["signature"]
     key = [f"{o}|{g}|{s}" for o, g, s in zip(samples["op"], samples["group"], signatures, strict=True)]
+    sizes = [float(s.get("bytes", 0)) for s in report.signatures]
     run = _Run(
+        canary=sha,
         op=np.asarray(samples["op"]),
+        bytes=np.array([sizes[int(i)] for i in signatures]),
         key=key,
         occurrence=np.arange(n) % max(1, per_iteration),
         measured=np.asarray(samples["collective_us"], dtype=np.float64),
@@ -183,12 +189,13 @@ def _fit_op(runs: list[_Run], op: str, overall_x: float) -> tuple[float, float]:
     else its own ``F`` at the overall bandwidth."""
     med, con, per = _medians(runs, op)
     w = 1.0 / np.maximum(med, 1e-3) ** 2
+    sizes = np.concatenate([run.bytes[run.op == op] for run in runs])
 
     def error(floor: float, x: float) -> float:
         return float(np.sum(w * (floor + con + per * x - med) ** 2))
 
     own = (max(float(np.sum(w * (med - con - per * overall_x)) / np.sum(w)), 0.0), overall_x)
-    if len(np.unique(np.round(per, 9))) >= 2:
+    if sizes.min() > 0 and sizes.max() / sizes.min() >= 4:
         both = _fit(runs, op)
         # Two sizes close together extrapolate badly: keep the bandwidth
         # within a factor of 100 of the overall one, and only when it helps.
@@ -218,7 +225,9 @@ def _errors(
 ) -> list[dict[str, Any]]:
     out = []
     for op, (floor, x) in sorted(fitted.items()):
-        err_before, err_after, noise = [], [], []
+        err_before, err_after = [], []
+        # Each occurrence's measurements over iterations and reports of its canary.
+        repeats: dict[tuple[str, int], list[float]] = {}
         for run in runs:
             sel = run.op == op
             m = run.measured[sel]
@@ -227,12 +236,13 @@ def _errors(
             y_after = run.constant[sel] + floor + run.per_gbps[sel] * x
             err_before.extend(np.abs(y_before[ok] - m[ok]) / m[ok])
             err_after.extend(np.abs(y_after[ok] - m[ok]) / m[ok])
-            occ = run.occurrence[sel]
-            for k in np.unique(occ):
-                values = m[occ == k]
-                if len(values) >= 2:
-                    centre = np.median(values)
-                    noise.extend(np.abs(values - centre) / max(centre, 1e-9))
+            for k, v in zip(run.occurrence[sel], m, strict=True):
+                repeats.setdefault((run.canary, int(k)), []).append(float(v))
+        noise: list[float] = []
+        for values in repeats.values():
+            if len(values) >= 2:
+                centre = float(np.median(values))
+                noise.extend(abs(v - centre) / max(centre, 1e-9) for v in values)
         out.append(
             {
                 "op": op,

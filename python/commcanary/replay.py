@@ -95,6 +95,11 @@ class Report:
             source=os.fspath(path),
         )
 
+    @property
+    def signatures(self) -> list[dict[str, Any]]:
+        """The signatures the samples refer to (``samples["signature"]`` indexes them)."""
+        return self._signatures
+
     def section(self, name: str) -> Any:
         """A section as parsed JSON (``None`` when absent)."""
         return self._sections.get(name)

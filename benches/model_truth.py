@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""How well the calibrated model predicts real collectives here
+(``docs/model-truth.md``).
+
+1. Calibrate: the gloo fixture's canary (``import-kineto`` of its four
+   ranks, compiled losslessly) is replayed ``--runs`` times on 4 real gloo
+   processes; ``calibrate`` fits the backend to all runs.
+2. Predict a different canary: a ``../shared/bench/gen_trace.py`` trace of
+   ``--events`` events (8 ranks: a TP-4 prefill group, a TP-4 decode group,
+   KV transfers), its gaps scaled by ``--gap-scale`` so this machine can keep
+   its schedule, compiled losslessly; replayed ``--runs`` times physically
+   and once in the model with the calibrated backend.
+3. Figures, each beside the run-to-run noise of the same statistic over the
+   physical runs (one run against the pooled others):
+   * per signature (op, size, group): the absolute percentage error of the
+     model's median ``collective_us`` against the measured median; the
+     median over signatures;
+   * the report's p50 and p95 of exposed latency: the model's against the
+     mean of the runs'.
+
+Prints a table and writes ``--json`` when asked. Needs torch.
+
+    python benches/model_truth.py [--runs 3] [--events 200] [--gap-scale 20] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import commcanary
+from commcanary.calibrate import calibrate
+from commcanary.physical import replay_physical
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+
+
+def ape(model: float, measured: float) -> float:
+    return abs(model - measured) / measured * 100.0
+
+
+def per_signature(samples: dict[str, Any]) -> dict[str, float]:
+    keys = [
+        f"{o}|{g}|{s}" for o, g, s in zip(samples["op"], samples["group"], samples["signature"], strict=True)
+    ]
+    values: dict[str, list[float]] = {}
+    for k, v in zip(keys, samples["collective_us"], strict=True):
+        values.setdefault(k, []).append(float(v))
+    return {k: float(np.median(v)) for k, v in values.items()}
+
+
+def pooled(runs: list[dict[str, Any]], skip: int | None = None) -> dict[str, float]:
+    merged: dict[str, list[float]] = {}
+    for j, s in enumerate(runs):
+        if j == skip:
+            continue
+        keys = [f"{o}|{g}|{x}" for o, g, x in zip(s["op"], s["group"], s["signature"], strict=True)]
+        for k, v in zip(keys, s["collective_us"], strict=True):
+            merged.setdefault(k, []).append(float(v))
+    return {k: float(np.median(v)) for k, v in merged.items()}
+
+
+def signature_error(model: dict[str, float], measured: dict[str, float]) -> float:
+    return float(np.median([ape(model[k], measured[k]) for k in measured if k in model and measured[k] > 0]))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--events", type=int, default=200)
+    ap.add_argument("--gap-scale", type=float, default=20.0)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    fixture = SHARED / "fixtures" / "kineto" / "gloo_tp4_decode"
+    generator = SHARED / "bench" / "gen_trace.py"
+    with tempfile.TemporaryDirectory(prefix="commcanary-model-truth-") as tmp:
+        d = Path(tmp)
+        commcanary.import_kineto(sorted(fixture.glob("rank*.json.gz"))).write(d / "fixture.trace.json")
+        commcanary.compile(d / "fixture.trace.json", lossless_timing=True, timing_sample_limit=1000).write(
+            d / "fixture.canary.json"
+        )
+        t0 = time.perf_counter()
+        reports = []
+        for j in range(args.runs):
+            run = replay_physical(d / "fixture.canary.json", iterations=1, warmup=1)
+            reports.append(run.report.write(d / f"fixture.{j}.json"))
+        fit = calibrate(reports, [d / "fixture.canary.json"])
+        fit.write(d / "backend.json")
+        print(f"calibration: {args.runs} runs of the fixture canary in {time.perf_counter() - t0:.0f} s")
+        for line in fit.lines():
+            print("  " + line)
+
+        import subprocess
+
+        subprocess.run(
+            [sys.executable, str(generator), str(args.events), str(d / "gen.json")],
+            check=True,
+            capture_output=True,
+        )
+        gen = json.loads((d / "gen.json").read_text())
+        for e in gen["events"]:
+            e["start_us"] = e["start_us"] * args.gap_scale
+            e.pop("gap_us", None)
+        (d / "gen.scaled.json").write_text(json.dumps(gen))
+        commcanary.compile(d / "gen.scaled.json", lossless_timing=True, timing_sample_limit=1000).write(
+            d / "gen.canary.json"
+        )
+        t0 = time.perf_counter()
+        measured = [
+            replay_physical(d / "gen.canary.json", iterations=1, warmup=1).report for _ in range(args.runs)
+        ]
+        print(
+            f"prediction: {args.runs} physical runs of the {args.events}-event generated canary in {time.perf_counter() - t0:.0f} s"
+        )
+        model = commcanary.replay(d / "gen.canary.json", backend=fit.backend, include_samples=True)
+        samples = [r.samples for r in measured]
+        assert model.samples is not None and all(s is not None for s in samples)
+        sig_error = signature_error(per_signature(model.samples), pooled(samples))  # type: ignore[arg-type]
+        sig_noise = [
+            signature_error(per_signature(samples[j]), pooled(samples, skip=j)) for j in range(args.runs)
+        ]  # type: ignore[arg-type]
+        rows = [("per-signature median collective_us, median APE", sig_error, max(sig_noise))]
+        for q in ("median_us", "p95_us"):
+            values = [r.metrics[q] for r in measured]
+            centre = statistics.mean(values)
+            noise = max(ape(v, statistics.mean(values[:j] + values[j + 1 :])) for j, v in enumerate(values))
+            rows.append((f"report {q}", ape(model.metrics[q], centre), noise))
+        print(f"{'figure':<50} {'model error %':>14} {'run-to-run %':>13}")
+        for name, err, noise in rows:
+            print(f"{name:<50} {err:>14.1f} {noise:>13.1f}")
+        if args.json:
+            Path(args.json).write_text(
+                json.dumps(
+                    {
+                        "backend": fit.document()["backend"],
+                        "calibration_errors": fit.errors,
+                        "figures": [{"figure": n, "model_error_pct": e, "noise_pct": v} for n, e, v in rows],
+                    },
+                    indent=1,
+                )
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
