@@ -251,6 +251,12 @@ CASES: dict[str, Case] = {
         f["canary"],
         "the --canary file",
     ),
+    "validate-model -o CANARY": lambda f, w: (
+        ["validate-model", str(f["canary"]), "--configurations", str(f["configs"]), "-o", str(f["canary"])],
+        "--output",
+        f["canary"],
+        "the input CANARY",
+    ),
     "export-param -o CANARY": lambda f, w: (
         ["export-param", str(f["canary"]), "-o", str(f["canary"])],
         "--output",

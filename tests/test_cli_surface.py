@@ -40,6 +40,7 @@ USAGE = {
     "capture": "[-- CMD...]",
     "baseline": "TRACE",
     "calibrate": "MEASURED_REPORT...",
+    "validate-model": "CANARY",
     "reduce": "TRACE",
     "diagnose hang": "EVIDENCE...",
     "diagnose stragglers": "TRACE...",

@@ -248,3 +248,43 @@ def test_calibrate_fits_the_model_to_measured_runs(tmp_path: Path) -> None:
         app, ["calibrate", str(fitted), "--canary", str(canary), "-o", str(tmp_path / "b2.json")]
     )
     assert refused.exit_code == 3 and "is not a measured report" in refused.output
+
+
+def test_validate_model_ranks_configurations_both_ways(tmp_path: Path) -> None:
+    canary = small_canary(tmp_path)
+    configs = tmp_path / "configs.json"
+    configs.write_text(
+        json.dumps(
+            [
+                {"name": "base"},
+                {"name": "big", "bytes_scale": 16},
+                {"name": "sparse", "compute_fill_scale": 3},
+            ]
+        )
+    )
+    out = tmp_path / "v.json"
+    argv = ["validate-model", str(canary), "--configurations", str(configs), "--runs", "2", "-o", str(out)]
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("model validation: ranking agreement ")
+    doc = json.loads(out.read_text())
+    assert doc["decisions"] == 12 and 0 <= doc["ranking_agreement"] <= 1
+    assert 0 <= doc["run_to_run_agreement"] <= 1 and set(doc["kendall_tau"]) == {
+        "median_us",
+        "p95_us",
+        "p99_us",
+        "mean_us",
+    }
+    # Sixteen times the bytes is slower, in the model and on gloo alike.
+    assert doc["model"]["big"]["median_us"] > doc["model"]["base"]["median_us"]
+    assert all(
+        r["median_us"] > max(b["median_us"] for b in doc["measured"]["base"]) for r in doc["measured"]["big"]
+    )
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"name": "a", "bandwidth_gbps": 3}, {"name": "b"}]))
+    refused = runner.invoke(
+        app, ["validate-model", str(canary), "--configurations", str(bad), "-o", str(out)]
+    )
+    assert refused.exit_code == 3 and "unknown key 'bandwidth_gbps'" in refused.output, refused.output
+    once = runner.invoke(app, [*argv[:4], "--runs", "1"])
+    assert once.exit_code == 3 and "at least 2 physical runs" in once.output, once.output

@@ -175,6 +175,8 @@ def replay_canary(
     ablations: list[str] = ...,
     include_samples: bool = False,
     op_overrides: list[tuple[str, float, float]] = ...,
+    bytes_scale: float | None = None,
+    gap_scale: float | None = None,
 ) -> ReplayReport: ...
 def read_report_file(path: str, *, samples: bool = True, data: bytes | None = None) -> ReportDocument: ...
 def verify_report_files(
@@ -278,7 +280,7 @@ def measured_report(
     last_arrival_us: list[float],
     completion_us: list[float],
     avg_rank_wait_us: list[float],
-    measurement: tuple[str, str, str, int, int, int, str, float],
+    measurement: tuple[str, str, str, int, int, int, str, float, float],
     data: bytes | None = None,
     include_samples: bool = True,
 ) -> ReplayReport: ...

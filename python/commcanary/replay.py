@@ -45,6 +45,11 @@ class Backend:
     #: Operations with their own ``(op, latency_floor_us, bandwidth_gbps)``
     #: (a calibrated backend's); every other op uses the two above.
     op_overrides: tuple[tuple[str, float, float], ...] = ()
+    #: What-ifs of the workload the physical replay can realise too: every
+    #: message's bytes, and every gap (the compute between collectives),
+    #: multiplied by these.
+    bytes_scale: float = 1.0
+    gap_scale: float = 1.0
 
 
 class Report:

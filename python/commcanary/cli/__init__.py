@@ -17,7 +17,7 @@ say. Exit status:
 
 This module holds the application, the exit codes and the error boundary;
 each command group lives in its own module (:mod:`.compile`, :mod:`.replay`,
-:mod:`.compare`, :mod:`.calibrate`, :mod:`.verify`, :mod:`.render`, :mod:`.import_`,
+:mod:`.compare`, :mod:`.calibrate`, :mod:`.validate`, :mod:`.verify`, :mod:`.render`, :mod:`.import_`,
 :mod:`.export`, :mod:`.capture`, :mod:`.research`, :mod:`.diagnose`, :mod:`.steps`, :mod:`.timeline`). Command modules parse
 options and print; the library validates values and raises the errors the
 boundary maps. Heavy modules are imported inside commands so
@@ -224,12 +224,14 @@ import commcanary.cli.replay as _replay  # noqa: E402
 import commcanary.cli.research as _research  # noqa: E402
 import commcanary.cli.steps as _steps  # noqa: E402
 import commcanary.cli.timeline as _timeline  # noqa: E402
+import commcanary.cli.validate as _validate  # noqa: E402
 import commcanary.cli.verify as _verify  # noqa: E402
 
 app.command("compile", cls=Command)(_compile.compile_command)
 app.command("replay", cls=Command)(_replay.replay_command)
 app.command("compare", cls=Command)(_compare.compare_command)
 app.command("calibrate", cls=Command)(_calibrate.calibrate_command)
+app.command("validate-model", cls=Command)(_validate.validate_model_command)
 app.command("verify-report", cls=Command)(_verify.verify_report_command)
 app.command("verify-fidelity", cls=Command)(_verify.verify_fidelity_command)
 app.command("verify-behavior", cls=Command)(_verify.verify_behavior_command)

@@ -140,6 +140,7 @@ def replay_physical(
     warmup: int = 1,
     compute_fill: str = "sleep",
     compute_fill_scale: float = 1.0,
+    bytes_scale: float = 1.0,
     timeout_s: float = 600.0,
     include_samples: bool = True,
 ) -> MeasuredRun:
@@ -147,7 +148,8 @@ def replay_physical(
     its world size) over ``engine`` and measure every occurrence.
 
     ``warmup`` iterations run first and are not measured; ``compute_fill``
-    (``sleep`` or ``spin``) fills each gap, scaled by ``compute_fill_scale``.
+    (``sleep`` or ``spin``) fills each gap, scaled by ``compute_fill_scale``;
+    every message is ``bytes_scale`` times its recorded size.
     Raises :class:`InputError` for fewer processes than the canary's ranks,
     an op torch cannot run, an engine this torch lacks, or a run past
     ``timeout_s``; :class:`ChildFailed` when a process fails.
@@ -163,6 +165,8 @@ def replay_physical(
         raise InputError(f"--compute-fill must be sleep or spin, got {compute_fill!r}")
     if not compute_fill_scale >= 0:
         raise InputError(f"--compute-fill-scale must be non-negative, got {compute_fill_scale}")
+    if not 0 < bytes_scale <= 1e6:
+        raise InputError(f"bytes_scale must be positive and at most 1e6, got {bytes_scale}")
     torch_version = _check_engine(engine, nproc)
     with tempfile.TemporaryDirectory(prefix="commcanary-physical-") as tmp:
         directory = Path(tmp)
@@ -172,6 +176,7 @@ def replay_physical(
             "warmup": warmup,
             "compute_fill": compute_fill,
             "compute_fill_scale": compute_fill_scale,
+            "bytes_scale": bytes_scale,
             "timeout_s": timeout_s,
         }
         (directory / "options.json").write_text(json.dumps(options))
@@ -202,6 +207,7 @@ def replay_physical(
             warmup,
             compute_fill,
             compute_fill_scale,
+            bytes_scale,
         ),
         include_samples=include_samples,
     )

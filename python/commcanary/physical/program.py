@@ -121,11 +121,13 @@ def load_program(canary: str | os.PathLike[str], data: bytes | None = None) -> P
     )
 
 
-def elements(sig: dict[str, Any]) -> tuple[str, int]:
-    """The dtype name and element count of a signature's message."""
+def elements(sig: dict[str, Any], bytes_scale: float = 1.0) -> tuple[str, int]:
+    """The dtype name and element count of a signature's message (its bytes
+    times ``bytes_scale``)."""
     given = sig.get("dtype")
     dtype = given if isinstance(given, str) and given in _ELEMENT else "float32"
-    return dtype, max(1, -(-int(sig["bytes"]) // _ELEMENT[dtype]))
+    size = max(1, round(int(sig["bytes"]) * bytes_scale))
+    return dtype, max(1, -(-size // _ELEMENT[dtype]))
 
 
 def write_program(program: Program, directory: Path) -> None:

@@ -47,7 +47,7 @@ def _wait_until(target_ns: int, spin: bool) -> None:
 class _Runner:
     """The rank's groups and buffers, and one call per occurrence."""
 
-    def __init__(self, program: Program, rank: int, engine: str) -> None:
+    def __init__(self, program: Program, rank: int, engine: str, bytes_scale: float = 1.0) -> None:
         import torch
         import torch.distributed as dist
 
@@ -60,11 +60,12 @@ class _Runner:
         # Every process creates every group, in the same order.
         self.groups = [dist.new_group(ranks) for _name, ranks in program.groups]
         self.buffers: dict[int, tuple[Any, Any]] = {}
+        self.bytes_scale = bytes_scale
 
     def _tensors(self, s: int) -> tuple[Any, Any]:
         if s not in self.buffers:
             sig = self.program.signatures[s]
-            dtype, n = elements(sig)
+            dtype, n = elements(sig, self.bytes_scale)
             torch = self.torch
             kind = getattr(torch, dtype)
             size = len(sig["ranks"])
@@ -132,7 +133,7 @@ def run(directory: Path, rank: int, world: int, port: int, engine: str, options:
         world_size=world,
         timeout=datetime.timedelta(seconds=float(options["timeout_s"])),
     )
-    runner = _Runner(program, rank, engine)
+    runner = _Runner(program, rank, engine, float(options.get("bytes_scale", 1.0)))
     spin = options["compute_fill"] == "spin"
     scale = float(options["compute_fill_scale"])
     mine = [rank in program.signatures[s]["ranks"] for s in range(len(program.signatures))]

@@ -80,6 +80,8 @@ pub(crate) fn requested_settings(
         max_replay_events,
         ablations,
         op_overrides: Vec::new(),
+        bytes_scale: None,
+        gap_scale: None,
     }
 }
 
@@ -185,7 +187,7 @@ impl PyReplayReport {
 /// Replays the canary at `path` (or `data`, when given) under the settings;
 /// a setting left `None` takes the model's default.
 #[pyfunction]
-#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new()))]
+#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new(), bytes_scale=None, gap_scale=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay_canary(
     py: Python<'_>,
@@ -202,6 +204,8 @@ pub fn replay_canary(
     ablations: Vec<String>,
     include_samples: bool,
     op_overrides: Vec<(String, f64, f64)>,
+    bytes_scale: Option<f64>,
+    gap_scale: Option<f64>,
 ) -> PyResult<PyReplayReport> {
     let mut requested = requested_settings(
         label,
@@ -215,6 +219,8 @@ pub fn replay_canary(
         ablations,
     );
     requested.op_overrides = op_overrides;
+    requested.bytes_scale = bytes_scale;
+    requested.gap_scale = gap_scale;
     let settings = detached(py, None, || Settings::checked(&requested))?;
     let bytes = read_bytes(py, data, &path)?;
     let run = detached(py, Some(&path), move || {
@@ -325,7 +331,7 @@ pub fn verify_report_files(
 /// The report of a measured run of the canary at `path` (or `data`): the
 /// four per-sample time columns (iteration-major, µs from each iteration's
 /// origin) and how the run was made, as `(engine, host, torch_version,
-/// nproc, iterations, warmup, compute_fill, compute_fill_scale)`.
+/// nproc, iterations, warmup, compute_fill, compute_fill_scale, bytes_scale)`.
 #[pyfunction]
 #[pyo3(signature = (path, *, first_arrival_us, last_arrival_us, completion_us, avg_rank_wait_us, measurement, data=None, include_samples=true))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
@@ -336,13 +342,14 @@ pub fn measured_report(
     last_arrival_us: Vec<f64>,
     completion_us: Vec<f64>,
     avg_rank_wait_us: Vec<f64>,
-    measurement: (String, String, String, u32, u32, u32, String, f64),
+    measurement: (String, String, String, u32, u32, u32, String, f64, f64),
     data: Option<PyBackedBytes>,
     include_samples: bool,
 ) -> PyResult<PyReplayReport> {
     use commcanary_core::report::measured::{Measurement, measured_run};
     use commcanary_core::sim::measured::MeasuredTimes;
-    let (engine, host, torch_version, nproc, iterations, warmup, compute_fill, scale) = measurement;
+    let (engine, host, torch_version, nproc, iterations, warmup, compute_fill, scale, bytes_scale) =
+        measurement;
     let m = Measurement {
         engine,
         host,
@@ -352,6 +359,7 @@ pub fn measured_report(
         warmup,
         compute_fill,
         compute_fill_scale: scale,
+        bytes_scale,
     };
     let bytes = read_bytes(py, data, &path)?;
     let run = detached(py, Some(&path), move || {

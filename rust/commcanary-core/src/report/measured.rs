@@ -52,6 +52,8 @@ pub struct Measurement {
     pub compute_fill: String,
     /// Multiplier on every gap.
     pub compute_fill_scale: f64,
+    /// Multiplier on every message's bytes.
+    pub bytes_scale: f64,
 }
 
 fn protocol_members(m: &Measurement, o: &mut ObjectWriter<'_>) {
@@ -76,6 +78,7 @@ fn protocol_sha(m: &Measurement, warmup: i64) -> String {
 pub fn header(m: &Measurement) -> Header {
     let mut backend = Vec::new();
     let mut o = ObjectWriter::new(&mut backend);
+    o.f64("bytes_scale", m.bytes_scale);
     o.f64("compute_fill_scale", m.compute_fill_scale);
     o.str("engine", &m.engine);
     o.str("host", &m.host);
@@ -208,6 +211,7 @@ pub fn declared_settings(r: &Report) -> Result<Settings> {
         compute_fill: text(protocol.get("compute_fill"), "replay_protocol.compute_fill")?
             .to_owned(),
         compute_fill_scale: 1.0,
+        bytes_scale: 1.0,
     };
     if m.iterations == 0 {
         return Err(bad("replay_protocol.iterations must be at least 1"));

@@ -178,7 +178,13 @@ pub fn backend_json(s: &Settings) -> Vec<u8> {
     let mut o = ObjectWriter::new(&mut out);
     o.f64("bandwidth_gbps", s.bandwidth_gbps);
     o.str("bandwidth_unit", "Gbit/s");
+    if s.bytes_scale != 1.0 {
+        o.f64("bytes_scale", s.bytes_scale);
+    }
     o.f64("compute_pressure", s.compute_pressure);
+    if s.gap_scale != 1.0 {
+        o.f64("gap_scale", s.gap_scale);
+    }
     o.str("label", &s.label);
     o.f64("latency_floor_us", s.latency_floor_us);
     o.str("mode", "deterministic-simulation");

@@ -493,6 +493,8 @@ fn declared_settings(r: &Report) -> Result<Settings> {
         max_replay_events: max_replay_events as u64,
         ablations,
         op_overrides: declared_op_overrides(backend)?,
+        bytes_scale: optional_num(backend, "bytes_scale")?.unwrap_or(1.0),
+        gap_scale: optional_num(backend, "gap_scale")?.unwrap_or(1.0),
     };
     settings
         .validate()
@@ -506,6 +508,14 @@ fn declared_settings(r: &Report) -> Result<Settings> {
         return Err(bad("replay_protocol.sha256 does not match the protocol"));
     }
     Ok(settings)
+}
+
+/// An optional number member of `backend`.
+fn optional_num(backend: Value<'_>, key: &str) -> Result<Option<f64>> {
+    backend
+        .get(key)
+        .map(|v| num(Some(v), &format!("backend.{key}")))
+        .transpose()
 }
 
 /// `backend.op_overrides`, when present: `[{op, latency_floor_us,

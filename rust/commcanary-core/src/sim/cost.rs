@@ -56,7 +56,7 @@ pub fn base_latency_us(sig: &Signature, settings: &Settings, pressure: f64) -> f
         .map_or((settings.latency_floor_us, settings.bandwidth_gbps), |o| {
             (o.latency_floor_us, o.bandwidth_gbps)
         });
-    let transfer = (sig.bytes as f64 * 8.0) / (bandwidth * 1000.0);
+    let transfer = (sig.bytes as f64 * settings.bytes_scale * 8.0) / (bandwidth * 1000.0);
     let contention = 1.0 + 0.22 * other_groups(sig);
     let penalty = 1.0 + 0.18 * pressure;
     let startup = floor + 1.15 * log_ranks + 4.0;

@@ -371,7 +371,11 @@ fn static_of(
         templates[p.signature as usize].hash(offsets, p.occurrence, &mut scratch.identity);
     Static {
         signature: p.signature,
-        gap: if ablate.queue_reset_gaps { 0.0 } else { p.gap },
+        gap: if ablate.queue_reset_gaps {
+            0.0
+        } else {
+            p.gap * settings.gap_scale
+        },
         skew: hi - lo,
         wait,
         overlap: if ablate.compute_overlap {

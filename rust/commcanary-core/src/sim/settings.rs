@@ -111,6 +111,12 @@ pub struct Settings {
     /// Operations with their own latency floor and bandwidth (a calibrated
     /// backend's), sorted by op; every other op uses the backend's.
     pub op_overrides: Vec<OpOverride>,
+    /// Every message's bytes multiplied by this (> 0; 1 is the canary's):
+    /// a what-if the physical replay can realise too.
+    pub bytes_scale: f64,
+    /// Every gap multiplied by this (≥ 0; 1 is the canary's): more or less
+    /// compute between collectives.
+    pub gap_scale: f64,
 }
 
 /// One operation's own latency floor and bandwidth.
@@ -140,6 +146,8 @@ impl Default for Settings {
             max_replay_events: 1_000_000,
             ablations: Ablations::default(),
             op_overrides: Vec::new(),
+            bytes_scale: 1.0,
+            gap_scale: 1.0,
         }
     }
 }
@@ -168,6 +176,12 @@ impl Settings {
         }
         if self.iterations < 1 {
             return bad("iterations", "must be at least 1");
+        }
+        if !(self.bytes_scale > 0.0 && self.bytes_scale <= 1e6) {
+            return bad("bytes_scale", "must be positive and at most 1e6");
+        }
+        if !(self.gap_scale >= 0.0 && self.gap_scale <= 1e6) {
+            return bad("gap_scale", "must be between 0 and 1e6");
         }
         if self.op_overrides.len() > MAX_OP_OVERRIDES {
             return bad(
@@ -248,6 +262,8 @@ impl Settings {
                 list.sort_by(|a, b| a.op.cmp(&b.op));
                 list
             },
+            bytes_scale: requested.bytes_scale.unwrap_or(1.0),
+            gap_scale: requested.gap_scale.unwrap_or(1.0),
         };
         s.validate()?;
         Ok(s)
@@ -277,4 +293,8 @@ pub struct RequestedSettings {
     pub ablations: Vec<String>,
     /// `(op, latency_floor_us, bandwidth_gbps)` per overridden op.
     pub op_overrides: Vec<(String, f64, f64)>,
+    /// `bytes_scale`.
+    pub bytes_scale: Option<f64>,
+    /// `gap_scale`.
+    pub gap_scale: Option<f64>,
 }

@@ -1,0 +1,195 @@
+"""Does the model rank configurations as real collectives do?
+(``commcanary validate-model``)
+
+Each configuration is one a physical run can realise: every message
+``bytes_scale`` times its size, every gap ``compute_fill_scale`` times its
+length, the gap filled by sleeping or spinning (``compute_fill``). Each runs
+in the model (the backend given, with the same scales) and ``runs`` times on
+real process groups. For each ranking metric (``median_us``, ``p95_us``,
+``p99_us``, ``mean_us``) and each pair of configurations (names in
+alphabetical order), the relation (``left_better``, ``right_better``, or a
+tie within the tolerance) of the model is compared with that of the
+measurements (the median over runs): the share that agree is the ranking
+agreement. Kendall's tau per metric compares the two orders whole. The
+same agreement between every two physical runs is the run-to-run noise:
+no model can agree with the measurements more reliably than they agree
+with themselves.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+from commcanary import _core
+from commcanary.errors import InputError
+from commcanary.replay import Backend, replay
+
+__all__ = ["VALIDATION_FORMAT", "ModelValidation", "load_physical_configurations", "validate_model"]
+
+VALIDATION_FORMAT = "commcanary.model_validation.v1"
+METRICS = ("median_us", "p95_us", "p99_us", "mean_us")
+_KEYS = {"name", "bytes_scale", "compute_fill_scale", "compute_fill"}
+
+
+@dataclass
+class ModelValidation:
+    """Model against measurement, configuration by configuration."""
+
+    document: dict[str, Any]
+
+    @property
+    def agreement(self) -> float:
+        return float(self.document["ranking_agreement"])
+
+    def lines(self) -> list[str]:
+        d = self.document
+        taus = ", ".join(f"{m} {d['kendall_tau'][m]:.2f}" for m in METRICS)
+        return [
+            f"model validation: ranking agreement {d['ranking_agreement'] * 100:.1f}% "
+            f"({d['agreeing_decisions']} of {d['decisions']} decisions) over {len(d['configurations'])} configurations",
+            f"- Kendall tau: {taus}",
+            f"- run-to-run agreement of the physical runs: {d['run_to_run_agreement'] * 100:.1f}% "
+            f"({d['runs']} runs each)",
+        ]
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        _core.write_atomic(os.fspath(path), _core.canonical_json(orjson.dumps(self.document)))
+
+
+def load_physical_configurations(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """A configuration file: a JSON list of ``{name, bytes_scale,
+    compute_fill_scale, compute_fill}`` (scales default 1, fill ``sleep``)."""
+    where = os.fspath(path)
+    try:
+        data = orjson.loads(_core.read_input_file(where))
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{where} is not valid JSON: {exc}") from None
+    if not isinstance(data, list):
+        raise InputError(f"{where} must be a JSON list of configurations")
+    return check_configurations(data, where)
+
+
+def check_configurations(
+    items: Sequence[Mapping[str, Any]], where: str = "configurations"
+) -> list[dict[str, Any]]:
+    if not 2 <= len(items) <= 32:
+        raise InputError(f"{where} must have between 2 and 32 configurations, got {len(items)}")
+    out, names = [], set()
+    for i, c in enumerate(items):
+        if not isinstance(c, Mapping) or not isinstance(c.get("name"), str) or not c["name"]:
+            raise InputError(f"{where}[{i}] field 'name' must be a non-empty string")
+        unknown = sorted(set(c) - _KEYS)
+        if unknown:
+            raise InputError(
+                f"{where}[{i}] has unknown key '{unknown[0]}' (a physical run realises {sorted(_KEYS)})"
+            )
+        if c["name"] in names:
+            raise InputError(f"{where}[{i}] field 'name' repeats {c['name']!r}")
+        names.add(c["name"])
+        item = {"name": c["name"], "bytes_scale": 1.0, "compute_fill_scale": 1.0, "compute_fill": "sleep"}
+        for key in ("bytes_scale", "compute_fill_scale"):
+            value = c.get(key, 1.0)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1e6:
+                raise InputError(f"{where}[{i}] field '{key}' must be a positive number")
+            item[key] = float(value)
+        if c.get("compute_fill", "sleep") not in ("sleep", "spin"):
+            raise InputError(f"{where}[{i}] field 'compute_fill' must be 'sleep' or 'spin'")
+        item["compute_fill"] = c.get("compute_fill", "sleep")
+        out.append(item)
+    return out
+
+
+def _relations(values: Mapping[str, Mapping[str, float]], names: list[str], tie: float) -> list[str]:
+    out = []
+    for m in METRICS:
+        for a, b in itertools.combinations(names, 2):
+            va, vb = values[a][m], values[b][m]
+            out.append("tie" if abs(va - vb) <= tie else "left_better" if va < vb else "right_better")
+    return out
+
+
+def _kendall(x: list[float], y: list[float]) -> float:
+    pairs = list(itertools.combinations(range(len(x)), 2))
+    score = sum(((x[i] > x[j]) - (x[i] < x[j])) * ((y[i] > y[j]) - (y[i] < y[j])) for i, j in pairs)
+    return score / len(pairs) if pairs else 1.0
+
+
+def validate_model(
+    canary: str | os.PathLike[str],
+    configurations: Sequence[Mapping[str, Any]],
+    *,
+    engine: str = "gloo",
+    backend: Backend | None = None,
+    runs: int = 3,
+    iterations: int = 1,
+    warmup: int = 1,
+    tie_us: float = 0.001,
+    nproc: int | None = None,
+    timeout_s: float = 600.0,
+) -> ModelValidation:
+    """Rank ``configurations`` in the model and on ``engine``; see the module."""
+    from commcanary.physical import replay_physical
+
+    configs = check_configurations(configurations)
+    if runs < 2:
+        raise InputError("validate-model needs at least 2 physical runs per configuration (for its noise)")
+    base = backend or Backend()
+    model: dict[str, dict[str, float]] = {}
+    measured: dict[str, list[dict[str, float]]] = {}
+    for c in configs:
+        scaled = replace(base, bytes_scale=c["bytes_scale"], gap_scale=c["compute_fill_scale"])
+        model[c["name"]] = {
+            m: replay(canary, backend=scaled, iterations=iterations).metrics[m] for m in METRICS
+        }
+        measured[c["name"]] = []
+        for _ in range(runs):
+            run = replay_physical(
+                canary,
+                engine=engine,
+                nproc=nproc,
+                iterations=iterations,
+                warmup=warmup,
+                compute_fill=c["compute_fill"],
+                compute_fill_scale=c["compute_fill_scale"],
+                bytes_scale=c["bytes_scale"],
+                timeout_s=timeout_s,
+                include_samples=False,
+            )
+            measured[c["name"]].append({m: run.report.metrics[m] for m in METRICS})
+    names = sorted(model)
+    centre = {n: {m: statistics.median(r[m] for r in measured[n]) for m in METRICS} for n in names}
+    mine, theirs = _relations(model, names, tie_us), _relations(centre, names, tie_us)
+    agree = sum(a == b for a, b in zip(mine, theirs, strict=True))
+    between = []
+    for r1, r2 in itertools.combinations(range(runs), 2):
+        one = _relations({n: measured[n][r1] for n in names}, names, tie_us)
+        two = _relations({n: measured[n][r2] for n in names}, names, tie_us)
+        between.append(sum(a == b for a, b in zip(one, two, strict=True)) / len(one))
+    doc = {
+        "format": VALIDATION_FORMAT,
+        "engine": engine,
+        "backend": {k: v for k, v in vars(base).items() if k not in ("bytes_scale", "gap_scale")}
+        | {"op_overrides": [list(o) for o in base.op_overrides]},
+        "configurations": configs,
+        "runs": runs,
+        "ranking_metrics": list(METRICS),
+        "ranking_tie_tolerance_us": tie_us,
+        "model": model,
+        "measured": measured,
+        "decisions": len(mine),
+        "agreeing_decisions": agree,
+        "ranking_agreement": round(agree / len(mine), 4),
+        "kendall_tau": {
+            m: round(_kendall([model[n][m] for n in names], [centre[n][m] for n in names]), 4)
+            for m in METRICS
+        },
+        "run_to_run_agreement": round(statistics.mean(between), 4),
+    }
+    return ModelValidation(doc)
