@@ -16,11 +16,15 @@
      model's median ``collective_us`` against the measured median; the
      median over signatures;
    * the report's p50 and p95 of exposed latency: the model's against the
-     mean of the runs'.
+     mean of the runs';
+   * with ``--validate``: the pairwise ranking agreement of six
+     configurations (message sizes x4 and x0.25, gaps x2 and x0.5, both),
+     beside the runs' agreement with each other (for this row the second
+     column is agreement, not error).
 
 Prints a table and writes ``--json`` when asked. Needs torch.
 
-    python benches/model_truth.py [--runs 3] [--events 200] [--gap-scale 20] [--json out.json]
+    python benches/model_truth.py [--runs 3] [--events 200] [--gap-scale 20] [--validate] [--json out.json]
 """
 
 from __future__ import annotations
@@ -79,6 +83,7 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=200)
     ap.add_argument("--gap-scale", type=float, default=20.0)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--validate", action="store_true", help="Also rank six configurations (validate-model).")
     args = ap.parse_args()
     fixture = SHARED / "fixtures" / "kineto" / "gloo_tp4_decode"
     generator = SHARED / "bench" / "gen_trace.py"
@@ -134,6 +139,27 @@ def main() -> int:
             centre = statistics.mean(values)
             noise = max(ape(v, statistics.mean(values[:j] + values[j + 1 :])) for j, v in enumerate(values))
             rows.append((f"report {q}", ape(model.metrics[q], centre), noise))
+        if args.validate:
+            from commcanary.validate import validate_model
+
+            configs = [
+                {"name": "a-as-recorded"},
+                {"name": "b-bytes-x4", "bytes_scale": 4},
+                {"name": "c-bytes-x0.25", "bytes_scale": 0.25},
+                {"name": "d-gaps-x2", "compute_fill_scale": 2},
+                {"name": "e-gaps-x0.5", "compute_fill_scale": 0.5},
+                {"name": "f-bytes-x4-gaps-x2", "bytes_scale": 4, "compute_fill_scale": 2},
+            ]
+            t0 = time.perf_counter()
+            v = validate_model(d / "gen.canary.json", configs, backend=fit.backend, runs=args.runs)
+            print(
+                f"validation: {len(configs)} configurations x {args.runs} runs in {time.perf_counter() - t0:.0f} s"
+            )
+            for line in v.lines():
+                print("  " + line)
+            rows.append(
+                ("pairwise ranking agreement, %", v.agreement * 100, v.document["run_to_run_agreement"] * 100)
+            )
         print(f"{'figure':<50} {'model error %':>14} {'run-to-run %':>13}")
         for name, err, noise in rows:
             print(f"{name:<50} {err:>14.1f} {noise:>13.1f}")
