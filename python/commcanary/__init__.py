@@ -28,6 +28,12 @@ Public API::
     commcanary.baseline("trace.json", "cluster", cluster_count=8).write("cluster.trace.json")
     small = commcanary.reduce("trace.json", max_oracle_calls=64)   # ddmin, ranking oracle in Rust
     small.reduced_events, small.oracle_calls; small.write("reduced.trace.json")
+
+    from commcanary.physical import replay_physical            # needs torch
+    run = replay_physical("workload.canary.json", engine="gloo")   # real collectives, measured
+    run.report.write("measured.report.json"); run.enter_us       # per-rank entries
+    from commcanary.calibrate import calibrate
+    calibrate(["measured.report.json"], ["workload.canary.json"]).write("backend.json")
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from commcanary.errors import CommCanaryError, InputError
 from commcanary.physical.program import load_program, write_program
 from commcanary.replay import Report
 
-__all__ = ["ENGINES", "ChildFailed", "MeasuredRun", "replay_physical"]
+__all__ = ["ENGINES", "ChildFailed", "MeasuredRun", "load_program", "measured_run", "replay_physical"]
 
 #: The engines a physical replay runs on.
 ENGINES = ("gloo", "nccl")
@@ -184,31 +184,48 @@ def replay_physical(
         enter, leave = [], []
         for r in range(nproc):
             with np.load(directory / f"rank{r}.npz") as z:
-                enter.append(z["enter"][warmup:].reshape(-1))
-                leave.append(z["exit"][warmup:].reshape(-1))
-    enter_us, exit_us = np.vstack(enter), np.vstack(leave)
+                enter.append(z["enter"])
+                leave.append(z["exit"])
+    host = platform.node() or "localhost"
+    measurement = (
+        engine,
+        host,
+        torch_version,
+        nproc,
+        iterations,
+        warmup,
+        compute_fill,
+        compute_fill_scale,
+        bytes_scale,
+    )
+    return measured_run(name, enter, leave, measurement, include_samples=include_samples)
+
+
+def measured_run(
+    name: str,
+    enter: list[npt.NDArray[np.float64]],
+    leave: list[npt.NDArray[np.float64]],
+    measurement: tuple[str, str, str, int, int, int, str, float, float],
+    *,
+    include_samples: bool = True,
+) -> MeasuredRun:
+    """The report of a run from each rank's entries and exits (iterations x
+    occurrences, warm-up first) and how it was made (engine, host, torch
+    version, processes, iterations, warm-up, fill, fill scale, bytes scale)."""
+    warmup = measurement[5]
+    enter_us = np.vstack([e[warmup:].reshape(-1) for e in enter])
+    exit_us = np.vstack([e[warmup:].reshape(-1) for e in leave])
     first = np.nanmin(enter_us, axis=0)
     last = np.nanmax(enter_us, axis=0)
     completion = np.nanmax(exit_us, axis=0)
     wait = np.nanmean(last[None, :] - enter_us, axis=0)
-    host = platform.node() or "localhost"
     raw = _core.measured_report(
         name,
         first_arrival_us=first.tolist(),
         last_arrival_us=last.tolist(),
         completion_us=completion.tolist(),
         avg_rank_wait_us=wait.tolist(),
-        measurement=(
-            engine,
-            host,
-            torch_version,
-            nproc,
-            iterations,
-            warmup,
-            compute_fill,
-            compute_fill_scale,
-            bytes_scale,
-        ),
+        measurement=measurement,
         include_samples=include_samples,
     )
     report = Report.of_run(raw, name, has_samples=include_samples)

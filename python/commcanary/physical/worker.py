@@ -112,28 +112,44 @@ class _Runner:
                 dist.recv(big, src=sender)
 
 
-def _iteration_start(runner: _Runner) -> int:
+def _iteration_start(runner: _Runner, offset_ns: int) -> int:
+    """The next iteration's start on this rank's clock: rank 0's instant,
+    ahead of now, moved by this rank's clock offset from rank 0."""
     torch, dist = runner.torch, runner.dist
     start = torch.tensor([time.monotonic_ns() + START_AHEAD_NS], dtype=torch.int64, device=runner.device)
     dist.broadcast(start, src=0)
-    return int(start.item())
+    return int(start.item()) + offset_ns
 
 
-def run(directory: Path, rank: int, world: int, port: int, engine: str, options: dict[str, Any]) -> None:
-    """Execute the program in ``directory`` as ``rank`` and write its times."""
-    import datetime
+def clock_offset_ns(runner: _Runner, rounds: int = 7) -> int:
+    """This rank's monotonic clock minus rank 0's: 0 when every rank runs on
+    one host (one clock), else the median over ``rounds`` barriers of the
+    difference of the instants each rank leaves it (an estimate, good to the
+    barrier's exit skew)."""
+    import socket
 
+    dist = runner.dist
+    hosts: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(hosts, socket.gethostname())
+    if len(set(hosts)) == 1:
+        return 0
+    diffs = []
+    for _ in range(rounds):
+        dist.barrier()
+        t = runner.torch.tensor([time.monotonic_ns()], dtype=runner.torch.int64, device=runner.device)
+        zero = t.clone()
+        dist.broadcast(zero, src=0)
+        diffs.append(int(t.item()) - int(zero.item()))
+    return int(np.median(diffs))
+
+
+def execute(program: Program, rank: int, engine: str, options: dict[str, Any]) -> tuple[Any, Any]:
+    """Run ``program`` as ``rank`` in the initialised process group; returns
+    each iteration's entry and exit per occurrence (µs from its start)."""
     import torch.distributed as dist
 
-    program = read_program(directory)
-    dist.init_process_group(
-        engine,
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=float(options["timeout_s"])),
-    )
     runner = _Runner(program, rank, engine, float(options.get("bytes_scale", 1.0)))
+    offset = clock_offset_ns(runner)
     spin = options["compute_fill"] == "spin"
     scale = float(options["compute_fill_scale"])
     mine = [rank in program.signatures[s]["ranks"] for s in range(len(program.signatures))]
@@ -145,7 +161,7 @@ def run(directory: Path, rank: int, world: int, port: int, engine: str, options:
     leave = np.full((rounds, n), np.nan)
     for it in range(rounds):
         dist.barrier()
-        origin = _iteration_start(runner)
+        origin = _iteration_start(runner, offset)
         _wait_until(origin, spin=True)
         due = float(origin)
         for k in range(n):
@@ -165,6 +181,25 @@ def run(directory: Path, rank: int, world: int, port: int, engine: str, options:
             enter[it, k] = (t0 - origin) / 1000.0
             leave[it, k] = (t1 - origin) / 1000.0
     dist.barrier()
+    return enter, leave
+
+
+def run(directory: Path, rank: int, world: int, port: int, engine: str, options: dict[str, Any]) -> None:
+    """Join the local job, execute the program in ``directory`` as ``rank``
+    and write its times."""
+    import datetime
+
+    import torch.distributed as dist
+
+    program = read_program(directory)
+    dist.init_process_group(
+        engine,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=float(options["timeout_s"])),
+    )
+    enter, leave = execute(program, rank, engine, options)
     np.savez(directory / f"rank{rank}.npz", enter=enter, exit=leave)
     dist.destroy_process_group()
 
