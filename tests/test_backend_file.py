@@ -114,3 +114,15 @@ def test_bad_op_overrides_are_refused(canary: Path) -> None:
     ):
         with pytest.raises(commcanary.InputError, match="op_overrides"):
             commcanary.replay(canary, backend=commcanary.Backend(op_overrides=overrides))
+
+
+def test_serialized_groups_share_one_queue_and_the_report_recomputes(canary: Path, tmp_path: Path) -> None:
+    plain = commcanary.replay(canary, include_samples=True)
+    serial = commcanary.replay(
+        canary, backend=commcanary.Backend(serialize_groups=True), include_samples=True
+    )
+    assert serial.section("backend")["serialize_groups"] is True
+    assert "serialize_groups" not in plain.section("backend")
+    out = tmp_path / "serial.json"
+    serial.write(out)
+    assert commcanary.verify_report(out, canary)["status"] == "model_recomputed"

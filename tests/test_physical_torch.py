@@ -264,6 +264,7 @@ def test_validate_model_ranks_configurations_both_ways(tmp_path: Path) -> None:
                 {"name": "base"},
                 {"name": "big", "bytes_scale": 16},
                 {"name": "sparse", "compute_fill_scale": 3},
+                {"name": "serial", "concurrent_groups": "off"},
             ]
         )
     )
@@ -273,7 +274,8 @@ def test_validate_model_ranks_configurations_both_ways(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.output.startswith("model validation: ranking agreement ")
     doc = json.loads(out.read_text())
-    assert doc["decisions"] == 12 and 0 <= doc["ranking_agreement"] <= 1
+    assert doc["decisions"] == 24 and 0 <= doc["ranking_agreement"] <= 1
+    assert doc["configurations"][3]["concurrent_groups"] == "off"
     assert 0 <= doc["run_to_run_agreement"] <= 1 and set(doc["kendall_tau"]) == {
         "median_us",
         "p95_us",

@@ -177,6 +177,7 @@ def replay_canary(
     op_overrides: list[tuple[str, float, float]] = ...,
     bytes_scale: float | None = None,
     gap_scale: float | None = None,
+    serialize_groups: bool = False,
 ) -> ReplayReport: ...
 def read_report_file(path: str, *, samples: bool = True, data: bytes | None = None) -> ReportDocument: ...
 def verify_report_files(

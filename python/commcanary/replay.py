@@ -50,6 +50,9 @@ class Backend:
     #: multiplied by these.
     bytes_scale: float = 1.0
     gap_scale: float = 1.0
+    #: Collectives of different communicators never overlap (one queue for
+    #: all, no contention between groups).
+    serialize_groups: bool = False
 
 
 class Report:

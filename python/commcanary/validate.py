@@ -3,7 +3,10 @@
 
 Each configuration is one a physical run can realise: every message
 ``bytes_scale`` times its size, every gap ``compute_fill_scale`` times its
-length, the gap filled by sleeping or spinning (``compute_fill``). Each runs
+length, the gap filled by sleeping or spinning (``compute_fill``), and
+``concurrent_groups`` ``on`` (as recorded) or ``off`` (no two
+communicators' collectives overlap: a barrier at every change of group
+physically, one queue and no contention between groups in the model). Each runs
 in the model (the backend given, with the same scales) and ``runs`` times on
 real process groups. For each ranking metric (``median_us``, ``p95_us``,
 ``p99_us``, ``mean_us``) and each pair of configurations (names in
@@ -35,7 +38,7 @@ __all__ = ["VALIDATION_FORMAT", "ModelValidation", "load_physical_configurations
 
 VALIDATION_FORMAT = "commcanary.model_validation.v1"
 METRICS = ("median_us", "p95_us", "p99_us", "mean_us")
-_KEYS = {"name", "bytes_scale", "compute_fill_scale", "compute_fill"}
+_KEYS = {"name", "bytes_scale", "compute_fill_scale", "compute_fill", "concurrent_groups"}
 
 
 @dataclass
@@ -65,7 +68,8 @@ class ModelValidation:
 
 def load_physical_configurations(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """A configuration file: a JSON list of ``{name, bytes_scale,
-    compute_fill_scale, compute_fill}`` (scales default 1, fill ``sleep``)."""
+    compute_fill_scale, compute_fill, concurrent_groups}`` (scales default 1,
+    fill ``sleep``, groups ``on``)."""
     where = os.fspath(path)
     try:
         data = orjson.loads(_core.read_input_file(where))
@@ -102,6 +106,9 @@ def check_configurations(
         if c.get("compute_fill", "sleep") not in ("sleep", "spin"):
             raise InputError(f"{where}[{i}] field 'compute_fill' must be 'sleep' or 'spin'")
         item["compute_fill"] = c.get("compute_fill", "sleep")
+        if c.get("concurrent_groups", "on") not in ("on", "off"):
+            raise InputError(f"{where}[{i}] field 'concurrent_groups' must be 'on' or 'off'")
+        item["concurrent_groups"] = c.get("concurrent_groups", "on")
         out.append(item)
     return out
 
@@ -144,7 +151,10 @@ def validate_model(
     model: dict[str, dict[str, float]] = {}
     measured: dict[str, list[dict[str, float]]] = {}
     for c in configs:
-        scaled = replace(base, bytes_scale=c["bytes_scale"], gap_scale=c["compute_fill_scale"])
+        off = c["concurrent_groups"] == "off"
+        scaled = replace(
+            base, bytes_scale=c["bytes_scale"], gap_scale=c["compute_fill_scale"], serialize_groups=off
+        )
         model[c["name"]] = {
             m: replay(canary, backend=scaled, iterations=iterations).metrics[m] for m in METRICS
         }
@@ -159,6 +169,7 @@ def validate_model(
                 compute_fill=c["compute_fill"],
                 compute_fill_scale=c["compute_fill_scale"],
                 bytes_scale=c["bytes_scale"],
+                serialize_groups=off,
                 timeout_s=timeout_s,
                 include_samples=False,
             )
@@ -175,7 +186,9 @@ def validate_model(
     doc = {
         "format": VALIDATION_FORMAT,
         "engine": engine,
-        "backend": {k: v for k, v in vars(base).items() if k not in ("bytes_scale", "gap_scale")}
+        "backend": {
+            k: v for k, v in vars(base).items() if k not in ("bytes_scale", "gap_scale", "serialize_groups")
+        }
         | {"op_overrides": [list(o) for o in base.op_overrides]},
         "configurations": configs,
         "runs": runs,

@@ -18,7 +18,7 @@ Configurations = Annotated[
     typer.Option(
         "--configurations",
         metavar="FILE",
-        help="JSON list of configurations (name, bytes_scale, compute_fill_scale, compute_fill): what-ifs a physical run realises.",
+        help="JSON list of configurations (name, bytes_scale, compute_fill_scale, compute_fill, concurrent_groups on or off): what-ifs a physical run realises.",
     ),
 ]
 Physical = Annotated[str, typer.Option("--physical", metavar="ENGINE", help="gloo (CPU) or nccl (GPUs).")]

@@ -141,6 +141,7 @@ def replay_physical(
     compute_fill: str = "sleep",
     compute_fill_scale: float = 1.0,
     bytes_scale: float = 1.0,
+    serialize_groups: bool = False,
     timeout_s: float = 600.0,
     include_samples: bool = True,
 ) -> MeasuredRun:
@@ -149,7 +150,9 @@ def replay_physical(
 
     ``warmup`` iterations run first and are not measured; ``compute_fill``
     (``sleep`` or ``spin``) fills each gap, scaled by ``compute_fill_scale``;
-    every message is ``bytes_scale`` times its recorded size.
+    every message is ``bytes_scale`` times its recorded size;
+    ``serialize_groups`` makes every rank wait (a world barrier) whenever the
+    program moves to another communicator, so groups never overlap.
     Raises :class:`InputError` for fewer processes than the canary's ranks,
     an op torch cannot run, an engine this torch lacks, or a run past
     ``timeout_s``; :class:`ChildFailed` when a process fails.
@@ -177,6 +180,7 @@ def replay_physical(
             "compute_fill": compute_fill,
             "compute_fill_scale": compute_fill_scale,
             "bytes_scale": bytes_scale,
+            "serialize_groups": serialize_groups,
             "timeout_s": timeout_s,
         }
         (directory / "options.json").write_text(json.dumps(options))

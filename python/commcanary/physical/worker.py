@@ -156,6 +156,8 @@ def execute(program: Program, rank: int, engine: str, options: dict[str, Any]) -
     rounds = int(options["warmup"]) + int(options["iterations"])
     fault = os.environ.get(FAULT_VAR, "")
     die_at = int(fault.split(":")[1]) if fault.split(":")[0] == str(rank) else -1
+    serialize = bool(options.get("serialize_groups", False))
+    group_of = [sig.get("group") for sig in program.signatures]
     n = program.occurrences
     enter = np.full((rounds, n), np.nan)
     leave = np.full((rounds, n), np.nan)
@@ -164,9 +166,15 @@ def execute(program: Program, rank: int, engine: str, options: dict[str, Any]) -
         origin = _iteration_start(runner, offset)
         _wait_until(origin, spin=True)
         due = float(origin)
+        previous = None
         for k in range(n):
             s = int(program.signature[k])
             due += float(program.gap_us[k]) * scale * 1000.0
+            if serialize and group_of[s] != previous:
+                # Groups never overlap: everyone finishes the last group first.
+                if previous is not None:
+                    dist.barrier()
+                previous = group_of[s]
             if not mine[s]:
                 continue
             if 0 <= die_at <= k:

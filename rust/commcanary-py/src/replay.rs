@@ -82,6 +82,7 @@ pub(crate) fn requested_settings(
         op_overrides: Vec::new(),
         bytes_scale: None,
         gap_scale: None,
+        serialize_groups: false,
     }
 }
 
@@ -187,7 +188,7 @@ impl PyReplayReport {
 /// Replays the canary at `path` (or `data`, when given) under the settings;
 /// a setting left `None` takes the model's default.
 #[pyfunction]
-#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new(), bytes_scale=None, gap_scale=None))]
+#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new(), bytes_scale=None, gap_scale=None, serialize_groups=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay_canary(
     py: Python<'_>,
@@ -206,6 +207,7 @@ pub fn replay_canary(
     op_overrides: Vec<(String, f64, f64)>,
     bytes_scale: Option<f64>,
     gap_scale: Option<f64>,
+    serialize_groups: bool,
 ) -> PyResult<PyReplayReport> {
     let mut requested = requested_settings(
         label,
@@ -221,6 +223,7 @@ pub fn replay_canary(
     requested.op_overrides = op_overrides;
     requested.bytes_scale = bytes_scale;
     requested.gap_scale = gap_scale;
+    requested.serialize_groups = serialize_groups;
     let settings = detached(py, None, || Settings::checked(&requested))?;
     let bytes = read_bytes(py, data, &path)?;
     let run = detached(py, Some(&path), move || {

@@ -204,6 +204,9 @@ pub fn backend_json(s: &Settings) -> Vec<u8> {
         list.push(b']');
     }
     o.f64("overlap_efficiency", s.overlap_efficiency);
+    if s.serialize_groups {
+        o.bool("serialize_groups", true);
+    }
     o.end();
     out
 }

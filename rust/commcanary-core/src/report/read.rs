@@ -495,6 +495,12 @@ fn declared_settings(r: &Report) -> Result<Settings> {
         op_overrides: declared_op_overrides(backend)?,
         bytes_scale: optional_num(backend, "bytes_scale")?.unwrap_or(1.0),
         gap_scale: optional_num(backend, "gap_scale")?.unwrap_or(1.0),
+        serialize_groups: match backend.get("serialize_groups") {
+            None => false,
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| bad("backend.serialize_groups must be a boolean"))?,
+        },
     };
     settings
         .validate()

@@ -45,6 +45,17 @@ pub fn other_groups(sig: &Signature) -> f64 {
     (sig.concurrent_groups - 1).max(0) as f64
 }
 
+/// [`other_groups`], or 0 when the settings serialize communicators.
+#[inline]
+#[must_use]
+pub fn other_groups_under(sig: &Signature, settings: &Settings) -> f64 {
+    if settings.serialize_groups {
+        0.0
+    } else {
+        other_groups(sig)
+    }
+}
+
 /// The noise-free collective latency of one occurrence of `sig`, µs.
 #[inline]
 #[must_use]
@@ -57,7 +68,7 @@ pub fn base_latency_us(sig: &Signature, settings: &Settings, pressure: f64) -> f
             (o.latency_floor_us, o.bandwidth_gbps)
         });
     let transfer = (sig.bytes as f64 * settings.bytes_scale * 8.0) / (bandwidth * 1000.0);
-    let contention = 1.0 + 0.22 * other_groups(sig);
+    let contention = 1.0 + 0.22 * other_groups_under(sig, settings);
     let penalty = 1.0 + 0.18 * pressure;
     let startup = floor + 1.15 * log_ranks + 4.0;
     startup + transfer * op_factor(sig, nf) * contention * penalty

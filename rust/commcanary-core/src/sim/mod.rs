@@ -412,7 +412,11 @@ fn resource_ids(resources: &[String]) -> Vec<usize> {
 
 /// Stage 3: every iteration scheduled on the FIFO resources.
 fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Result<Replay> {
-    let resources: Vec<String> = program.signatures.iter().map(resource).collect();
+    let resources: Vec<String> = if settings.serialize_groups {
+        vec!["serialized".to_owned(); program.signatures.len()]
+    } else {
+        program.signatures.iter().map(resource).collect()
+    };
     let resource_id = resource_ids(&resources);
     let n = statics.len();
     let mut out = Replay {
@@ -423,7 +427,9 @@ fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Resul
         ..Replay::default()
     };
     out.reserve(n * settings.iterations as usize);
-    let other_groups: Vec<f64> = program.signatures.iter().map(cost::other_groups).collect();
+    let other_groups: Vec<f64> = (program.signatures.iter())
+        .map(|s| cost::other_groups_under(s, settings))
+        .collect();
     let no_tail = settings.ablations.rare_tail_windows;
     let eta = settings.overlap_efficiency;
     for iteration in 0..settings.iterations {

@@ -117,6 +117,10 @@ pub struct Settings {
     /// Every gap multiplied by this (≥ 0; 1 is the canary's): more or less
     /// compute between collectives.
     pub gap_scale: f64,
+    /// Collectives of different communicators never overlap: one FIFO for
+    /// all, and no concurrent groups' contention (the physical replay's
+    /// `concurrent_groups: off`).
+    pub serialize_groups: bool,
 }
 
 /// One operation's own latency floor and bandwidth.
@@ -148,6 +152,7 @@ impl Default for Settings {
             op_overrides: Vec::new(),
             bytes_scale: 1.0,
             gap_scale: 1.0,
+            serialize_groups: false,
         }
     }
 }
@@ -264,6 +269,7 @@ impl Settings {
             },
             bytes_scale: requested.bytes_scale.unwrap_or(1.0),
             gap_scale: requested.gap_scale.unwrap_or(1.0),
+            serialize_groups: requested.serialize_groups,
         };
         s.validate()?;
         Ok(s)
@@ -297,4 +303,6 @@ pub struct RequestedSettings {
     pub bytes_scale: Option<f64>,
     /// `gap_scale`.
     pub gap_scale: Option<f64>,
+    /// `serialize_groups`.
+    pub serialize_groups: bool,
 }
