@@ -41,13 +41,13 @@ import orjson
 
 from commcanary import _core
 from commcanary.errors import InputError
+from commcanary.formats import MEASURED_MODE
 from commcanary.replay import Backend, Report, replay
 
 __all__ = ["BACKEND_FORMAT", "Calibration", "calibrate", "read_backend_file"]
 
 #: The backend file's format identifier.
 BACKEND_FORMAT = "commcanary.backend.v1"
-MEASURED_MODE = "physical-measurement"
 #: A bandwidth whose term is negligible (Gbit/s).
 _VANISHING_BANDWIDTH = 1e9
 
@@ -115,7 +115,14 @@ class _Run:
     per_gbps: npt.NDArray[np.float64]
 
 
-def _measured(path: str | os.PathLike[str], canaries: dict[str, str]) -> tuple[_Run, dict[str, Any]]:
+#: The model's two terms per sample, by (canary, iterations): reports of one
+#: canary share one pair of replays.
+_Terms = dict[tuple[str, int], tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]
+
+
+def _measured(
+    path: str | os.PathLike[str], canaries: dict[str, str], terms: _Terms
+) -> tuple[_Run, dict[str, Any]]:
     report = Report.from_file(path)
     backend = report.section("backend") or {}
     where = os.fspath(path)
@@ -140,8 +147,10 @@ def _measured(path: str | os.PathLike[str], canaries: dict[str, str]) -> tuple[_
         assert run.samples is not None
         return np.asarray(run.samples["collective_us"], dtype=np.float64)
 
-    constant = model(_VANISHING_BANDWIDTH)
-    per_gbps = model(1.0) - constant
+    if (sha, iterations) not in terms:
+        constant = model(_VANISHING_BANDWIDTH)
+        terms[(sha, iterations)] = (constant, model(1.0) - constant)
+    constant, per_gbps = terms[(sha, iterations)]
     n = len(samples["collective_us"])
     per_iteration = n // max(1, iterations)
     signatures = samples["signature"]
@@ -274,7 +283,8 @@ def calibrate(
         data = _core.read_input_file(os.fspath(c))
         _core.check_canary(os.fspath(c), data=data)
         by_sha[_canary_sha(data)] = os.fspath(c)
-    measured = [_measured(r, by_sha) for r in reports]
+    terms: _Terms = {}
+    measured = [_measured(r, by_sha, terms) for r in reports]
     runs = [m[0] for m in measured]
     floor, x = _fit(runs)
     floor, x = round(floor, 3), 1.0 / round(1.0 / x, 6)

@@ -20,6 +20,8 @@ HANG_FORMAT = "commcanary.hang.v1"
 STRAGGLERS_FORMAT = "commcanary.stragglers.v1"
 STEPS_FORMAT = "commcanary.steps.v1"
 TIMELINE_FORMAT = "commcanary.timeline.v1"
+#: ``backend.mode`` of a report measured on real collectives (``replay --physical``).
+MEASURED_MODE = "physical-measurement"
 
 #: Every format this version reads or writes, by role.
 FORMATS: dict[str, str] = {

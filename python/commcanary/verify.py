@@ -21,10 +21,7 @@ from commcanary import _core
 
 __all__ = ["REPORT_VERIFICATION_FORMAT", "verify_report"]
 
-from commcanary.formats import REPORT_VERIFICATION_FORMAT
-
-#: ``backend.mode`` of a report measured on real collectives.
-MEASURED_MODE = "physical-measurement"
+from commcanary.formats import MEASURED_MODE, REPORT_VERIFICATION_FORMAT
 
 
 def verify_report(report: str | os.PathLike[str], canary: str | os.PathLike[str]) -> dict[str, Any]:

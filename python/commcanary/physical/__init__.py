@@ -65,7 +65,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _check_engine(engine: str, nproc: int) -> str:
+def _check_engine(engine: str) -> str:
     if engine not in ENGINES:
         raise InputError(f"--physical must be one of {', '.join(ENGINES)}, got {engine!r}")
     try:
@@ -170,7 +170,7 @@ def replay_physical(
         raise InputError(f"--compute-fill-scale must be non-negative, got {compute_fill_scale}")
     if not 0 < bytes_scale <= 1e6:
         raise InputError(f"bytes_scale must be positive and at most 1e6, got {bytes_scale}")
-    torch_version = _check_engine(engine, nproc)
+    torch_version = _check_engine(engine)
     with tempfile.TemporaryDirectory(prefix="commcanary-physical-") as tmp:
         directory = Path(tmp)
         write_program(program, directory)

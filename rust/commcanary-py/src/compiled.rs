@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use commcanary_core::canary::expand::occurrence_columns;
+use commcanary_core::canary::expand::{OccurrenceColumns, occurrence_columns};
 use commcanary_core::compile::{Compiled, FIDELITY_FIELDS};
 use commcanary_core::output::write_atomic;
 use numpy::IntoPyArray;
@@ -94,21 +94,27 @@ impl PyCompiled {
 
     /// The executed timing of the canary, one entry per occurrence in replay
     /// order: a dict of numpy arrays (signature, occurrence, gap_us,
-    /// arrival_skew_us, compute_before_us, compute_overlap_us, compute_pressure).
+    /// arrival_skew_us, compute_before_us, compute_overlap_us, compute_pressure,
+    /// and arrival_offsets_us: every member's offset, concatenated).
     fn occurrences<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let compiled = Arc::clone(&self.inner);
         let c = detached(py, None, move || Ok(occurrence_columns(&compiled.program)))?;
-        let d = PyDict::new(py);
-        d.set_item("signature", c.signature.into_pyarray(py))?;
-        d.set_item("occurrence", c.occurrence.into_pyarray(py))?;
-        d.set_item("gap_us", c.gap_us.into_pyarray(py))?;
-        d.set_item("arrival_skew_us", c.arrival_skew_us.into_pyarray(py))?;
-        d.set_item("compute_before_us", c.compute_before_us.into_pyarray(py))?;
-        d.set_item("compute_overlap_us", c.compute_overlap_us.into_pyarray(py))?;
-        d.set_item("compute_pressure", c.compute_pressure.into_pyarray(py))?;
-        d.set_item("arrival_offsets_us", c.arrival_offsets_us.into_pyarray(py))?;
-        Ok(d)
+        columns_dict(py, c)
     }
+}
+
+/// Occurrence columns as a dict of numpy arrays.
+fn columns_dict(py: Python<'_>, c: OccurrenceColumns) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("signature", c.signature.into_pyarray(py))?;
+    d.set_item("occurrence", c.occurrence.into_pyarray(py))?;
+    d.set_item("gap_us", c.gap_us.into_pyarray(py))?;
+    d.set_item("arrival_skew_us", c.arrival_skew_us.into_pyarray(py))?;
+    d.set_item("compute_before_us", c.compute_before_us.into_pyarray(py))?;
+    d.set_item("compute_overlap_us", c.compute_overlap_us.into_pyarray(py))?;
+    d.set_item("compute_pressure", c.compute_pressure.into_pyarray(py))?;
+    d.set_item("arrival_offsets_us", c.arrival_offsets_us.into_pyarray(py))?;
+    Ok(d)
 }
 
 /// The occurrence columns of the canary at `path` (or `data`), as
@@ -134,15 +140,7 @@ pub(crate) fn canary_occurrences<'py>(
             .collect();
         Ok((occurrence_columns(&canary.program), sigs))
     })?;
-    let d = PyDict::new(py);
-    d.set_item("signature", c.signature.into_pyarray(py))?;
-    d.set_item("occurrence", c.occurrence.into_pyarray(py))?;
-    d.set_item("gap_us", c.gap_us.into_pyarray(py))?;
-    d.set_item("arrival_skew_us", c.arrival_skew_us.into_pyarray(py))?;
-    d.set_item("compute_before_us", c.compute_before_us.into_pyarray(py))?;
-    d.set_item("compute_overlap_us", c.compute_overlap_us.into_pyarray(py))?;
-    d.set_item("compute_pressure", c.compute_pressure.into_pyarray(py))?;
-    d.set_item("arrival_offsets_us", c.arrival_offsets_us.into_pyarray(py))?;
+    let d = columns_dict(py, c)?;
     let list: Vec<Bound<'py, PyBytes>> = signatures.iter().map(|s| PyBytes::new(py, s)).collect();
     d.set_item("signatures", list)?;
     Ok(d)
