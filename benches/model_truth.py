@@ -24,7 +24,7 @@
 
 Prints a table and writes ``--json`` when asked. Needs torch.
 
-    python benches/model_truth.py [--runs 3] [--events 200] [--gap-scale 20] [--validate] [--json out.json]
+    python benches/model_truth.py [--runs 3] [--events 400] [--gap-scale 100] [--validate] [--json out.json]
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ def signature_error(model: dict[str, float], measured: dict[str, float]) -> floa
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--events", type=int, default=200)
-    ap.add_argument("--gap-scale", type=float, default=20.0)
+    ap.add_argument("--events", type=int, default=400)
+    ap.add_argument("--gap-scale", type=float, default=100.0)
     ap.add_argument("--json", default=None)
     ap.add_argument("--validate", action="store_true", help="Also rank six configurations (validate-model).")
     args = ap.parse_args()

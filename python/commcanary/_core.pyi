@@ -279,6 +279,7 @@ def measured_report(
     *,
     first_arrival_us: list[float],
     last_arrival_us: list[float],
+    last_entry_us: list[float],
     completion_us: list[float],
     avg_rank_wait_us: list[float],
     measurement: tuple[str, str, str, int, int, int, str, float, float],

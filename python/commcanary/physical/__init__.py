@@ -52,6 +52,10 @@ class MeasuredRun:
     """A physical replay: its report and every member's raw times."""
 
     report: Report
+    #: Readiness of each rank for each measured sample (ranks x samples): its
+    #: due time plus its arrival offset, µs from the sample's iteration
+    #: start; NaN where the rank is not a member.
+    ready_us: npt.NDArray[np.float64]
     #: Entry of each rank into each measured sample (ranks x samples), µs
     #: from the sample's iteration start; NaN where the rank is not a member.
     enter_us: npt.NDArray[np.float64]
@@ -185,9 +189,10 @@ def replay_physical(
         }
         (directory / "options.json").write_text(json.dumps(options))
         _run_children(directory, nproc, engine, timeout_s)
-        enter, leave = [], []
+        ready, enter, leave = [], [], []
         for r in range(nproc):
             with np.load(directory / f"rank{r}.npz") as z:
+                ready.append(z["ready"])
                 enter.append(z["enter"])
                 leave.append(z["exit"])
     host = platform.node() or "localhost"
@@ -202,35 +207,40 @@ def replay_physical(
         compute_fill_scale,
         bytes_scale,
     )
-    return measured_run(name, enter, leave, measurement, include_samples=include_samples)
+    return measured_run(name, ready, enter, leave, measurement, include_samples=include_samples)
 
 
 def measured_run(
     name: str,
+    ready: list[npt.NDArray[np.float64]],
     enter: list[npt.NDArray[np.float64]],
     leave: list[npt.NDArray[np.float64]],
     measurement: tuple[str, str, str, int, int, int, str, float, float],
     *,
     include_samples: bool = True,
 ) -> MeasuredRun:
-    """The report of a run from each rank's entries and exits (iterations x
-    occurrences, warm-up first) and how it was made (engine, host, torch
-    version, processes, iterations, warm-up, fill, fill scale, bytes scale)."""
+    """The report of a run from each rank's readiness, entries and exits
+    (iterations x occurrences, warm-up first) and how it was made (engine,
+    host, torch version, processes, iterations, warm-up, fill, fill scale,
+    bytes scale). Arrivals are readiness, as in the model: a member kept
+    late by earlier work queues."""
     warmup = measurement[5]
+    ready_us = np.vstack([e[warmup:].reshape(-1) for e in ready])
     enter_us = np.vstack([e[warmup:].reshape(-1) for e in enter])
     exit_us = np.vstack([e[warmup:].reshape(-1) for e in leave])
-    first = np.nanmin(enter_us, axis=0)
-    last = np.nanmax(enter_us, axis=0)
+    first = np.nanmin(ready_us, axis=0)
+    last = np.nanmax(ready_us, axis=0)
     completion = np.nanmax(exit_us, axis=0)
-    wait = np.nanmean(last[None, :] - enter_us, axis=0)
+    wait = np.nanmean(last[None, :] - ready_us, axis=0)
     raw = _core.measured_report(
         name,
         first_arrival_us=first.tolist(),
         last_arrival_us=last.tolist(),
+        last_entry_us=np.nanmax(enter_us, axis=0).tolist(),
         completion_us=completion.tolist(),
         avg_rank_wait_us=wait.tolist(),
         measurement=measurement,
         include_samples=include_samples,
     )
     report = Report.of_run(raw, name, has_samples=include_samples)
-    return MeasuredRun(report=report, enter_us=enter_us, exit_us=exit_us)
+    return MeasuredRun(report=report, ready_us=ready_us, enter_us=enter_us, exit_us=exit_us)

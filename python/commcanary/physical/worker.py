@@ -143,9 +143,11 @@ def clock_offset_ns(runner: _Runner, rounds: int = 7) -> int:
     return int(np.median(diffs))
 
 
-def execute(program: Program, rank: int, engine: str, options: dict[str, Any]) -> tuple[Any, Any]:
+def execute(program: Program, rank: int, engine: str, options: dict[str, Any]) -> tuple[Any, Any, Any]:
     """Run ``program`` as ``rank`` in the initialised process group; returns
-    each iteration's entry and exit per occurrence (µs from its start)."""
+    each iteration's readiness, entry and exit per occurrence (µs from its
+    start). A rank is ready at its due time plus its arrival offset; it
+    enters then, or later when earlier work kept it busy."""
     import torch.distributed as dist
 
     runner = _Runner(program, rank, engine, float(options.get("bytes_scale", 1.0)))
@@ -159,6 +161,7 @@ def execute(program: Program, rank: int, engine: str, options: dict[str, Any]) -
     serialize = bool(options.get("serialize_groups", False))
     group_of = [sig.get("group") for sig in program.signatures]
     n = program.occurrences
+    ready = np.full((rounds, n), np.nan)
     enter = np.full((rounds, n), np.nan)
     leave = np.full((rounds, n), np.nan)
     for it in range(rounds):
@@ -180,16 +183,18 @@ def execute(program: Program, rank: int, engine: str, options: dict[str, Any]) -
             if 0 <= die_at <= k:
                 os._exit(9)
             at = int(program.offsets_at[k]) + program.signatures[s]["ranks"].index(rank)
-            _wait_until(int(due + float(program.offsets_us[at]) * 1000.0), spin)
+            target = int(due + float(program.offsets_us[at]) * 1000.0)
+            _wait_until(target, spin)
             t0 = time.monotonic_ns()
             runner.run(s)
             if runner.device is not None:
                 runner.torch.cuda.synchronize()
             t1 = time.monotonic_ns()
+            ready[it, k] = (min(target, t0) - origin) / 1000.0
             enter[it, k] = (t0 - origin) / 1000.0
             leave[it, k] = (t1 - origin) / 1000.0
     dist.barrier()
-    return enter, leave
+    return ready, enter, leave
 
 
 def run(directory: Path, rank: int, world: int, port: int, engine: str, options: dict[str, Any]) -> None:
@@ -207,8 +212,8 @@ def run(directory: Path, rank: int, world: int, port: int, engine: str, options:
         world_size=world,
         timeout=datetime.timedelta(seconds=float(options["timeout_s"])),
     )
-    enter, leave = execute(program, rank, engine, options)
-    np.savez(directory / f"rank{rank}.npz", enter=enter, exit=leave)
+    ready, enter, leave = execute(program, rank, engine, options)
+    np.savez(directory / f"rank{rank}.npz", ready=ready, enter=enter, exit=leave)
     dist.destroy_process_group()
 
 

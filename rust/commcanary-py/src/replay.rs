@@ -332,17 +332,18 @@ pub fn verify_report_files(
 }
 
 /// The report of a measured run of the canary at `path` (or `data`): the
-/// four per-sample time columns (iteration-major, µs from each iteration's
+/// five per-sample time columns (iteration-major, µs from each iteration's
 /// origin) and how the run was made, as `(engine, host, torch_version,
 /// nproc, iterations, warmup, compute_fill, compute_fill_scale, bytes_scale)`.
 #[pyfunction]
-#[pyo3(signature = (path, *, first_arrival_us, last_arrival_us, completion_us, avg_rank_wait_us, measurement, data=None, include_samples=true))]
+#[pyo3(signature = (path, *, first_arrival_us, last_arrival_us, last_entry_us, completion_us, avg_rank_wait_us, measurement, data=None, include_samples=true))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn measured_report(
     py: Python<'_>,
     path: String,
     first_arrival_us: Vec<f64>,
     last_arrival_us: Vec<f64>,
+    last_entry_us: Vec<f64>,
     completion_us: Vec<f64>,
     avg_rank_wait_us: Vec<f64>,
     measurement: (String, String, String, u32, u32, u32, String, f64, f64),
@@ -369,6 +370,7 @@ pub fn measured_report(
         let times = MeasuredTimes {
             first_arrival_us: &first_arrival_us,
             last_arrival_us: &last_arrival_us,
+            last_entry_us: &last_entry_us,
             completion_us: &completion_us,
             avg_rank_wait_us: &avg_rank_wait_us,
         };

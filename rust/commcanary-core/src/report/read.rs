@@ -414,7 +414,8 @@ fn validate(r: &Report) -> Result<Settings> {
             breakdowns,
             calibration,
         };
-        check_against_samples(s, &settings, &declared)?;
+        let measured = super::measured::is_measured(r);
+        check_against_samples(s, &settings, &declared, measured)?;
     }
     Ok(settings)
 }
@@ -755,8 +756,13 @@ fn close(a: f64, b: f64, tol: f64) -> bool {
 
 /// Validation stage 6: reconciles each sample, then recomputes every
 /// metric, breakdown row and calibration figure from the samples.
-fn check_against_samples(s: &Samples, settings: &Settings, declared: &Declared) -> Result<()> {
-    reconcile_samples(s, settings, declared.metrics.exposed.count)?;
+fn check_against_samples(
+    s: &Samples,
+    settings: &Settings,
+    declared: &Declared,
+    measured: bool,
+) -> Result<()> {
+    reconcile_samples(s, settings, declared.metrics.exposed.count, measured)?;
     let col = |n: &str| s.column(n).expect("checked by reconcile_samples");
     let exposed = col("exposed_us");
     let recomputed = metrics(
@@ -920,10 +926,12 @@ fn check_calibration_match(
 }
 
 /// Per-sample consistency with the scheduling equations (tolerance 0.0051
-/// on rounded values): first the columns' shapes, then each sample.
-fn reconcile_samples(s: &Samples, settings: &Settings, count: u64) -> Result<()> {
+/// on rounded values): first the columns' shapes, then each sample. In a
+/// `measured` run a collective may start after its last member was ready
+/// and its communicator free (the member was busy elsewhere).
+fn reconcile_samples(s: &Samples, settings: &Settings, count: u64, measured: bool) -> Result<()> {
     check_sample_shapes(s, count)?;
-    check_sample_equations(s, settings.overlap_efficiency)
+    check_sample_equations(s, settings.overlap_efficiency, measured)
 }
 
 /// Reconciliation stage 1: `count` samples, every required column (and no
@@ -976,8 +984,9 @@ fn check_sample_shapes(s: &Samples, count: u64) -> Result<()> {
 
 /// Reconciliation stage 2: each sample against the scheduling equations,
 /// with the previous completion tracked per (iteration, resource) and hidden
-/// time bounded by `eta` (the backend's overlap efficiency).
-fn check_sample_equations(s: &Samples, eta: f64) -> Result<()> {
+/// time bounded by `eta` (the backend's overlap efficiency). `measured`
+/// relaxes the start to at or after max(last arrival, previous completion).
+fn check_sample_equations(s: &Samples, eta: f64, measured: bool) -> Result<()> {
     const TOL: f64 = 0.0051;
     let n = s.count;
     let c = |name: &str| s.column(name).expect("checked above");
@@ -1031,7 +1040,12 @@ fn check_sample_equations(s: &Samples, eta: f64) -> Result<()> {
         let completion = start[i] + collective[i];
         let slot = &mut previous[resource_ids[s.signature[i] as usize]];
         let expected_start = last.max(*slot);
-        if (start[i] - expected_start).abs() > TOL {
+        if measured && start[i] < expected_start - TOL {
+            return fail(
+                "collective_start_us is before max(last arrival, previous completion on its resource)",
+            );
+        }
+        if !measured && (start[i] - expected_start).abs() > TOL {
             return fail(
                 "collective_start_us is not max(last arrival, previous completion on its resource)",
             );

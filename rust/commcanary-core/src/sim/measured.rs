@@ -2,12 +2,16 @@
 //! report has the model report's layout and passes its reconciliation.
 //!
 //! Per occurrence the run measures, on the iteration's clock (µs from its
-//! origin): the first member's entry, the last member's entry, the last
-//! member's exit, and the members' mean wait for the last. The columns then
-//! follow the scheduler's definitions: skew = last − first; the collective
-//! starts at max(last entry, the previous completion on its communicator);
-//! queue wait = start − last entry; collective = completion − start;
-//! total = completion − first entry. Nothing is hidden (the run executes the
+//! origin): the members' readiness (the first and the last; a member is
+//! ready at its due time on the program's timeline plus its arrival offset,
+//! or at its entry if it entered earlier), the last member's entry, the last
+//! member's exit, and the members' mean wait for the last to be ready. The
+//! columns then follow the scheduler's definitions, which are open-loop like
+//! the model's: skew = last ready − first ready; the collective starts at
+//! max(last entry, the previous completion on its communicator); queue wait =
+//! start − last ready (a member still busy with earlier work enters late, and
+//! that wait is queueing, as in the model); collective = completion − start;
+//! total = completion − first ready. Nothing is hidden (the run executes the
 //! compute fill before each collective, not beside it), so exposed = total.
 //! A completion measured before the previous completion on the same
 //! communicator (clock noise across processes) is taken as that previous
@@ -21,13 +25,15 @@ use crate::sim::Ablations;
 /// The measured times of every sample, iteration-major.
 #[derive(Debug, Clone, Copy)]
 pub struct MeasuredTimes<'a> {
-    /// First member's entry, µs from the iteration origin.
+    /// First member's readiness, µs from the iteration origin.
     pub first_arrival_us: &'a [f64],
-    /// Last member's entry.
+    /// Last member's readiness.
     pub last_arrival_us: &'a [f64],
+    /// Last member's entry (at or after its readiness).
+    pub last_entry_us: &'a [f64],
     /// Last member's exit.
     pub completion_us: &'a [f64],
-    /// Members' mean wait for the last entry.
+    /// Members' mean wait for the last readiness.
     pub avg_rank_wait_us: &'a [f64],
 }
 
@@ -44,6 +50,7 @@ pub fn measured_replay(program: &Program, iterations: u32, t: MeasuredTimes<'_>)
     for (name, col) in [
         ("first_arrival_us", t.first_arrival_us),
         ("last_arrival_us", t.last_arrival_us),
+        ("last_entry_us", t.last_entry_us),
         ("completion_us", t.completion_us),
         ("avg_rank_wait_us", t.avg_rank_wait_us),
     ] {
@@ -73,13 +80,14 @@ pub fn measured_replay(program: &Program, iterations: u32, t: MeasuredTimes<'_>)
         for (k, p) in pending.iter().enumerate() {
             let i = iteration * n + k;
             let (first, last) = (t.first_arrival_us[i], t.last_arrival_us[i]);
-            if last < first || t.completion_us[i] < last {
+            let entry = t.last_entry_us[i];
+            if last < first || entry < last || t.completion_us[i] < entry {
                 return Err(Error::invalid(format!(
                     "measured sample {i}: entries and exit out of order"
                 )));
             }
             let slot = &mut available[resource_id[p.signature as usize]];
-            let start = last.max(*slot);
+            let start = entry.max(*slot);
             let completion = t.completion_us[i].max(start);
             *slot = completion;
             let point = &program.points[p.point as usize];
