@@ -129,6 +129,9 @@ def test_compare_of_different_canaries_names_both_reports(tmp_path: Path) -> Non
     )
 
 
+HINT = "(please report this; rerun with --debug for the traceback)"
+
+
 def test_internal_error_is_exit_70(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def panics(*args: object, **kwargs: object) -> None:
         raise InternalError("a worker thread panicked in compile")
@@ -136,10 +139,7 @@ def test_internal_error_is_exit_70(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr("commcanary.compiler.compile", panics)
     result = runner.invoke(app, ["compile", str(DEMO), "-o", str(tmp_path / "c.json")])
     assert result.exit_code == EXIT_INTERNAL == 70
-    assert (
-        result.stderr
-        == "commcanary: internal error: a worker thread panicked in compile (please report this)\n"
-    )
+    assert result.stderr == f"commcanary: internal error: a worker thread panicked in compile {HINT}\n"
 
 
 @pytest.mark.parametrize(
@@ -170,7 +170,14 @@ def test_main_maps_a_bug_to_70(
     monkeypatch.setattr("commcanary.compiler.compile", bug)
     assert main(["compile", str(DEMO), "-o", str(tmp_path / "c.json")]) == 70
     assert capsys.readouterr().err == (
-        "commcanary: internal error: ZeroDivisionError: division by zero (please report this)\n"
+        f"commcanary: internal error: ZeroDivisionError: division by zero {HINT}\n"
+    )
+    monkeypatch.setenv("COMMCANARY_DEBUG", "")  # restored after the test: --debug sets it
+    assert main(["--debug", "compile", str(DEMO), "-o", str(tmp_path / "c.json")]) == 70
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):") and "ZeroDivisionError" in err
+    assert err.splitlines()[-1] == (
+        "commcanary: internal error: ZeroDivisionError: division by zero (please report this)"
     )
 
 
@@ -247,7 +254,8 @@ def test_a_panicking_worker_is_an_internal_error(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 70, proc.stderr
-    last = proc.stderr.splitlines()[-1]
-    assert last.startswith("commcanary: internal error: ") and last.endswith(" (please report this)")
+    # One line: the panic's own report is printed only with --debug.
+    (last,) = proc.stderr.splitlines()
+    assert last.startswith("commcanary: internal error: ") and last.endswith(HINT)
     assert "compile-digest" in last
     assert proc.stdout == "" and not out.exists()

@@ -13,12 +13,14 @@ __all__ = [
     "ABLATIONS",
     "CANARY_FORMAT",
     "CONFIGURATION_COUNT_RANGE",
+    "DEFAULT_RESOURCE_LIMITS",
     "DEFAULT_SETTINGS",
     "DEFAULT_TIMING_SAMPLE_LIMIT",
     "DEFAULT_TOLERANCES",
     "FIDELITY_FIELDS",
     "FORMATS",
     "INJECT_PANIC_VAR",
+    "INJECT_WRITE_ERROR_VAR",
     "MAX_INPUT_BYTES",
     "MAX_REPLAY_EVENTS_LIMIT",
     "REPLAY_MODEL",
@@ -56,6 +58,8 @@ __all__ = [
     "recover_steps",
     "reduce_trace",
     "replay_canary",
+    "resource_limits",
+    "set_resource_limits",
     "verify_report_files",
     "write_atomic",
 ]
@@ -80,8 +84,10 @@ DEFAULT_TOLERANCES: Final[dict[str, float]]
 DEFAULT_TIMING_SAMPLE_LIMIT: Final[int]
 MAX_REPLAY_EVENTS_LIMIT: Final[int]
 MAX_INPUT_BYTES: Final[int]
+DEFAULT_RESOURCE_LIMITS: Final[list[tuple[str, int]]]
 CONFIGURATION_COUNT_RANGE: Final[tuple[int, int]]
 INJECT_PANIC_VAR: Final[str]
+INJECT_WRITE_ERROR_VAR: Final[str]
 
 @final
 class Trace:
@@ -289,3 +295,5 @@ def measured_report(
 def canary_occurrences(path: str, *, data: bytes | None = None) -> dict[str, Any]: ...
 def check_canary(path: str, *, data: bytes | None = None) -> int: ...
 def read_input_file(path: str) -> bytes: ...
+def resource_limits() -> list[tuple[str, int]]: ...
+def set_resource_limits(values: list[tuple[str, int]]) -> list[tuple[str, int]]: ...

@@ -12,7 +12,8 @@ say. Exit status:
 * 3 any input, validation, budget or I/O error (one line ``commcanary:
   <message>`` on stderr, nothing written);
 * 4 a captured child failed;
-* 70 an internal error (a bug: please report it);
+* 70 an internal error (a bug: please report it; rerun with ``--debug``
+  for its traceback);
 * 130 interrupted.
 
 This module holds the application, the exit codes and the error boundary;
@@ -148,7 +149,12 @@ def errors_exit(ctx: typer.Context | None = None) -> Iterator[None]:
     except OptionError as exc:
         fail(f"{flag_for(ctx, exc.option)} {exc.rule}", EXIT_USAGE)
     except InternalError as exc:
-        fail(f"internal error: {exc} (please report this)", EXIT_INTERNAL)
+        if _debug:
+            import traceback
+
+            traceback.print_exc()
+        hint = "" if _debug else "; rerun with --debug for the traceback"
+        fail(f"internal error: {exc} (please report this{hint})", EXIT_INTERNAL)
     except CommCanaryError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
@@ -177,6 +183,27 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit(EXIT_OK)
 
 
+#: Set by ``--debug``: an internal error prints its traceback.
+_debug = False
+
+_LIMIT_HELP = {
+    "max_input_bytes": "Largest input file, in bytes after decompression (resource limit).",
+    "max_decompression_ratio": "Largest decompressed/compressed ratio of a gzip input past 64 MiB (resource limit).",
+    "max_json_depth": "Deepest JSON nesting accepted (resource limit).",
+    "max_json_items": "Most JSON object members plus array elements in one document (resource limit).",
+    "max_json_string_bytes": "Longest JSON string or key, in UTF-8 bytes (resource limit).",
+    "max_json_number_chars": "Longest JSON number, in characters (resource limit).",
+    "max_trace_events": "Most events in one trace (resource limit).",
+    "max_ranks": "Most ranks in one event or group (resource limit).",
+    "max_field_items": "Most JSON items in one field of a trace event (resource limit).",
+    "max_expanded_occurrences": "Most occurrences a canary may expand to (resource limit).",
+}
+
+
+def _limit_option(name: str) -> Any:
+    return typer.Option("--" + name.replace("_", "-"), help=_LIMIT_HELP[name], metavar="N", min=1)
+
+
 @app.callback()
 def _root(
     version: Annotated[
@@ -188,8 +215,35 @@ def _root(
             is_eager=True,
         ),
     ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="On an internal error, print its traceback (for a bug report).")
+    ] = False,
+    max_input_bytes: Annotated[int | None, _limit_option("max_input_bytes")] = None,
+    max_decompression_ratio: Annotated[int | None, _limit_option("max_decompression_ratio")] = None,
+    max_json_depth: Annotated[int | None, _limit_option("max_json_depth")] = None,
+    max_json_items: Annotated[int | None, _limit_option("max_json_items")] = None,
+    max_json_string_bytes: Annotated[int | None, _limit_option("max_json_string_bytes")] = None,
+    max_json_number_chars: Annotated[int | None, _limit_option("max_json_number_chars")] = None,
+    max_trace_events: Annotated[int | None, _limit_option("max_trace_events")] = None,
+    max_ranks: Annotated[int | None, _limit_option("max_ranks")] = None,
+    max_field_items: Annotated[int | None, _limit_option("max_field_items")] = None,
+    max_expanded_occurrences: Annotated[int | None, _limit_option("max_expanded_occurrences")] = None,
 ) -> None:
-    """Compile collective-communication traces into small, verifiable canaries."""
+    """Compile collective-communication traces into small, verifiable canaries.
+
+    The resource limits apply to every input of the command that follows
+    (docs/resource-limits.md lists each, its default and why).
+    """
+    global _debug
+    _debug = debug
+    if debug:
+        os.environ["COMMCANARY_DEBUG"] = "1"
+    given = {k: v for k, v in locals().items() if k.startswith("max_") and v is not None}
+    from commcanary.limits import DEFAULTS, set_limits
+
+    # Each invocation starts from the defaults (one process may run many).
+    with errors_exit():
+        set_limits(**(DEFAULTS | given))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,7 +259,13 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo("commcanary: interrupted", err=True)
         return EXIT_INTERRUPTED
     except Exception as exc:
-        typer.echo(f"commcanary: internal error: {type(exc).__name__}: {exc} (please report this)", err=True)
+        if _debug:
+            import traceback
+
+            traceback.print_exc()
+        hint = "" if _debug else "; rerun with --debug for the traceback"
+        line = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+        typer.echo(f"commcanary: internal error: {line} (please report this{hint})", err=True)
         return EXIT_INTERNAL
     return EXIT_OK
 

@@ -12,7 +12,9 @@ fn main() {
     let n: u32 = args
         .next()
         .map_or(5, |v| v.parse().expect("N is an integer"));
-    let bytes = read_input(path.as_ref(), u64::MAX).expect("trace reads");
+    let bytes = read_input(path.as_ref(), u64::MAX)
+        .expect("trace reads")
+        .into_vec();
     let start = Instant::now();
     for _ in 0..n {
         let trace = load_owned(bytes.clone(), &LoadOptions::default()).expect("trace loads");

@@ -11,6 +11,27 @@
 /// The environment variable naming the site to fail.
 pub const INJECT_PANIC_VAR: &str = "COMMCANARY_INJECT_PANIC";
 
+/// The environment variable that makes artifact writes fail as a full disk
+/// (`ENOSPC`: after half the bytes are written) or a read-only directory
+/// (`EACCES`, `EROFS`: when the temporary file is created) would, so tests
+/// prove a failed write is exit 3 with the previous file intact, even where
+/// they run as root or cannot mount a tiny file system.
+pub const INJECT_WRITE_ERROR_VAR: &str = "COMMCANARY_INJECT_WRITE_ERROR";
+
+/// The injected write failure, if [`INJECT_WRITE_ERROR_VAR`] names one:
+/// `(fails when the file is created, the error)`.
+#[must_use]
+pub fn write_error() -> Option<(bool, std::io::Error)> {
+    let value = std::env::var_os(INJECT_WRITE_ERROR_VAR)?;
+    let (at_create, errno) = match value.to_str()? {
+        "ENOSPC" => (false, 28),
+        "EACCES" => (true, 13),
+        "EROFS" => (true, 30),
+        _ => return None,
+    };
+    Some((at_create, std::io::Error::from_raw_os_error(errno)))
+}
+
 /// Panics when [`INJECT_PANIC_VAR`] names `site`.
 ///
 /// # Panics

@@ -5,8 +5,8 @@
 //!
 //! * base: [`error`] (the one error type), [`fault`] (a test-only panic
 //!   hook), [`pyfloat`] (CPython-exact `repr`, `round`, `sum`, `fsum`),
-//!   [`json`] (strict bounded reader, canonical writer), [`input`] (the
-//!   bounded file reader), [`output`] (atomic writes), [`document`] (format
+//!   [`json`] (strict bounded reader, canonical writer), [`limits`] (the
+//!   one resource policy), [`input`] (the bounded file reader), [`output`] (atomic writes), [`document`] (format
 //!   identifiers; wrong-kind detection);
 //! * [`trace`]: `commcanary.trace.v1` read from bytes into columns through
 //!   [`trace::TraceBuilder`], which importers feed too;
@@ -40,6 +40,7 @@ pub mod fault;
 pub mod import;
 pub mod input;
 pub mod json;
+pub mod limits;
 pub mod output;
 pub mod pyfloat;
 pub mod report;

@@ -65,6 +65,10 @@ pub fn write_atomic_parts(path: &Path, parts: &[&[u8]]) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let injected = crate::fault::write_error();
+    if let Some((true, e)) = injected {
+        return Err(output_error(path, e));
+    }
     let mut attempt = 0u32;
     let (tmp, mut file) = loop {
         let candidate = parent.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
@@ -82,7 +86,12 @@ pub fn write_atomic_parts(path: &Path, parts: &[&[u8]]) -> Result<()> {
     };
     let result = parts
         .iter()
-        .try_for_each(|part| file.write_all(part))
+        .try_for_each(|part| match &injected {
+            Some((false, _)) => file
+                .write_all(&part[..part.len() / 2])
+                .and_then(|()| Err(std::io::Error::from_raw_os_error(28))),
+            _ => file.write_all(part),
+        })
         .and_then(|()| file.flush())
         .and_then(|()| file.sync_all())
         .and_then(|()| {

@@ -34,3 +34,24 @@ pub fn read_input_file<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'p
     })?;
     Ok(PyBytes::new(py, &bytes))
 }
+
+/// The resource policy in force, as `(name, value)` pairs in documented order.
+#[pyfunction]
+pub fn resource_limits() -> Vec<(&'static str, u64)> {
+    commcanary_core::limits::current().entries().to_vec()
+}
+
+/// Sets the named limits of the resource policy (the others keep their
+/// values) and returns the previous policy's pairs. All or nothing: an
+/// unknown name or a value below 1 changes nothing.
+#[pyfunction]
+pub fn set_resource_limits(values: Vec<(String, u64)>) -> PyResult<Vec<(&'static str, u64)>> {
+    use commcanary_core::limits;
+    let mut next = limits::current();
+    for (name, value) in &values {
+        next = next
+            .with(name, *value)
+            .map_err(|e| crate::errors::to_py_err(&e, None))?;
+    }
+    Ok(limits::set(next).entries().to_vec())
+}

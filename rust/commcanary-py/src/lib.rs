@@ -121,7 +121,7 @@ mod _core {
     #[pymodule_export]
     use super::import::{import_kineto_file, import_kineto_job};
     #[pymodule_export]
-    use super::inputs::{check_canary, read_input_file};
+    use super::inputs::{check_canary, read_input_file, resource_limits, set_resource_limits};
     #[pymodule_export]
     use super::replay::{
         PyReplayReport, PyReportDocument, measured_report, read_report_file, replay_canary,
@@ -139,6 +139,14 @@ mod _core {
         use commcanary_core as core;
         use pyo3::types::PyModuleMethods;
         let py = m.py();
+        // A panic is reported once, as an internal error (exit 70); its own
+        // report and backtrace only under `commcanary --debug`.
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::env::var_os("COMMCANARY_DEBUG").is_some() {
+                report(info);
+            }
+        }));
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("CANARY_FORMAT", core::canary::CANARY_FORMAT)?;
         m.add("TRACE_FORMAT", core::trace::TRACE_FORMAT)?;
@@ -169,6 +177,10 @@ mod _core {
         )?;
         m.add("MAX_INPUT_BYTES", core::input::MAX_INPUT_BYTES)?;
         m.add(
+            "DEFAULT_RESOURCE_LIMITS",
+            core::limits::Limits::DEFAULT.entries().to_vec(),
+        )?;
+        m.add(
             "CONFIGURATION_COUNT_RANGE",
             (
                 core::behavior::MIN_CONFIGURATIONS,
@@ -176,6 +188,10 @@ mod _core {
             ),
         )?;
         m.add("INJECT_PANIC_VAR", core::fault::INJECT_PANIC_VAR)?;
+        m.add(
+            "INJECT_WRITE_ERROR_VAR",
+            core::fault::INJECT_WRITE_ERROR_VAR,
+        )?;
         Ok(())
     }
 }

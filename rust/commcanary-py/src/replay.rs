@@ -34,7 +34,7 @@ fn input_bytes(
 /// Input bytes: held by Python (no copy) or read from a file.
 pub(crate) enum Bytes {
     Python(PyBackedBytes),
-    Owned(Vec<u8>),
+    Owned(commcanary_core::input::InputBytes),
 }
 
 impl std::ops::Deref for Bytes {

@@ -222,7 +222,7 @@ impl Program {
             Record::Plain { weight, .. } => *weight,
             Record::Pattern {
                 period, repeats, ..
-            } => u64::from(*period) * repeats,
+            } => u64::from(*period).saturating_mul(*repeats),
             Record::Bounded(b) => self.bounded[*b as usize].weight,
         }
     }
@@ -233,7 +233,7 @@ impl Program {
         self.leaf_records(leaf)
             .iter()
             .map(|r| self.record_weight(r))
-            .sum()
+            .fold(0u64, u64::saturating_add)
     }
 
     /// Whether any point has uncertain compute fields.

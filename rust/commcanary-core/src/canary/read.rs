@@ -19,8 +19,9 @@ use crate::error::{Error, Result};
 use crate::json::{Doc, JsonLimits, Node, NodeId, Parser, Value, canon};
 use crate::trace::{KNOWN_OPS, Signature, hex};
 
-/// Largest number of logical occurrences a canary may expand to.
-pub const MAX_EXPANDED_OCCURRENCES: u64 = 100_000_000;
+/// Largest number of logical occurrences a canary may expand to, by
+/// default (the policy's `max_expanded_occurrences`).
+pub const MAX_EXPANDED_OCCURRENCES: u64 = crate::limits::Limits::DEFAULT.max_expanded_occurrences;
 
 /// A validated canary.
 #[derive(Debug, Clone)]
@@ -554,9 +555,16 @@ fn read_program(top: &TopLevel, has_observed: bool, has_uncertain: bool) -> Resu
 fn check_counts(compiler: Value<'_>, program: &Program) -> Result<u64> {
     // Expansion bounds before anything is expanded.
     let (logical_events, occurrences) = expanded_counts(program);
-    if occurrences > MAX_EXPANDED_OCCURRENCES {
+    let limit = crate::limits::current().max_expanded_occurrences;
+    if occurrences > limit {
+        let seen = if occurrences == u64::MAX {
+            "more than 2^64 - 1".to_owned()
+        } else {
+            occurrences.to_string()
+        };
         return Err(Error::limit(format!(
-            "violates resource constraints: canary expands to {occurrences} occurrences, above {MAX_EXPANDED_OCCURRENCES}"
+            "violates resource constraints: canary expands to {seen} occurrences, above max_expanded_occurrences={limit} {}",
+            crate::limits::hint("max_expanded_occurrences")
         )));
     }
 

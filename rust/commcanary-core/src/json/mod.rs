@@ -42,12 +42,14 @@ pub struct JsonLimits {
 }
 
 impl Default for JsonLimits {
+    /// The resource policy's JSON limits ([`crate::limits::current`]).
     fn default() -> Self {
+        let l = crate::limits::current();
         Self {
-            max_depth: 64,
-            max_items: 200_000_000,
-            max_string_bytes: 1 << 20,
-            max_number_chars: 1024,
+            max_depth: l.max_json_depth,
+            max_items: l.max_json_items,
+            max_string_bytes: usize::try_from(l.max_json_string_bytes).unwrap_or(usize::MAX),
+            max_number_chars: usize::try_from(l.max_json_number_chars).unwrap_or(usize::MAX),
         }
     }
 }

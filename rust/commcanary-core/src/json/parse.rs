@@ -17,6 +17,8 @@ pub struct Parser<'a> {
     limits: JsonLimits,
     items: u64,
     item_ceiling: u64,
+    /// Items one value may hold while a ceiling is set (for messages).
+    item_allowance: u64,
     canonical: bool,
     stack: Vec<Node>,
     key_scratch: Vec<(u32, u32, u32)>,
@@ -86,6 +88,7 @@ impl<'a> Parser<'a> {
             limits,
             items: 0,
             item_ceiling: u64::MAX,
+            item_allowance: u64::MAX,
             canonical: true,
             stack: Vec::with_capacity(64),
             key_scratch: Vec::new(),
@@ -117,8 +120,9 @@ impl<'a> Parser<'a> {
         self.items = self.items.saturating_add(n);
         if self.items > self.limits.max_items {
             return Err(self.limit(format!(
-                "json items exceed max_json_items={}",
-                self.limits.max_items
+                "json items exceed max_json_items={} {}",
+                self.limits.max_items,
+                crate::limits::hint("max_json_items")
             )));
         }
         Ok(())
@@ -225,7 +229,11 @@ impl<'a> Parser<'a> {
             )));
         }
         if self.items > self.item_ceiling {
-            return Err(self.limit("too many json items in one value".to_owned()));
+            return Err(self.limit(format!(
+                "one value has more json items than max_field_items={} {}",
+                self.item_allowance,
+                crate::limits::hint("max_field_items")
+            )));
         }
         Ok(())
     }
@@ -239,6 +247,7 @@ impl<'a> Parser<'a> {
     /// Caps the running item count at `ceiling` until it is lifted with
     /// `u64::MAX`; used to bound one value inside a large document.
     pub fn set_item_ceiling(&mut self, ceiling: u64) {
+        self.item_allowance = ceiling.saturating_sub(self.items);
         self.item_ceiling = ceiling;
     }
 
@@ -249,8 +258,9 @@ impl<'a> Parser<'a> {
     pub fn check_depth(&self, depth: u32) -> Result<()> {
         if depth > self.limits.max_depth {
             return Err(self.limit(format!(
-                "json nesting depth exceeds max_json_depth={}",
-                self.limits.max_depth
+                "json nesting depth exceeds max_json_depth={} {}",
+                self.limits.max_depth,
+                crate::limits::hint("max_json_depth")
             )));
         }
         Ok(())
@@ -332,8 +342,9 @@ impl<'a> Parser<'a> {
         out.extend_from_slice(run);
         if out.len() - out_start > self.limits.max_string_bytes {
             return Err(self.limit(format!(
-                "string exceeds max_json_string_bytes={}",
-                self.limits.max_string_bytes
+                "string exceeds max_json_string_bytes={} {}",
+                self.limits.max_string_bytes,
+                crate::limits::hint("max_json_string_bytes")
             )));
         }
         Ok(())
@@ -460,8 +471,9 @@ impl<'a> Parser<'a> {
         let token = self.lex_number(start)?;
         if token.end - start > self.limits.max_number_chars {
             return Err(self.limit(format!(
-                "numeric token exceeds max_json_number_chars={}",
-                self.limits.max_number_chars
+                "numeric token exceeds max_json_number_chars={} {}",
+                self.limits.max_number_chars,
+                crate::limits::hint("max_json_number_chars")
             )));
         }
         self.pos = token.end;

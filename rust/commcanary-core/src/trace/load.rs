@@ -36,13 +36,15 @@ pub struct LoadOptions {
 }
 
 impl Default for LoadOptions {
+    /// The resource policy's bounds ([`crate::limits::current`]).
     fn default() -> Self {
+        let l = crate::limits::current();
         Self {
             max_input_bytes: crate::input::MAX_INPUT_BYTES,
             json: JsonLimits::default(),
-            max_events: 20_000_000,
-            max_ranks: 65_536,
-            max_field_items: 1_000_000,
+            max_events: l.max_trace_events,
+            max_ranks: usize::try_from(l.max_ranks).unwrap_or(usize::MAX),
+            max_field_items: l.max_field_items,
             parallel_min_bytes: 1 << 20,
         }
     }
@@ -54,7 +56,9 @@ impl Default for LoadOptions {
 /// [`ErrorKind::Io`] when the file cannot be read, otherwise as [`load_bytes`].
 pub fn load(path: &Path, options: &LoadOptions) -> Result<Trace> {
     let bytes = crate::input::read_input(path, options.max_input_bytes)?;
-    load_owned(bytes, options)
+    // A mapped file is copied only once it has parsed.
+    let reader = read_checked(&bytes, options)?;
+    Ok(reader.builder.finish(bytes.into_vec()))
 }
 
 /// Parses trace `bytes` (copied; see [`load_owned`]).
@@ -72,8 +76,14 @@ pub fn load_bytes(bytes: &[u8], options: &LoadOptions) -> Result<Trace> {
 /// JSON syntax and limit errors first (as CPython would report them before
 /// validating), then the first validation error in input order.
 pub fn load_owned(bytes: Vec<u8>, options: &LoadOptions) -> Result<Trace> {
+    let reader = read_checked(&bytes, options)?;
+    Ok(reader.builder.finish(bytes))
+}
+
+/// Parses and validates trace `bytes`; the reader holds the built columns.
+fn read_checked(bytes: &[u8], options: &LoadOptions) -> Result<Reader> {
     let mut reader = Reader::new(*options);
-    let mut parser = Parser::new(&bytes, options.json)?;
+    let mut parser = Parser::new(bytes, options.json)?;
     reader.top_level(&mut parser)?;
     parser.finish()?;
     let format = reader
@@ -98,7 +108,7 @@ pub fn load_owned(bytes: Vec<u8>, options: &LoadOptions) -> Result<Trace> {
         }
         Some(_) => {}
     }
-    Ok(reader.builder.finish(bytes))
+    Ok(reader)
 }
 
 /// The text of a canonical JSON string without escapes (`"abc"` → `abc`).
@@ -393,8 +403,9 @@ impl Reader {
             p.count_item()?;
             if index >= self.options.max_events {
                 return Err(Error::limit(format!(
-                    "violates JSON resource constraints: trace has more than max_events={} events",
-                    self.options.max_events
+                    "violates JSON resource constraints: trace has more than max_trace_events={} events {}",
+                    self.options.max_events,
+                    crate::limits::hint("max_trace_events")
                 )));
             }
             if p.peek() == Some(b'{') {
@@ -683,7 +694,10 @@ impl<'a> FieldReader<'a> {
         let too_many = || {
             self.err(
                 "ranks",
-                &format!("must list between 1 and {max_ranks} ranks"),
+                &format!(
+                    "must list between 1 and max_ranks={max_ranks} ranks {}",
+                    crate::limits::hint("max_ranks")
+                ),
             )
         };
         if ranks_v.is_array() {

@@ -33,7 +33,7 @@
 use rustc_hash::FxHashMap;
 
 use crate::error::{Error, Result};
-use crate::json::{JsonLimits, Value, canon, parse};
+use crate::json::{CLOSE_BRACE, JsonLimits, OPEN_BRACE, Value, canon, parse};
 use crate::pyfloat::round;
 use crate::trace::{EventExtras, EventTiming, Signature, Trace, TraceBuilder};
 
@@ -104,6 +104,85 @@ struct Collective {
 /// Not JSON, not a Chrome trace, an unknown dtype, unusable or truncated
 /// group information, or no importable collective.
 pub fn import_kineto(bytes: &[u8], options: &KinetoOptions) -> Result<KinetoImport> {
+    // The events this import reads, picked by a streaming scan, so a huge
+    // profile of other events never becomes a document in memory. A
+    // document the scan refuses is parsed whole, for the reader's message.
+    match relevant_events(bytes) {
+        Ok((reduced, original)) => import_document(&reduced, Some(&original), options),
+        Err(_) => import_document(bytes, None, options),
+    }
+}
+
+/// A document of the header and the `traceEvents` an import reads
+/// (`record_param_comms`, kernels, `c10d::` calls), with each kept event's
+/// index in the original list.
+fn relevant_events(bytes: &[u8]) -> Result<(Vec<u8>, Vec<usize>)> {
+    use crate::import::stream::{RawEvent, ScanLimits, scan_bytes};
+    let mut out = vec![OPEN_BRACE];
+    out.extend_from_slice(b"\"traceEvents\":[");
+    let mut original = Vec::new();
+    let mut keep = |e: &RawEvent<'_>| -> Result<()> {
+        let name = e.name.as_deref().unwrap_or("");
+        let wanted = name == "record_param_comms"
+            || name.starts_with("c10d::")
+            || e.cat.as_deref() == Some("kernel");
+        if !wanted {
+            return Ok(());
+        }
+        if !original.is_empty() {
+            out.push(b',');
+        }
+        original.push(e.index);
+        out.push(OPEN_BRACE);
+        let mut first = true;
+        let mut key = |out: &mut Vec<u8>, k: &str| {
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            canon::write_str(out, k);
+            out.push(b':');
+        };
+        for (k, v) in [("name", &e.name), ("cat", &e.cat), ("ph", &e.ph)] {
+            if let Some(v) = v {
+                key(&mut out, k);
+                canon::write_str(&mut out, v);
+            }
+        }
+        for (k, v) in [("pid", &e.pid), ("tid", &e.tid), ("args", &e.args)] {
+            if let Some(v) = v {
+                key(&mut out, k);
+                out.extend_from_slice(v);
+            }
+        }
+        for (k, v) in [("ts", e.ts), ("dur", e.dur)] {
+            if let Some(v) = v {
+                key(&mut out, k);
+                canon::write_f64(&mut out, v);
+            }
+        }
+        out.push(CLOSE_BRACE);
+        Ok(())
+    };
+    let scanned = scan_bytes(bytes, &ScanLimits::default(), &mut keep)?;
+    out.push(b']');
+    for (k, v) in &scanned.header {
+        out.push(b',');
+        canon::write_str(&mut out, k);
+        out.push(b':');
+        out.extend_from_slice(v);
+    }
+    out.push(CLOSE_BRACE);
+    Ok((out, original))
+}
+
+/// The import of a parsed profile; `original` maps a position in its
+/// `traceEvents` to the event's index in the profile as written.
+fn import_document(
+    bytes: &[u8],
+    original: Option<&[usize]>,
+    options: &KinetoOptions,
+) -> Result<KinetoImport> {
     let doc = parse(bytes, options.json)?;
     let root = doc
         .root()
@@ -127,7 +206,8 @@ pub fn import_kineto(bytes: &[u8], options: &KinetoOptions) -> Result<KinetoImpo
         if nested.contains(&index) {
             continue;
         }
-        if let Some(c) = collective(index, event, options, &kernels, &mut counts)? {
+        let at = original.map_or(index, |o| o[index]);
+        if let Some(c) = collective(at, event, options, &kernels, &mut counts)? {
             selected.push(c);
         }
     }

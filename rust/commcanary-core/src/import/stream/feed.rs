@@ -7,19 +7,38 @@
 //! * A refill keeps the bytes from the caller's cursor on and appends at
 //!   most one chunk: the buffer holds the unit being read plus one chunk.
 //! * More than the limit of decompressed bytes is refused
-//!   (`exceeds max_total_bytes=N`) as soon as it is read.
+//!   (`exceeds max_total_bytes=N`) as soon as it is read, and so is a gzip
+//!   stream inflating past the policy's `max_decompression_ratio`
+//!   ([`crate::limits::check_ratio`]), counted as it streams.
 //! * Read errors are [`ErrorKind::Io`] messages; a gzip stream that ends
 //!   early is `is a truncated gzip file`.
 
+use std::cell::Cell;
 use std::io::{self, Read};
+use std::rc::Rc;
 
 use flate2::read::MultiGzDecoder;
 
 use super::total_limit;
 use crate::error::{Error, ErrorKind, Result};
 
-/// A reader with the bytes [`sniff`] read ahead of it put back in front.
-pub(super) type Sniffed<R> = io::Chain<io::Take<io::Cursor<[u8; 2]>>, R>;
+/// A reader with the bytes [`sniff`] read ahead of it put back in front,
+/// counting what it yields.
+pub(super) type Sniffed<R> = Counted<io::Chain<io::Take<io::Cursor<[u8; 2]>>, R>>;
+
+/// A reader that counts the bytes it yields into a shared cell.
+pub(super) struct Counted<R> {
+    inner: R,
+    count: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.set(self.count.get() + n as u64);
+        Ok(n)
+    }
+}
 
 /// What `reader` yields, decompressed when it starts with the gzip magic
 /// bytes; the (at most two) bytes read to tell are read again first.
@@ -35,9 +54,13 @@ pub(super) fn sniff<R: Read>(mut reader: R) -> Result<Source<Sniffed<R>>> {
         }
     }
     let gzip = got == 2 && head == [0x1f, 0x8b];
-    let joined = io::Cursor::new(head).take(got as u64).chain(reader);
+    let count = Rc::new(Cell::new(0));
+    let joined = Counted {
+        inner: io::Cursor::new(head).take(got as u64).chain(reader),
+        count: Rc::clone(&count),
+    };
     Ok(if gzip {
-        Source::Gzip(MultiGzDecoder::new(joined))
+        Source::Gzip(MultiGzDecoder::new(joined), count)
     } else {
         Source::Plain(joined)
     })
@@ -85,10 +108,10 @@ impl Feed for SliceFeed<'_> {
     }
 }
 
-/// Plain or gzip bytes.
+/// Plain or gzip bytes (with the compressed bytes consumed so far).
 pub(super) enum Source<R: Read> {
     Plain(R),
-    Gzip(MultiGzDecoder<R>),
+    Gzip(MultiGzDecoder<R>, Rc<Cell<u64>>),
 }
 
 impl<R: Read> Source<R> {
@@ -98,7 +121,7 @@ impl<R: Read> Source<R> {
         loop {
             let (got, gzip) = match self {
                 Source::Plain(r) => (r.read(buf), false),
-                Source::Gzip(d) => (d.read(buf), true),
+                Source::Gzip(d, _) => (d.read(buf), true),
             };
             let message = match got {
                 Ok(n) => return Ok(n),
@@ -124,6 +147,7 @@ pub(super) struct ReadFeed<R: Read> {
     chunk: usize,
     total: u64,
     max_total: u64,
+    policy: crate::limits::Limits,
     /// The source returned its end.
     exhausted: bool,
     /// The largest the buffer has been.
@@ -140,6 +164,7 @@ impl<R: Read> ReadFeed<R> {
             chunk: chunk.max(1),
             total: 0,
             max_total,
+            policy: crate::limits::current(),
             exhausted: false,
             peak: 0,
         }
@@ -182,6 +207,9 @@ impl<R: Read> Feed for ReadFeed<R> {
         self.total += got as u64;
         if self.total > self.max_total {
             return Err(total_limit(self.max_total));
+        }
+        if let Source::Gzip(_, compressed) = &self.source {
+            crate::limits::check_ratio(compressed.get(), self.total, &self.policy)?;
         }
         Ok(got > 0)
     }

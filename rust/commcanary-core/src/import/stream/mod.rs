@@ -115,7 +115,7 @@ pub struct ScanLimits {
 impl Default for ScanLimits {
     fn default() -> Self {
         Self {
-            max_total_bytes: 64 << 30,
+            max_total_bytes: crate::limits::current().max_input_bytes,
             max_event_bytes: 16 << 20,
             max_header_bytes: 64 << 20,
         }
