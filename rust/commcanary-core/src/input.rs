@@ -117,12 +117,8 @@ fn too_big(max: u64) -> Error {
 /// Decompresses `raw` (one or more gzip members) chunk by chunk, checking
 /// the byte bound and the ratio of output to compressed input consumed.
 fn inflate(raw: &[u8], max: u64, policy: &Limits) -> Result<Vec<u8>> {
-    let consumed = std::cell::Cell::new(0u64);
-    let counting = Counting {
-        inner: raw,
-        count: &consumed,
-    };
-    let mut decoder = flate2::read::MultiGzDecoder::new(counting);
+    let consumed = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let mut decoder = flate2::read::MultiGzDecoder::new(Counting::new(raw, &consumed));
     let mut out: Vec<u8> = Vec::new();
     loop {
         let start = out.len();
@@ -162,13 +158,24 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
     Ok(filled)
 }
 
-/// A reader that counts the bytes it hands out.
-pub(crate) struct Counting<'c, R> {
-    pub(crate) inner: R,
-    pub(crate) count: &'c std::cell::Cell<u64>,
+/// A reader that counts the bytes it hands out into a shared cell (the
+/// compressed bytes a decoder has consumed, for the ratio check).
+pub(crate) struct Counting<R> {
+    inner: R,
+    count: std::rc::Rc<std::cell::Cell<u64>>,
 }
 
-impl<R: Read> Read for Counting<'_, R> {
+impl<R> Counting<R> {
+    /// `inner`, counting into `count`.
+    pub(crate) fn new(inner: R, count: &std::rc::Rc<std::cell::Cell<u64>>) -> Self {
+        Self {
+            inner,
+            count: std::rc::Rc::clone(count),
+        }
+    }
+}
+
+impl<R: Read> Read for Counting<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.count.set(self.count.get() + n as u64);

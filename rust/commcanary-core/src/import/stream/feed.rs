@@ -21,24 +21,11 @@ use flate2::read::MultiGzDecoder;
 
 use super::total_limit;
 use crate::error::{Error, ErrorKind, Result};
+use crate::input::Counting;
 
 /// A reader with the bytes [`sniff`] read ahead of it put back in front,
 /// counting what it yields.
-pub(super) type Sniffed<R> = Counted<io::Chain<io::Take<io::Cursor<[u8; 2]>>, R>>;
-
-/// A reader that counts the bytes it yields into a shared cell.
-pub(super) struct Counted<R> {
-    inner: R,
-    count: Rc<Cell<u64>>,
-}
-
-impl<R: Read> Read for Counted<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count.set(self.count.get() + n as u64);
-        Ok(n)
-    }
-}
+pub(super) type Sniffed<R> = Counting<io::Chain<io::Take<io::Cursor<[u8; 2]>>, R>>;
 
 /// What `reader` yields, decompressed when it starts with the gzip magic
 /// bytes; the (at most two) bytes read to tell are read again first.
@@ -55,10 +42,7 @@ pub(super) fn sniff<R: Read>(mut reader: R) -> Result<Source<Sniffed<R>>> {
     }
     let gzip = got == 2 && head == [0x1f, 0x8b];
     let count = Rc::new(Cell::new(0));
-    let joined = Counted {
-        inner: io::Cursor::new(head).take(got as u64).chain(reader),
-        count: Rc::clone(&count),
-    };
+    let joined = Counting::new(io::Cursor::new(head).take(got as u64).chain(reader), &count);
     Ok(if gzip {
         Source::Gzip(MultiGzDecoder::new(joined), count)
     } else {
