@@ -257,6 +257,24 @@ CASES: dict[str, Case] = {
         f["canary"],
         "the input CANARY",
     ),
+    "replay -o --sign-key": lambda f, w: (
+        ["replay", str(f["canary"]), "-o", str(f["configs"]), "--sign-key", str(f["configs"])],
+        "--output",
+        f["configs"],
+        "the --sign-key file",
+    ),
+    "replay --sign-key OUT.sig": lambda f, w: (
+        ["replay", str(f["canary"]), "-o", str(w / "r.json"), "--sign-key", str(w / "r.json.sig")],
+        "--sign-key",
+        w / "r.json.sig",
+        "the --sign-key file",
+    ),
+    "sign ARTIFACT --key ARTIFACT.sig": lambda f, w: (
+        ["sign", str(f["trace"]), "--key", str(f["trace"]) + ".sig"],
+        "--key",
+        Path(str(f["trace"]) + ".sig"),
+        "the --key file",
+    ),
     "export-param -o CANARY": lambda f, w: (
         ["export-param", str(f["canary"]), "-o", str(f["canary"])],
         "--output",
@@ -274,9 +292,9 @@ def test_output_that_is_an_input_is_refused(files: dict[str, Path], tmp_path: Pa
 
 def test_every_command_is_covered() -> None:
     commands = {case.split()[0] for case in CASES}
-    # capture reads no input file (its inputs are the shards it creates).
+    # capture reads no input file (its inputs are the shards it creates), nor does keygen.
     registered = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
-    assert commands == registered - {"capture"}
+    assert commands == registered - {"capture", "keygen"}
 
 
 def test_a_symlink_to_the_input_is_the_input(files: dict[str, Path], tmp_path: Path) -> None:

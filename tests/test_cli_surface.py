@@ -46,6 +46,8 @@ USAGE = {
     "diagnose stragglers": "TRACE...",
     "steps": "TRACE...",
     "timeline": "TRACE...",
+    "keygen": "",
+    "sign": "ARTIFACT",
 }
 
 
@@ -79,7 +81,7 @@ def test_every_parameter_has_help() -> None:
 def test_usage_names_arguments_in_capitals(command: str) -> None:
     result = runner.invoke(app, [*command.split(), "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
-    assert result.stdout.splitlines()[0] == f"Usage: commcanary {command} [OPTIONS] {USAGE[command]}"
+    assert result.stdout.splitlines()[0] == f"Usage: commcanary {command} [OPTIONS] {USAGE[command]}".rstrip()
     assert "{" not in result.stdout
 
 

@@ -20,6 +20,7 @@ HANG_FORMAT = "commcanary.hang.v1"
 STRAGGLERS_FORMAT = "commcanary.stragglers.v1"
 STEPS_FORMAT = "commcanary.steps.v1"
 TIMELINE_FORMAT = "commcanary.timeline.v1"
+SIGNATURE_FORMAT = "commcanary.signature.v1"
 #: ``backend.mode`` of a report measured on real collectives (``replay --physical``).
 MEASURED_MODE = "physical-measurement"
 
@@ -37,4 +38,5 @@ FORMATS: dict[str, str] = {
     "straggler_diagnosis": STRAGGLERS_FORMAT,
     "step_recovery": STEPS_FORMAT,
     "timeline": TIMELINE_FORMAT,
+    "signature": SIGNATURE_FORMAT,
 }

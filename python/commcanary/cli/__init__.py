@@ -19,7 +19,7 @@ say. Exit status:
 This module holds the application, the exit codes and the error boundary;
 each command group lives in its own module (:mod:`.compile`, :mod:`.replay`,
 :mod:`.compare`, :mod:`.calibrate`, :mod:`.validate`, :mod:`.verify`, :mod:`.render`, :mod:`.import_`,
-:mod:`.export`, :mod:`.capture`, :mod:`.research`, :mod:`.diagnose`, :mod:`.steps`, :mod:`.timeline`). Command modules parse
+:mod:`.export`, :mod:`.capture`, :mod:`.research`, :mod:`.diagnose`, :mod:`.steps`, :mod:`.timeline`, :mod:`.sign`). Command modules parse
 options and print; the library validates values and raises the errors the
 boundary maps. Heavy modules are imported inside commands so
 ``commcanary --help`` stays fast.
@@ -282,6 +282,7 @@ import commcanary.cli.import_ as _import  # noqa: E402
 import commcanary.cli.render as _render  # noqa: E402
 import commcanary.cli.replay as _replay  # noqa: E402
 import commcanary.cli.research as _research  # noqa: E402
+import commcanary.cli.sign as _sign  # noqa: E402
 import commcanary.cli.steps as _steps  # noqa: E402
 import commcanary.cli.timeline as _timeline  # noqa: E402
 import commcanary.cli.validate as _validate  # noqa: E402
@@ -303,4 +304,6 @@ app.command("baseline", cls=Command)(_research.baseline_command)
 app.command("reduce", cls=Command)(_research.reduce_command)
 app.add_typer(_diagnose.diagnose_app, name="diagnose")
 app.command("steps", cls=Command)(_steps.steps_command)
+app.command("keygen", cls=Command)(_sign.keygen_command)
+app.command("sign", cls=Command)(_sign.sign_command)
 app.command("timeline", cls=Command)(_timeline.timeline_command)

@@ -9,6 +9,7 @@ import typer
 
 from commcanary.cli import EXIT_NEGATIVE, check_paths, errors_exit
 from commcanary.cli._output import write_json, write_text
+from commcanary.cli.sign import TrustedKeys, check_trusted
 from commcanary.compare import Thresholds
 
 __all__ = ["compare_command"]
@@ -96,6 +97,7 @@ def compare_command(
     breakdown_threshold_pct: BreakdownPct = None,
     breakdown_absolute_threshold_us: BreakdownAbs = None,
     allow_mismatch: AllowMismatch = False,
+    trusted_keys: TrustedKeys = None,
 ) -> None:
     """Compare two reports; exit 1 when the verdict is fail."""
     with errors_exit(ctx):
@@ -115,9 +117,10 @@ def compare_command(
         )
         check_paths(
             ctx,
-            inputs={"baseline": baseline, "candidate": candidate},
+            inputs={"baseline": baseline, "candidate": candidate, "trusted_keys": trusted_keys},
             outputs={"output": output, "html": html},
         )
+        check_trusted(trusted_keys, {"baseline": baseline, "candidate": candidate})
         want_samples = html is not None
         base = Report.from_file(baseline, samples=want_samples)
         cand = Report.from_file(candidate, samples=want_samples)

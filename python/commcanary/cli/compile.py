@@ -11,6 +11,7 @@ import typer
 from commcanary import _core
 from commcanary.cli import EXIT_USAGE, check_paths, errors_exit, fail
 from commcanary.cli._output import behavior_lines, fmt, progress
+from commcanary.cli.sign import SignKey, check_signing_key, sign_output
 
 if TYPE_CHECKING:
     from commcanary.compiler import Canary
@@ -132,6 +133,7 @@ def compile_command(
     behavior_search: BehaviorSearch = False,
     behavior_search_min_sample_limit: BehaviorSearchMinSampleLimit = None,
     search_evidence_output: SearchEvidenceOutput = None,
+    sign_key: SignKey = None,
 ) -> None:
     """Compile a trace into a canary."""
     budgets = {
@@ -163,11 +165,10 @@ def compile_command(
         evidence = None
         if behavior_search:
             evidence = search_evidence_output or default_evidence_path(output)
-        check_paths(
-            ctx,
-            inputs={"trace": trace, "reference_trace": reference_trace},
-            outputs={"output": output, "search_evidence_output": evidence},
-        )
+        inputs = {"trace": trace, "reference_trace": reference_trace, "sign_key": sign_key}
+        outputs = {"output": output, "search_evidence_output": evidence}
+        check_paths(ctx, inputs=inputs, outputs=outputs)
+        check_signing_key(ctx, sign_key, inputs, outputs)
         if evidence is not None:
             if require_behavior_verification and not allow_partial_source:
                 _refuse_partial_source_before_search(trace, options)
@@ -181,6 +182,7 @@ def compile_command(
             canary = compile_trace(str(trace), **options)
             canary.write(output)
         _echo_summary(canary.summary)
+        sign_output(sign_key, *(p for p in (output, evidence) if p is not None))
 
 
 def _check_flags(

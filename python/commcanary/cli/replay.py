@@ -10,6 +10,7 @@ import typer
 from commcanary import _core
 from commcanary.cli import check_paths, errors_exit
 from commcanary.cli._output import write_text
+from commcanary.cli.sign import SignKey, check_signing_key, sign_output
 from commcanary.replay import Backend
 
 __all__ = ["ABLATION_NAMES", "replay_command"]
@@ -180,21 +181,20 @@ def replay_command(
     compute_fill: ComputeFill = "sleep",
     compute_fill_scale: ComputeFillScale = 1.0,
     timeout_s: Timeout = 600.0,
+    sign_key: SignKey = None,
 ) -> None:
     """Replay a canary in the deterministic scheduler model, or (--physical) on real collectives."""
     _check_mode(ctx, physical is not None, ablations)
     if physical is not None:
         _replay_physical(ctx, canary, output, html, physical, nproc, iterations, warmup, compute_fill,
-                         compute_fill_scale, timeout_s)  # fmt: skip
+                         compute_fill_scale, timeout_s, sign_key)  # fmt: skip
         return
     with errors_exit(ctx):
         from commcanary.replay import replay
 
-        check_paths(
-            ctx,
-            inputs={"canary": canary, "backend_file": backend_file},
-            outputs={"output": output, "html": html},
-        )
+        inputs = {"canary": canary, "backend_file": backend_file, "sign_key": sign_key}
+        check_paths(ctx, inputs=inputs, outputs={"output": output, "html": html})
+        check_signing_key(ctx, sign_key, inputs, {"output": output})
         backend = Backend(label, bandwidth_gbps, latency_floor_us, compute_pressure, overlap_efficiency)
         if backend_file is not None:
             from commcanary.calibrate import read_backend_file
@@ -218,6 +218,7 @@ def replay_command(
         if html is not None and page is not None:
             write_text(html, page)
         typer.echo(report.summary_line())
+        sign_output(sign_key, output)
 
 
 def _check_mode(ctx: typer.Context, physical: bool, ablations: list[str] | None) -> None:
@@ -258,13 +259,16 @@ def _replay_physical(
     compute_fill: str,
     compute_fill_scale: float,
     timeout_s: float,
+    sign_key: Path | None,
 ) -> None:
     from commcanary.cli import EXIT_CHILD, fail
 
     with errors_exit(ctx):
         from commcanary.physical import ChildFailed, replay_physical
 
-        check_paths(ctx, inputs={"canary": canary}, outputs={"output": output, "html": html})
+        inputs = {"canary": canary, "sign_key": sign_key}
+        check_paths(ctx, inputs=inputs, outputs={"output": output, "html": html})
+        check_signing_key(ctx, sign_key, inputs, {"output": output})
         try:
             run = replay_physical(
                 canary,
@@ -287,3 +291,4 @@ def _replay_physical(
         if html is not None and page is not None:
             write_text(html, page)
         typer.echo(f"measured on {engine}: " + run.report.summary_line())
+        sign_output(sign_key, output)

@@ -10,6 +10,7 @@ import typer
 from commcanary.behavior import Tolerances
 from commcanary.cli import EXIT_NEGATIVE, check_paths, errors_exit
 from commcanary.cli._output import behavior_lines, echo_checks, write_json
+from commcanary.cli.sign import TrustedKeys, check_trusted
 
 __all__ = ["verify_behavior_command", "verify_fidelity_command", "verify_report_command"]
 
@@ -75,12 +76,19 @@ Configurations = Annotated[
 ]
 
 
-def verify_report_command(ctx: typer.Context, report: Report, canary: ReportCanary, output: Output) -> None:
+def verify_report_command(
+    ctx: typer.Context, report: Report, canary: ReportCanary, output: Output, trusted_keys: TrustedKeys = None
+) -> None:
     """Recompute a report from its canary; exit 1 when anything differs."""
     with errors_exit(ctx):
         from commcanary.verify import verify_report
 
-        check_paths(ctx, inputs={"report": report, "canary": canary}, outputs={"output": output})
+        check_paths(
+            ctx,
+            inputs={"report": report, "canary": canary, "trusted_keys": trusted_keys},
+            outputs={"output": output},
+        )
+        check_trusted(trusted_keys, {"report": report, "canary": canary})
         result = verify_report(report, canary)
         write_json(output, result)
         echo_checks("report verification", result)
@@ -90,12 +98,19 @@ def verify_report_command(ctx: typer.Context, report: Report, canary: ReportCana
         raise typer.Exit(EXIT_NEGATIVE)
 
 
-def verify_fidelity_command(ctx: typer.Context, trace: Trace, canary: SourceCanary, output: Output) -> None:
+def verify_fidelity_command(
+    ctx: typer.Context, trace: Trace, canary: SourceCanary, output: Output, trusted_keys: TrustedKeys = None
+) -> None:
     """Recompute every commitment and error bound of a canary from its trace; exit 1 on any mismatch."""
     with errors_exit(ctx):
         from commcanary.behavior import verify_fidelity_files
 
-        check_paths(ctx, inputs={"trace": trace, "canary": canary}, outputs={"output": output})
+        check_paths(
+            ctx,
+            inputs={"trace": trace, "canary": canary, "trusted_keys": trusted_keys},
+            outputs={"output": output},
+        )
+        check_trusted(trusted_keys, {"canary": canary})
         result = verify_fidelity_files(trace, canary)
         write_json(output, result)
         echo_checks("fidelity verification", result)
@@ -114,6 +129,7 @@ def verify_behavior_command(
     tail_recall_threshold: TailRecall = DEFAULT.tail_recall_threshold,
     ranking_tie_tolerance_us: RankingTie = DEFAULT.ranking_tie_tolerance_us,
     configurations: Configurations = None,
+    trusted_keys: TrustedKeys = None,
 ) -> None:
     """Check that a canary makes the model behave like its whole source trace; exit 1 unless verified."""
     with errors_exit(ctx):
@@ -129,9 +145,15 @@ def verify_behavior_command(
         tolerances.validate()
         check_paths(
             ctx,
-            inputs={"trace": trace, "canary": canary, "configurations": configurations},
+            inputs={
+                "trace": trace,
+                "canary": canary,
+                "configurations": configurations,
+                "trusted_keys": trusted_keys,
+            },
             outputs={"output": output},
         )
+        check_trusted(trusted_keys, {"canary": canary})
         configs = load_configurations(configurations) if configurations is not None else None
         result = verify_behavior(trace, canary, configurations=configs, tolerances=tolerances)
         write_json(output, result)

@@ -36,8 +36,11 @@ pub const STEPS: &str = "commcanary.steps.v1";
 /// member sits in `metadata`, which Chrome-trace readers ignore.
 pub const TIMELINE: &str = "commcanary.timeline.v1";
 
+/// A detached Ed25519 signature of an artifact.
+pub const SIGNATURE: &str = "commcanary.signature.v1";
+
 /// Every document format this version knows, with the noun a person reads.
-pub const KINDS: [(&str, &str); 12] = [
+pub const KINDS: [(&str, &str); 13] = [
     (TRACE, "trace"),
     (CANARY, "canary"),
     (REPORT, "report"),
@@ -50,6 +53,7 @@ pub const KINDS: [(&str, &str); 12] = [
     (STRAGGLERS, "straggler diagnosis"),
     (STEPS, "step recovery"),
     (TIMELINE, "timeline"),
+    (SIGNATURE, "signature"),
 ];
 
 /// The noun for a known format identifier.

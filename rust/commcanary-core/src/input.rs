@@ -71,28 +71,12 @@ impl InputBytes {
 pub fn read_input(path: &Path, max: u64) -> Result<InputBytes> {
     let policy = limits::current();
     let max = max.min(policy.max_input_bytes);
-    let cannot = |e: std::io::Error| Error::new(ErrorKind::Io, format!("cannot be read: {e}"));
-    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::new(ErrorKind::Io, "does not exist"),
-        _ => cannot(e),
-    })?;
-    if meta.is_dir() {
-        return Err(Error::new(ErrorKind::Io, "is a directory, not a file"));
-    }
-    let mut file = std::fs::File::open(path).map_err(cannot)?;
+    let (meta, mut file) = open(path)?;
     let mut head = [0u8; 2];
     let got = file.read(&mut head).map_err(cannot)?;
     let gzip = got == 2 && head == [0x1f, 0x8b];
     if !gzip && meta.is_file() && meta.len() >= MAP_MIN_BYTES {
-        if meta.len() > max {
-            return Err(too_big(max));
-        }
-        // SAFETY: the map is read-only and private to this process; the
-        // module's contract excludes files truncated while they are read.
-        // The one unsafe block of the workspace (docs/decisions.md).
-        #[allow(unsafe_code)]
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(cannot)?;
-        return Ok(InputBytes::Mapped(map));
+        return map(&file, meta.len(), max);
     }
     let mut raw = head[..got].to_vec();
     file.take(max.saturating_add(1).saturating_sub(got as u64))
@@ -105,6 +89,57 @@ pub fn read_input(path: &Path, max: u64) -> Result<InputBytes> {
         return inflate(&raw, max, &policy).map(InputBytes::Owned);
     }
     Ok(InputBytes::Owned(raw))
+}
+
+/// Reads a file's bytes exactly as stored (gzip is not decompressed), under
+/// the same bound as [`read_input`]: what a signature covers.
+///
+/// # Errors
+/// As [`read_input`], less the gzip errors.
+pub fn read_stored(path: &Path, max: u64) -> Result<InputBytes> {
+    let max = max.min(limits::current().max_input_bytes);
+    let (meta, file) = open(path)?;
+    if meta.is_file() && meta.len() >= MAP_MIN_BYTES {
+        return map(&file, meta.len(), max);
+    }
+    let mut raw = Vec::new();
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut raw)
+        .map_err(cannot)?;
+    if raw.len() as u64 > max {
+        return Err(too_big(max));
+    }
+    Ok(InputBytes::Owned(raw))
+}
+
+fn cannot(e: std::io::Error) -> Error {
+    Error::new(ErrorKind::Io, format!("cannot be read: {e}"))
+}
+
+/// Opens `path` for reading, refusing a missing file and a directory.
+fn open(path: &Path) -> Result<(std::fs::Metadata, std::fs::File)> {
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::new(ErrorKind::Io, "does not exist"),
+        _ => cannot(e),
+    })?;
+    if meta.is_dir() {
+        return Err(Error::new(ErrorKind::Io, "is a directory, not a file"));
+    }
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    Ok((meta, file))
+}
+
+/// Maps a plain file of `len` bytes, refusing one larger than `max`.
+fn map(file: &std::fs::File, len: u64, max: u64) -> Result<InputBytes> {
+    if len > max {
+        return Err(too_big(max));
+    }
+    // SAFETY: the map is read-only and private to this process; the
+    // module's contract excludes files truncated while they are read.
+    // The one unsafe block of the workspace (docs/decisions.md).
+    #[allow(unsafe_code)]
+    let map = unsafe { memmap2::Mmap::map(file) }.map_err(cannot)?;
+    Ok(InputBytes::Mapped(map))
 }
 
 fn too_big(max: u64) -> Error {

@@ -21,6 +21,8 @@
 //! * [`analysis`]: diagnoses of imported evidence (who hung, and where);
 //! * [`behavior`]: behavioural fidelity under several configurations, and the
 //!   search for the smallest canary that keeps it.
+//! * [`signing`]: Ed25519 key pairs, detached artifact signatures and trusted
+//!   key sets (uses only the base layer).
 //!
 //! All data crosses module boundaries as plain Rust values; errors are one
 //! [`Error`] type with a kind and a path-free one-line message. Parallel work
@@ -45,6 +47,7 @@ pub mod output;
 pub mod pyfloat;
 pub mod report;
 pub mod research;
+pub mod signing;
 pub mod sim;
 pub mod trace;
 

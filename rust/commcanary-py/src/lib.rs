@@ -23,6 +23,7 @@ mod import;
 mod inputs;
 mod replay;
 mod research;
+mod signing;
 mod trace;
 
 use std::path::PathBuf;
@@ -129,6 +130,10 @@ mod _core {
     };
     #[pymodule_export]
     use super::research::{baseline_trace, reduce_trace};
+    #[pymodule_export]
+    use super::signing::{
+        private_key_id, sign_file, signing_keypair, trusted_key_ids, verify_file,
+    };
     #[pymodule_export]
     use super::trace::{PyTrace, compile_file, load_trace, load_trace_bytes};
     #[pymodule_export]
