@@ -71,3 +71,96 @@ def test_a_small_input_bound_refuses_before_reading(tmp_path: Path) -> None:
     path = trace(tmp_path, 2)
     with limits(max_input_bytes=16), pytest.raises(InputError, match="exceeds max_input_bytes=16"):
         commcanary.compile(path)
+
+
+def test_text_evidence_is_bounded_by_the_policy(tmp_path: Path) -> None:
+    stacks = tmp_path / "rank0_stacks.txt"
+    stacks.write_text('Thread 0x1 (most recent call first):\n  File "train.py", line 3 in step\n' * 40)
+    out = tmp_path / "h.json"
+    result = runner.invoke(app, ["--max-text-bytes", "64", "diagnose", "hang", str(stacks), "-o", str(out)])
+    assert result.exit_code == 3
+    size = stacks.stat().st_size
+    assert result.stderr == (
+        f"commcanary: {stacks} ({size} bytes) exceeds max_text_bytes=64 (raise it with commcanary --max-text-bytes N)\n"
+    )
+    assert not out.exists()
+    assert runner.invoke(app, ["diagnose", "hang", str(stacks), "-o", str(out)]).exit_code in (0, 1)
+
+
+def _shard(tmp_path: Path, *events: dict[str, object]) -> Path:
+    from commcanary.capture import SHARD_FORMAT
+
+    header = {"format": SHARD_FORMAT, "capture_session_id": "s", "rank": "0"}
+    path = tmp_path / "a.shard.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in (header, *events)))
+    return path
+
+
+GOOD = {
+    "op": "all_reduce",
+    "bytes": 64,
+    "ranks": [0, 1],
+    "group": "default",
+    "phase": "unknown",
+    "id": "event-000000",
+    "wall_ns": 1,
+    "compute_before_us": 0.0,
+    "compute_overlap_us": 0.0,
+}
+
+
+def test_capture_shards_are_bounded_by_the_policy(tmp_path: Path) -> None:
+    from commcanary.capture.merge import read_shard
+
+    path = _shard(tmp_path, GOOD)
+    assert read_shard(path)[1] == [GOOD]
+    with (
+        limits(max_input_bytes=64),
+        pytest.raises(InputError, match=r"exceeds max_input_bytes=64 \(raise it"),
+    ):
+        read_shard(path)
+    with (
+        limits(max_json_string_bytes=100),
+        pytest.raises(InputError, match=r"line 2 \(\d+ bytes\) exceeds max_json_string_bytes"),
+    ):
+        read_shard(path)
+    with (
+        limits(max_ranks=1),
+        pytest.raises(InputError, match="line 2: field 'ranks' must be a list of 1 to max_ranks=1"),
+    ):
+        read_shard(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"bytes": -1}, "bytes"),
+        ({"bytes": True}, "bytes"),
+        ({"wall_ns": "soon"}, "wall_ns"),
+        ({"ranks": [0, 0]}, "ranks"),
+        ({"ranks": "01"}, "ranks"),
+        ({"op": 3}, "op"),
+        ({"compute_before_us": -2.0}, "compute_before_us"),
+        ({"duration_us": None}, "duration_us"),
+        ({"root_rank": 7}, "root_rank"),
+        ({"metadata": [1]}, "metadata"),
+        ({"step": 1.5}, "step"),
+    ],
+)
+def test_a_malformed_shard_record_names_its_line_and_field(
+    tmp_path: Path, change: dict[str, object], field: str
+) -> None:
+    from commcanary.capture.merge import read_shard
+
+    path = _shard(tmp_path, GOOD, {**GOOD, **change})
+    with pytest.raises(InputError, match=rf"^{path}: line 3: field '{field}' must be"):
+        read_shard(path)
+
+
+def test_a_shard_with_nan_is_not_json(tmp_path: Path) -> None:
+    from commcanary.capture.merge import read_shard
+
+    path = tmp_path / "a.shard.jsonl"
+    path.write_text('{"format": "commcanary.capture-shard.v1", "clock_offset_us": NaN}\n')
+    with pytest.raises(InputError, match="line 1 is not JSON: NaN is not a JSON number"):
+        read_shard(path)

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from commcanary import _core
 from commcanary.errors import OptionError
 
-__all__ = ["DEFAULTS", "NAMES", "current", "limits", "set_limits"]
+__all__ = ["DEFAULTS", "NAMES", "current", "limits", "refusal", "set_limits"]
 
 #: Every limit's default, by name, in documented order.
 DEFAULTS: dict[str, int] = dict(_core.DEFAULT_RESOURCE_LIMITS)
@@ -35,6 +35,13 @@ _LARGEST = {"max_json_depth": (1 << 32) - 1}
 def current() -> dict[str, int]:
     """The policy in force, by name."""
     return dict(_core.resource_limits())
+
+
+def refusal(name: str) -> str:
+    """``exceeds NAME=VALUE (raise it with commcanary --NAME N)``: how a refusal
+    under the policy in force ends, the same words as the core's."""
+    flag = "--" + name.replace("_", "-")
+    return f"exceeds {name}={current()[name]} (raise it with commcanary {flag} N)"
 
 
 def set_limits(**values: int) -> dict[str, int]:

@@ -13,6 +13,7 @@ partial and kept out of the events, as ``import-kineto`` does.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,6 @@ from commcanary.errors import InputError
 
 __all__ = ["CaptureMerge", "merge_shards", "read_shard"]
 
-_MAX_LINE = 1 << 20
 _IDENTITY = ("op", "bytes", "ranks", "group", "phase", "dtype", "root_rank", "tag")
 
 
@@ -38,28 +38,97 @@ class CaptureMerge:
 
 
 def read_shard(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The header and events of one shard (a torn last line is an error)."""
-    data = path.read_bytes()
+    """The header and events of one shard, every field checked (a torn last
+    line is an error).
+
+    Bounded by the resource policy before anything is read: the file by
+    ``max_input_bytes``, each line (one JSON record) by
+    ``max_json_string_bytes``, each event's ranks by ``max_ranks``.
+    """
+    from commcanary.limits import current, refusal
+
+    policy = current()
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise InputError(f"{path} cannot be read: {exc.strerror or exc}") from None
+    if size > policy["max_input_bytes"]:
+        raise InputError(f"{path} ({size} bytes) {refusal('max_input_bytes')}")
+    data = path.read_bytes()[: policy["max_input_bytes"] + 1]
     if data and not data.endswith(b"\n"):
         raise InputError(f"{path}: the last line is torn (the recording process was killed while writing it)")
     lines = data.split(b"\n")[:-1]
     if not lines:
         raise InputError(f"{path}: is an empty capture shard")
-    rows: list[dict[str, Any]] = []
-    for n, line in enumerate(lines, 1):
-        if len(line) > _MAX_LINE:
-            raise InputError(f"{path}: line {n} is longer than {_MAX_LINE} bytes")
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"{path}: line {n} is not JSON: {exc}") from None
-        if not isinstance(row, dict):
-            raise InputError(f"{path}: line {n} is not a JSON object")
-        rows.append(row)
+    rows = [_parse_line(path, n, line, policy["max_json_string_bytes"]) for n, line in enumerate(lines, 1)]
     header = rows[0]
     if header.get("format") != SHARD_FORMAT:
         raise InputError(f"{path}: field 'format' must be {SHARD_FORMAT}")
+    offset = header.get("clock_offset_us", 0.0)
+    if not _is_number(offset):
+        raise InputError(f"{path}: field 'clock_offset_us' must be a finite number")
+    for n, row in enumerate(rows[1:], 2):
+        _check_event(path, n, row, policy["max_ranks"])
     return header, rows[1:]
+
+
+def _parse_line(path: Path, n: int, line: bytes, max_bytes: int) -> dict[str, Any]:
+    from commcanary.limits import refusal
+
+    if len(line) > max_bytes:
+        raise InputError(f"{path}: line {n} ({len(line)} bytes) {refusal('max_json_string_bytes')}")
+    try:
+        row = json.loads(line, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{path}: line {n} is not JSON: {exc}") from None
+    if not isinstance(row, dict):
+        raise InputError(f"{path}: line {n} is not a JSON object")
+    return row
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: object) -> bool:
+    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)  # type: ignore[arg-type]
+
+
+def _check_event(path: Path, n: int, e: dict[str, Any], max_ranks: int) -> None:
+    """Refuses an event line whose fields are not what the recorder writes."""
+
+    def bad(field: str, rule: str) -> InputError:
+        return InputError(f"{path}: line {n}: field '{field}' {rule}")
+
+    for field in ("op", "group", "phase", "id"):
+        if not isinstance(e.get(field), str) or not e[field]:
+            raise bad(field, "must be a non-empty string")
+    if not _is_int(e.get("bytes")) or e["bytes"] <= 0:
+        raise bad("bytes", "must be a positive integer")
+    if not _is_int(e.get("wall_ns")):
+        raise bad("wall_ns", "must be an integer (nanoseconds)")
+    for field in ("compute_before_us", "compute_overlap_us", "duration_us"):
+        if (field in e or field != "duration_us") and not (_is_number(e.get(field)) and e[field] >= 0):
+            raise bad(field, "must be a non-negative finite number")
+    ranks = e.get("ranks")
+    if not isinstance(ranks, list) or not ranks or len(ranks) > max_ranks:
+        raise bad("ranks", f"must be a list of 1 to max_ranks={max_ranks} ranks")
+    if not all(_is_int(r) and r >= 0 for r in ranks) or len(set(ranks)) != len(ranks):
+        raise bad("ranks", "must be distinct non-negative integers")
+    for field in ("sender_rank", "receiver_rank", "root_rank"):
+        if field in e and e[field] not in ranks:
+            raise bad(field, "must be one of the ranks")
+    for field in ("collective_id", "dtype", "tag"):
+        if field in e and not isinstance(e[field], str):
+            raise bad(field, "must be a string")
+    if "step" in e and not _is_int(e["step"]):
+        raise bad("step", "must be an integer")
+    if "metadata" in e and not isinstance(e["metadata"], dict):
+        raise bad("metadata", "must be an object")
 
 
 def _rank_of(path: Path, header: dict[str, Any]) -> int:

@@ -197,6 +197,7 @@ _LIMIT_HELP = {
     "max_ranks": "Most ranks in one event or group (resource limit).",
     "max_field_items": "Most JSON items in one field of a trace event (resource limit).",
     "max_expanded_occurrences": "Most occurrences a canary may expand to (resource limit).",
+    "max_text_bytes": "Largest text evidence file (a stack dump, an exception text), in bytes (resource limit).",
 }
 
 
@@ -228,6 +229,7 @@ def _root(
     max_ranks: Annotated[int | None, _limit_option("max_ranks")] = None,
     max_field_items: Annotated[int | None, _limit_option("max_field_items")] = None,
     max_expanded_occurrences: Annotated[int | None, _limit_option("max_expanded_occurrences")] = None,
+    max_text_bytes: Annotated[int | None, _limit_option("max_text_bytes")] = None,
 ) -> None:
     """Compile collective-communication traces into small, verifiable canaries.
 

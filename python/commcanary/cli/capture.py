@@ -53,7 +53,7 @@ except Exception:  # never break the program being captured
 """
 
 
-_MAX_SHARD_BYTES = 64 << 20
+#: The most bytes of shards a failed capture preserves (a disk guard).
 _MAX_PRESERVED_BYTES = 256 << 20
 
 
@@ -72,9 +72,9 @@ def _preserve(work: Path, target: Path, session: str, workload: str, code: int) 
     kept: list[dict[str, object]] = []
     total = 0
     for shard in sorted(work.glob("*.shard.jsonl")):
-        data = shard.read_bytes()
-        if len(data) > _MAX_SHARD_BYTES or total + len(data) > _MAX_PRESERVED_BYTES or len(shard.name) > 255:
+        if total + shard.stat().st_size > _MAX_PRESERVED_BYTES or len(shard.name) > 255:
             continue
+        data = shard.read_bytes()[: _MAX_PRESERVED_BYTES - total]
         total += len(data)
         copy = shards_dir / shard.name
         copy.write_bytes(data)

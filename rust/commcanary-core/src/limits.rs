@@ -49,6 +49,8 @@ pub struct Limits {
     /// Occurrences a canary expands to (weights × motif repeats × periodic
     /// counts), computed from its compact form before anything expands.
     pub max_expanded_occurrences: u64,
+    /// Bytes of one text evidence file (a stack dump, an exception text).
+    pub max_text_bytes: u64,
 }
 
 /// Below this many decompressed bytes the ratio is not checked: small files
@@ -68,11 +70,12 @@ impl Limits {
         max_ranks: 65_536,
         max_field_items: 1_000_000,
         max_expanded_occurrences: 100_000_000,
+        max_text_bytes: 64 << 20,
     };
 
     /// Every limit as `(name, value)`, in the documented order.
     #[must_use]
-    pub fn entries(&self) -> [(&'static str, u64); 10] {
+    pub fn entries(&self) -> [(&'static str, u64); 11] {
         [
             ("max_input_bytes", self.max_input_bytes),
             ("max_decompression_ratio", self.max_decompression_ratio),
@@ -84,6 +87,7 @@ impl Limits {
             ("max_ranks", self.max_ranks),
             ("max_field_items", self.max_field_items),
             ("max_expanded_occurrences", self.max_expanded_occurrences),
+            ("max_text_bytes", self.max_text_bytes),
         ]
     }
 
@@ -110,6 +114,7 @@ impl Limits {
             "max_ranks" => self.max_ranks = value,
             "max_field_items" => self.max_field_items = value,
             "max_expanded_occurrences" => self.max_expanded_occurrences = value,
+            "max_text_bytes" => self.max_text_bytes = value,
             _ => {
                 return Err(Error::invalid(format!(
                     "no resource limit is named {name:?}"

@@ -26,8 +26,6 @@ use crate::import::stacks::{
 use crate::input::{MAX_INPUT_BYTES, read_input};
 use crate::json::{Json, OPEN_BRACE};
 
-/// Largest text evidence file read (stack dumps, exception texts).
-pub const MAX_TEXT_BYTES: u64 = 64 << 20;
 /// Most files a directory walk considers.
 pub const MAX_FILES: usize = 200_000;
 
@@ -341,10 +339,22 @@ fn read_merged(evidence: &mut Evidence, path: &Path, label: &str) -> Result<()> 
     Ok(())
 }
 
+/// A text evidence file, under the policy's `max_text_bytes`.
+fn read_text(path: &std::path::Path) -> Result<crate::input::InputBytes> {
+    let max = crate::limits::current().max_text_bytes;
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() && meta.len() > max => Err(crate::limits::exceeded(
+            format_args!("({} bytes)", meta.len()),
+            "max_text_bytes",
+            max,
+        )),
+        _ => read_input(path, max),
+    }
+}
+
 fn read_texts(evidence: &mut Evidence, texts: Vec<(PathBuf, String, bool)>) -> Result<()> {
     for (path, label, named) in texts {
-        let bytes = read_input(&path, MAX_TEXT_BYTES)
-            .map_err(|e| Error::new(e.kind(), e.with_path(&label)))?;
+        let bytes = read_text(&path).map_err(|e| Error::new(e.kind(), e.with_path(&label)))?;
         let text = String::from_utf8_lossy(&bytes[..bytes.len().min(65536)]).into_owned();
         let thread_dump = text.contains("(most recent call first)")
             || text
