@@ -4,7 +4,7 @@
 VENV   := .venv
 BIN    := $(VENV)/bin
 PYTHON := $(BIN)/python
-PY_SRC := python tests benches
+PY_SRC := python tests benches fuzz
 
 # The development tools; the same list scripts/test.sh installs.
 DEV_PACKAGES := "maturin>=1.9.4,<2" "numpy>=1.26" "typer>=0.12" "orjson>=3.10" \
@@ -22,7 +22,7 @@ IMPORT_BENCH_ARGS ?=
 SHAPE ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test lint fmt bench bench-import shape clean
+.PHONY: help dev test lint fmt fuzz bench bench-import shape clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,6 +35,11 @@ dev: ## Create .venv if missing, install the dev tools, build the extension (qui
 
 test: ## Run every check CI runs (./scripts/test.sh, in its own venv)
 	./scripts/test.sh
+
+fuzz: ## A short run of every fuzz target, Rust and Python (scripts/fuzz.sh; FUZZ_ARGS="--runs N")
+	./scripts/fuzz.sh $(FUZZ_ARGS)
+	$(PYTHON) -m pip install --quiet "atheris>=2.3"
+	PATH="$(CURDIR)/$(BIN):$$PATH" ./scripts/fuzz.sh --python $(FUZZ_ARGS)
 
 lint: ## Rust fmt + clippy, ruff check + format, mypy, stubtest (no changes made)
 	cargo fmt --all --check

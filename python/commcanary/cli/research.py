@@ -186,9 +186,12 @@ def reduce_command(
             from commcanary.behavior import load_configurations
 
             configs = load_configurations(configurations)
+        from commcanary.compiler import load_trace
+
+        loaded = load_trace(str(trace))  # a refusal is then the only line on stderr
         typer.echo(f"reduction: oracle-call budget {max_oracle_calls}", err=True)
         result = reduce(
-            trace,
+            loaded,
             ranking_tie_tolerance_us=ranking_tie_tolerance_us,
             max_oracle_calls=max_oracle_calls,
             timing_sample_limit=timing_sample_limit,
