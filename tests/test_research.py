@@ -231,6 +231,18 @@ def test_bad_baseline_options_are_refused(tmp_path: Path, argv: list[str], code:
 # --- reduce -------------------------------------------------------------------
 
 
+def test_reduce_of_a_bad_trace_prints_one_line(tmp_path: Path) -> None:
+    # Found by the CLI fuzz target: the budget line came before the refusal.
+    bad = tmp_path / "t.json"
+    bad.write_bytes(b"/\xf8\n")
+    out = tmp_path / "r.json"
+    result = runner.invoke(app, ["reduce", str(bad), "-o", str(out), "--max-oracle-calls", "8"])
+    assert result.exit_code == 3
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"commcanary: {bad} ")
+    assert not out.exists()
+
+
 def test_reduce_keeps_forty_decisions_with_one_event(adversarial: Path, tmp_path: Path) -> None:
     out = tmp_path / "reduced.trace.json"
     result = runner.invoke(app, ["reduce", str(adversarial), "-o", str(out)])
