@@ -2,7 +2,8 @@
 
 A target is a function of one ``bytes`` input. It may return, or raise a
 :class:`commcanary.errors.CommCanaryError` (the documented refusal, exit 3 on
-the command line); any other exception is a finding and stops the fuzzer
+the command line) other than ``InternalError`` (a Rust panic, a bug); any
+other exception is a finding and stops the fuzzer
 with the input saved. Inputs become files in one scratch directory (under
 ``/dev/shm`` when there is one), rewritten at each execution.
 
@@ -43,11 +44,15 @@ def fuzz(target: Callable[[bytes], None]) -> None:
     commcanary package is instrumented for coverage."""
     import atheris
 
-    from commcanary.errors import CommCanaryError
+    from commcanary.errors import CommCanaryError, InternalError
 
     def one(data: bytes) -> None:
-        with contextlib.suppress(CommCanaryError):
+        try:
             target(data)
+        except InternalError:
+            raise  # a Rust panic or another bug: a finding
+        except CommCanaryError:
+            pass
 
     try:
         atheris.Setup(sys.argv, one)

@@ -13,6 +13,7 @@ import _harness
 with _harness.instrumented():
     import commcanary
     from commcanary.capture.merge import merge_shards
+    from commcanary.errors import CommCanaryError
     from commcanary.fidelity import canonical
 
 
@@ -24,7 +25,10 @@ def one(data: bytes) -> None:
     merged = merge_shards(paths, session="s", workload_name="fuzz")
     if merged.trace["events"]:
         trace = _harness.scratch("merged.json", canonical(merged.trace))
-        commcanary.load_trace(trace)
+        try:
+            commcanary.load_trace(trace)
+        except CommCanaryError as exc:
+            raise AssertionError(f"the merge wrote a trace the loader refuses: {exc}") from None
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import shutil
 import sys
 from collections.abc import Callable
@@ -35,12 +36,14 @@ OUT = str(_harness.SCRATCH / "out")
 
 
 def _fixtures() -> dict[str, str]:
-    """A trace, its canary, a report, a key pair and a signed report copy."""
+    """A trace, its canary and a report (both signed), and the key pair."""
     d = _harness.SCRATCH
     shutil.copyfile(TRACE, d / "t.json")
     commcanary.compile(d / "t.json").write(d / "c.json")
     commcanary.replay(d / "c.json").write(d / "r.json")
     signing.generate_key(d / "k.pem")
+    for artifact in ("c.json", "r.json"):
+        signing.sign(d / artifact, d / "k.pem")
     return {n: str(d / n) for n in ("t.json", "c.json", "r.json", "k.pem", "k.pem.pub")}
 
 
@@ -53,7 +56,7 @@ LINES: list[tuple[str, Callable[[str], list[str]]]] = [
     ("trace", lambda f: ["compile", f, "-o", OUT]),
     ("trace", lambda f: ["compile", f, "-o", OUT, "--lossless-timing", "--require-behavior-verification"]),
     ("canary", lambda f: ["replay", f, "-o", OUT, "--include-samples"]),
-    ("configurations", lambda f: ["replay", C, "-o", OUT, "--backend-file", f]),
+    ("backend", lambda f: ["replay", C, "-o", OUT, "--backend-file", f]),
     ("canary", lambda f: ["replay", f, "-o", OUT, "--physical", "gloo", "--nproc", "8"]),
     ("report", lambda f: ["compare", f, R, "-o", OUT]),
     ("report", lambda f: ["compare", R, f, "-o", OUT, "--html", OUT + ".html"]),
@@ -87,13 +90,24 @@ LINES: list[tuple[str, Callable[[str], list[str]]]] = [
 def seeds(directory: Path) -> None:
     """Write a seed for every command line: its index byte, then each file of its kind."""
     rust = _harness.ROOT / "rust" / "fuzz" / "corpus"
-    signing.sign(R, K)
+    backend = {
+        "format": "commcanary.backend.v1",
+        "backend": {
+            "label": "fitted",
+            "bandwidth_gbps": 10.7,
+            "latency_floor_us": 293.0,
+            "compute_pressure": 0.0,
+            "overlap_efficiency": 1.0,
+            "op_overrides": [{"op": "all_reduce", "latency_floor_us": 120.5, "bandwidth_gbps": 8.0}],
+        },
+    }
     configurations = b'[{"name":"a"},{"name":"b","latency_floor_us":3.5,"bandwidth_gbps":50.0}]'
     kinds: dict[str, list[bytes]] = {
         "trace": [Path(T).read_bytes()],
         "canary": [Path(C).read_bytes()],
         "report": [Path(R).read_bytes()],
         "configurations": [configurations],
+        "backend": [json.dumps(backend).encode()],
         "kineto": [p.read_bytes() for p in sorted((rust / "kineto_import").iterdir())],
         "evidence": [
             p.read_bytes() for d in ("flight_recorder", "text_evidence") for p in sorted((rust / d).iterdir())

@@ -11,10 +11,10 @@
 # (RUSTC_BOOTSTRAP=1 unlocks the sanitizer flag on stable). Python targets
 # need atheris (pip install atheris) and the installed package.
 #
-# New inputs are kept in target/fuzz/corpus/TARGET (the committed seeds in
-# rust/fuzz/corpus/TARGET or fuzz/corpus/TARGET are only read); a crash is
-# written to target/fuzz/artifacts/TARGET/ and the script exits non-zero.
-# Each target's log is target/fuzz/TARGET.log.
+# New inputs are kept in target/fuzz/corpus/TARGET (py-TARGET for Python;
+# the committed seeds in rust/fuzz/corpus/TARGET or fuzz/corpus/TARGET are
+# only read); a crash is written to target/fuzz/artifacts/TARGET/ and the
+# script exits non-zero. Each target's log is target/fuzz/TARGET.log.
 #
 # Defaults: --runs 20000 per target (seconds each: what CI runs). The long
 # runs recorded in docs/resource-limits.md: --asan --runs 1000000.
@@ -30,14 +30,18 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --asan) asan=1 ;;
         --python) python=1 ;;
-        --runs) runs="$2"; shift ;;
-        --seconds) seconds="$2"; shift ;;
+        --runs) runs="${2:?--runs needs a count}"; shift ;;
+        --seconds) seconds="${2:?--seconds needs a count}"; shift ;;
         -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
         *) targets+=("$1") ;;
     esac
     shift
 done
+if [ "$python" = 1 ] && [ "$asan" = 1 ]; then
+    echo "fuzz.sh: --asan applies to the Rust targets only" >&2
+    exit 2
+fi
 if [ ${#targets[@]} -eq 0 ]; then
     if [ "$python" = 1 ]; then
         for f in fuzz/fuzz_*.py; do targets+=("$(basename "$f" .py | sed 's/^fuzz_//')"); done
@@ -71,12 +75,15 @@ fi
 mkdir -p target/fuzz
 status=0
 for t in "${targets[@]}"; do
-    work="target/fuzz/corpus/$t"
-    artifacts="target/fuzz/artifacts/$t/"
+    # Python targets' folders and logs are py-TARGET (flight_recorder is both).
+    name=$t
+    [ "$python" = 1 ] && name="py-$t"
+    work="target/fuzz/corpus/$name"
+    artifacts="target/fuzz/artifacts/$name/"
     mkdir -p "$work" "$artifacts"
     limit=(-runs="$runs")
     [ -n "$seconds" ] && limit=(-max_total_time="$seconds")
-    log="target/fuzz/$t.log"
+    log="target/fuzz/$name.log"
     if [ "$python" = 1 ]; then
         command=(python "fuzz/fuzz_$t.py")
         seeds="fuzz/corpus/$t"
@@ -89,10 +96,10 @@ for t in "${targets[@]}"; do
         -print_final_stats=1 -artifact_prefix="$artifacts" "$work" "$seeds" >"$log" 2>&1; then
         execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
         [ -n "$execs" ] || execs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$log" | tail -n 1)
-        echo "$t: ${execs:-?} executions in $(( $(date +%s) - start )) s, no crash"
+        echo "$name: ${execs:-?} executions in $(( $(date +%s) - start )) s, no crash"
     else
         status=1
-        echo "$t: FAILED (log: $log)"
+        echo "$name: FAILED (log: $log)"
         tail -n 30 "$log"
     fi
 done

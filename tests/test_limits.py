@@ -145,6 +145,10 @@ def test_capture_shards_are_bounded_by_the_policy(tmp_path: Path) -> None:
         ({"root_rank": 7}, "root_rank"),
         ({"metadata": [1]}, "metadata"),
         ({"step": 1.5}, "step"),
+        ({"compute_before_us": 10**400}, "compute_before_us"),
+        ({"duration_us": 1.7e308}, "duration_us"),
+        ({"wall_ns": 10**30}, "wall_ns"),
+        ({"root_rank": True}, "root_rank"),
     ],
 )
 def test_a_malformed_shard_record_names_its_line_and_field(
@@ -164,3 +168,18 @@ def test_a_shard_with_nan_is_not_json(tmp_path: Path) -> None:
     path.write_text('{"format": "commcanary.capture-shard.v1", "clock_offset_us": NaN}\n')
     with pytest.raises(InputError, match="line 1 is not JSON: NaN is not a JSON number"):
         read_shard(path)
+
+
+@pytest.mark.parametrize("rank", ["\u00b2", "1" * 5000, "-1", 2.5])
+def test_a_shard_header_rank_must_be_a_small_decimal(tmp_path: Path, rank: object) -> None:
+    from commcanary.capture import SHARD_FORMAT
+    from commcanary.capture.merge import merge_shards
+
+    paths = []
+    for i in range(2):
+        path = tmp_path / f"{i}.shard.jsonl"
+        header = {"format": SHARD_FORMAT, "capture_session_id": "s", "rank": rank if i else "0"}
+        path.write_text(json.dumps(header) + "\n" + json.dumps(GOOD) + "\n")
+        paths.append(path)
+    with pytest.raises(InputError, match="field 'rank'"):
+        merge_shards(paths, session="s", workload_name="w")

@@ -214,3 +214,30 @@ def test_signing_leaves_the_canonical_bytes_alone(signed: dict[str, Path], tmp_p
     plain = tmp_path / "c.json"
     commcanary.compile(signed["trace"]).write(plain)
     assert plain.read_bytes() == signed["canary"].read_bytes()
+
+
+def test_a_trusted_key_file_with_a_private_key_anywhere_is_refused(
+    signed: dict[str, Path], tmp_path: Path
+) -> None:
+    mixed = tmp_path / "mixed.pub"
+    mixed.write_text(signed["trusted"].read_text() + signed["key"].read_text())
+    with pytest.raises(InputError, match="holds a private key"):
+        signing.trusted_key_ids(mixed)
+
+
+def test_no_output_overwrites_a_signature(signed: dict[str, Path], tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    # replay --sign-key: the page would be overwritten by the report's signature.
+    code, _, err = run(
+        "replay", signed["canary"], "-o", report, "--html", f"{report}.sig", "--sign-key", signed["key"]
+    )
+    assert code == 2 and "--sign-key" in err, err
+    assert not report.exists()
+    # A verifier's output would overwrite the signature it checks.
+    sig = signing.signature_path(signed["canary"])
+    before = sig.read_bytes()
+    code, _, err = run(
+        "verify-fidelity", signed["trace"], signed["canary"], "-o", sig, "--trusted-keys", signed["trusted"]
+    )
+    assert code == 2 and f"is the signature of {signed['canary']}" in err, err
+    assert sig.read_bytes() == before

@@ -71,25 +71,40 @@ def generate_key(private_key: PathArg, *, overwrite: bool = False) -> tuple[Path
             if path.exists():
                 raise OutputError(f"cannot write {path}: it exists (a key is never overwritten unless asked)")
     private_pem, public_pem = _core.signing_keypair(os.urandom(32))
-    _write_private(private, private_pem.encode("ascii"))
+    _write_private(private, private_pem.encode("ascii"), overwrite)
     write_bytes_atomic(public, public_pem.encode("ascii"))
     return private, public, key_id(private)
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file created 0600, so the
-    key is never readable by others, not even for a moment."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def _write_private(path: Path, data: bytes, overwrite: bool) -> None:
+    """Write ``data`` to ``path`` through a temporary file that is 0600 from
+    its creation (``mkstemp``), so the key is never readable by others, not
+    even for a moment; without ``overwrite`` it is linked into place, which
+    fails if a file appeared at ``path`` meanwhile."""
+    import tempfile
+
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise OutputError(f"cannot write {path}: {error.strerror or error}") from None
+    temporary = Path(name)
+    try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(temporary, path)
+        if overwrite:
+            os.replace(temporary, path)
+        else:
+            os.link(temporary, path)
+    except FileExistsError:
+        raise OutputError(
+            f"cannot write {path}: it exists (a key is never overwritten unless asked)"
+        ) from None
     except OSError as error:
-        temporary.unlink(missing_ok=True)
         raise OutputError(f"cannot write {path}: {error.strerror or error}") from None
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def key_id(private_key: PathArg) -> str:

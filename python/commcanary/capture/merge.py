@@ -54,7 +54,10 @@ def read_shard(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         raise InputError(f"{path} cannot be read: {exc.strerror or exc}") from None
     if size > policy["max_input_bytes"]:
         raise InputError(f"{path} ({size} bytes) {refusal('max_input_bytes')}")
-    data = path.read_bytes()[: policy["max_input_bytes"] + 1]
+    try:
+        data = path.read_bytes()[: policy["max_input_bytes"] + 1]
+    except OSError as exc:
+        raise InputError(f"{path} cannot be read: {exc.strerror or exc}") from None
     if data and not data.endswith(b"\n"):
         raise InputError(f"{path}: the last line is torn (the recording process was killed while writing it)")
     lines = data.split(b"\n")[:-1]
@@ -65,8 +68,10 @@ def read_shard(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if header.get("format") != SHARD_FORMAT:
         raise InputError(f"{path}: field 'format' must be {SHARD_FORMAT}")
     offset = header.get("clock_offset_us", 0.0)
-    if not _is_number(offset):
-        raise InputError(f"{path}: field 'clock_offset_us' must be a finite number")
+    if not (_is_number(offset) and abs(offset) <= _MAX_US):
+        raise InputError(
+            f"{path}: field 'clock_offset_us' must be a number of microseconds within ±{_MAX_US:.0e}"
+        )
     for n, row in enumerate(rows[1:], 2):
         _check_event(path, n, row, policy["max_ranks"])
     return header, rows[1:]
@@ -90,12 +95,28 @@ def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not a JSON number")
 
 
+#: The longest duration or clock offset a shard may state (µs; 11.6 days).
+_MAX_US = 1e12
+#: Wall-clock instants are below this (ns; year 2116), so sums stay in i64.
+_MAX_WALL_NS = 1 << 62
+
+
 def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    """An integer (not a bool) that fits in i64."""
+    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63)
 
 
 def _is_number(v: object) -> bool:
-    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)  # type: ignore[arg-type]
+    return _is_int(v) or (isinstance(v, float) and math.isfinite(v))
+
+
+def _rank_label(header: dict[str, Any]) -> int | None:
+    """The header's ``rank`` (the recorder writes it as a decimal string)."""
+    label = header.get("rank")
+    text = str(label) if _is_int(label) or isinstance(label, str) else ""
+    if text.isascii() and text.isdecimal() and len(text) <= 9:
+        return int(text)
+    return None
 
 
 def _check_event(path: Path, n: int, e: dict[str, Any], max_ranks: int) -> None:
@@ -109,18 +130,20 @@ def _check_event(path: Path, n: int, e: dict[str, Any], max_ranks: int) -> None:
             raise bad(field, "must be a non-empty string")
     if not _is_int(e.get("bytes")) or e["bytes"] <= 0:
         raise bad("bytes", "must be a positive integer")
-    if not _is_int(e.get("wall_ns")):
-        raise bad("wall_ns", "must be an integer (nanoseconds)")
+    if not (_is_int(e.get("wall_ns")) and 0 <= e["wall_ns"] < _MAX_WALL_NS):
+        raise bad("wall_ns", f"must be an integer from 0 to {_MAX_WALL_NS} (nanoseconds)")
     for field in ("compute_before_us", "compute_overlap_us", "duration_us"):
-        if (field in e or field != "duration_us") and not (_is_number(e.get(field)) and e[field] >= 0):
-            raise bad(field, "must be a non-negative finite number")
+        if (field in e or field != "duration_us") and not (
+            _is_number(e.get(field)) and 0 <= e[field] <= _MAX_US
+        ):
+            raise bad(field, f"must be a number of microseconds from 0 to {_MAX_US:.0e}")
     ranks = e.get("ranks")
     if not isinstance(ranks, list) or not ranks or len(ranks) > max_ranks:
         raise bad("ranks", f"must be a list of 1 to max_ranks={max_ranks} ranks")
     if not all(_is_int(r) and r >= 0 for r in ranks) or len(set(ranks)) != len(ranks):
         raise bad("ranks", "must be distinct non-negative integers")
     for field in ("sender_rank", "receiver_rank", "root_rank"):
-        if field in e and e[field] not in ranks:
+        if field in e and not (_is_int(e[field]) and e[field] in ranks):
             raise bad(field, "must be one of the ranks")
     for field in ("collective_id", "dtype", "tag"):
         if field in e and not isinstance(e[field], str):
@@ -132,10 +155,11 @@ def _check_event(path: Path, n: int, e: dict[str, Any], max_ranks: int) -> None:
 
 
 def _rank_of(path: Path, header: dict[str, Any]) -> int:
-    label = str(header.get("rank", ""))
-    if not label.isdigit():
+    rank = _rank_label(header)
+    if rank is None:
+        label = str(header.get("rank", ""))[:40]
         raise InputError(f"{path}: field 'rank' is '{label}'; set RANK (or COMMCANARY_RANK) in every process")
-    return int(label)
+    return rank
 
 
 def merge_shards(paths: Sequence[Path], *, session: str, workload_name: str) -> CaptureMerge:
@@ -147,10 +171,7 @@ def merge_shards(paths: Sequence[Path], *, session: str, workload_name: str) -> 
             raise InputError(
                 f"{path}: belongs to capture session {header.get('capture_session_id')!r}, not this capture's {session!r}"
             )
-        if len(paths) > 1:
-            rank = _rank_of(path, header)
-        else:
-            rank = int(header["rank"]) if str(header.get("rank", "")).isdigit() else 0
+        rank = _rank_of(path, header) if len(paths) > 1 else (_rank_label(header) or 0)
         shift = round(float(header.get("clock_offset_us", 0.0)) * 1000)
         for e in recorded:
             e["wall_ns"] = int(e["wall_ns"]) + shift

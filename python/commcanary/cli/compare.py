@@ -120,7 +120,9 @@ def compare_command(
             inputs={"baseline": baseline, "candidate": candidate, "trusted_keys": trusted_keys},
             outputs={"output": output, "html": html},
         )
-        check_trusted(trusted_keys, {"baseline": baseline, "candidate": candidate})
+        check_trusted(
+            trusted_keys, {"baseline": baseline, "candidate": candidate}, {"output": output, "html": html}
+        )
         want_samples = html is not None
         base = Report.from_file(baseline, samples=want_samples)
         cand = Report.from_file(candidate, samples=want_samples)

@@ -194,7 +194,7 @@ def replay_command(
 
         inputs = {"canary": canary, "backend_file": backend_file, "sign_key": sign_key}
         check_paths(ctx, inputs=inputs, outputs={"output": output, "html": html})
-        check_signing_key(ctx, sign_key, inputs, {"output": output})
+        check_signing_key(ctx, sign_key, inputs, {"output": output, "html": html})
         backend = Backend(label, bandwidth_gbps, latency_floor_us, compute_pressure, overlap_efficiency)
         if backend_file is not None:
             from commcanary.calibrate import read_backend_file
@@ -268,7 +268,7 @@ def _replay_physical(
 
         inputs = {"canary": canary, "sign_key": sign_key}
         check_paths(ctx, inputs=inputs, outputs={"output": output, "html": html})
-        check_signing_key(ctx, sign_key, inputs, {"output": output})
+        check_signing_key(ctx, sign_key, inputs, {"output": output, "html": html})
         try:
             run = replay_physical(
                 canary,

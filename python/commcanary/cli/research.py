@@ -186,18 +186,16 @@ def reduce_command(
             from commcanary.behavior import load_configurations
 
             configs = load_configurations(configurations)
-        from commcanary.compiler import load_trace
-
-        loaded = load_trace(str(trace))  # a refusal is then the only line on stderr
-        typer.echo(f"reduction: oracle-call budget {max_oracle_calls}", err=True)
         result = reduce(
-            loaded,
+            trace,
             ranking_tie_tolerance_us=ranking_tie_tolerance_us,
             max_oracle_calls=max_oracle_calls,
             timing_sample_limit=timing_sample_limit,
             configurations=configs,
         )
         result.write(output)
+    # Said once the reduction has run, so a refusal is the only line on stderr.
+    typer.echo(f"reduction: oracle-call budget {max_oracle_calls}", err=True)
     typer.echo(
         f"ddmin reduced {result.original_events} -> {result.reduced_events} events "
         f"in {result.oracle_calls} oracle calls: {output}"

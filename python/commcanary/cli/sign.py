@@ -59,7 +59,8 @@ def check_signing_key(
     from commcanary.io import check_distinct_paths, check_output_path
     from commcanary.signing import key_id, signature_path
 
-    signatures = [signature_path(p) for p in outputs.values() if p is not None]
+    signed = {"output", "search_evidence_output", "artifact"}
+    signatures = [signature_path(p) for name, p in outputs.items() if p is not None and name in signed]
     known = [(describe(ctx, name), path) for name, path in {**inputs, **outputs}.items()]
     check_distinct_paths(
         [(option, "a signature file", p) for p in signatures], [*known, (describe(ctx, option), key)]
@@ -80,14 +81,22 @@ def sign_output(key: Path | None, *artifacts: Path) -> None:
         typer.echo(f"signed {artifact} with {ident}: {sign(artifact, key)}")
 
 
-def check_trusted(trusted: Path | None, artifacts: Mapping[str, Path | None]) -> None:
-    """Before any work: with ``--trusted-keys``, refuse each named artifact
-    that a trusted key has not signed; print who signed each."""
+def check_trusted(
+    trusted: Path | None, artifacts: Mapping[str, Path | None], outputs: Mapping[str, Path | None]
+) -> None:
+    """Before any work: with ``--trusted-keys``, refuse an output that would
+    overwrite the signature of an input, then each named artifact that a
+    trusted key has not signed; print who signed each."""
     if trusted is None:
         return
-    from commcanary.signing import verify_all
+    from commcanary.io import check_distinct_paths
+    from commcanary.signing import signature_path, verify_all
 
     paths = [p for p in artifacts.values() if p is not None]
+    check_distinct_paths(
+        [(name, f"the --{name} file", p) for name, p in outputs.items()],
+        [(f"the signature of {p}", signature_path(p)) for p in paths],
+    )
     for path, ident in zip(paths, verify_all(paths, trusted), strict=True):
         typer.echo(f"signature: {path} signed by {ident} (trusted)")
 

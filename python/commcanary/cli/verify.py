@@ -88,7 +88,7 @@ def verify_report_command(
             inputs={"report": report, "canary": canary, "trusted_keys": trusted_keys},
             outputs={"output": output},
         )
-        check_trusted(trusted_keys, {"report": report, "canary": canary})
+        check_trusted(trusted_keys, {"report": report, "canary": canary}, {"output": output})
         result = verify_report(report, canary)
         write_json(output, result)
         echo_checks("report verification", result)
@@ -110,7 +110,7 @@ def verify_fidelity_command(
             inputs={"trace": trace, "canary": canary, "trusted_keys": trusted_keys},
             outputs={"output": output},
         )
-        check_trusted(trusted_keys, {"canary": canary})
+        check_trusted(trusted_keys, {"canary": canary}, {"output": output})
         result = verify_fidelity_files(trace, canary)
         write_json(output, result)
         echo_checks("fidelity verification", result)
@@ -153,7 +153,7 @@ def verify_behavior_command(
             },
             outputs={"output": output},
         )
-        check_trusted(trusted_keys, {"canary": canary})
+        check_trusted(trusted_keys, {"canary": canary}, {"output": output})
         configs = load_configurations(configurations) if configurations is not None else None
         result = verify_behavior(trace, canary, configurations=configs, tolerances=tolerances)
         write_json(output, result)

@@ -1,12 +1,20 @@
-//! A test-only fault hook: makes a named worker panic on demand, so tests can
+//! Test-only fault hooks: makes a named worker panic on demand, so tests can
 //! prove a panicking worker is reported as a bug (exit 70), never as bad
-//! input.
+//! input; fails writes on demand; and turns digest checks off in fuzz builds
+//! ([`CHECK_DIGESTS`]).
 //!
 //! Set `COMMCANARY_INJECT_PANIC` to a site name (`compile-digest`, the
 //! source-commitment task that runs on a rayon worker beside every
 //! compilation) and that site panics. Unset, [`check`] costs one environment
 //! lookup per call site visit; sites are visited once per command, never per
 //! event.
+
+/// Whether readers check content digests and declared sizes: always, except
+/// in the fuzz targets' builds (`--cfg fuzzing`). There a mutated canary or
+/// report could never match its SHA-256, so every input would stop at the
+/// first digest; skipping the digests lets the fuzzer reach the checks and
+/// the expansion behind them.
+pub const CHECK_DIGESTS: bool = !cfg!(fuzzing);
 
 /// The environment variable naming the site to fail.
 pub const INJECT_PANIC_VAR: &str = "COMMCANARY_INJECT_PANIC";

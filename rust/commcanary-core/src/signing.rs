@@ -102,6 +102,11 @@ impl TrustedKeys {
     pub fn from_pem(text: &[u8]) -> Result<Self> {
         let text = std::str::from_utf8(text)
             .map_err(|_| Error::invalid("not a list of PEM public keys (not UTF-8 text)"))?;
+        if text.contains("PRIVATE KEY-----") {
+            return Err(Error::invalid(
+                "holds a private key; trust its public half (KEY.pub) instead",
+            ));
+        }
         let mut keys = Vec::new();
         let mut rest = text;
         while let Some(start) = rest.find(PUBLIC_BEGIN) {
@@ -125,11 +130,6 @@ impl TrustedKeys {
             })?;
             keys.push(key);
             rest = &rest[end..];
-        }
-        if keys.is_empty() && text.contains("PRIVATE KEY-----") {
-            return Err(Error::invalid(
-                "holds a private key; trust its public half (KEY.pub) instead",
-            ));
         }
         if keys.is_empty() {
             return Err(Error::invalid(format!(
@@ -393,6 +393,8 @@ mod tests {
         let (private, public) = keypair_pem(&[9; 32]).unwrap();
         assert!(read_private_key(public.as_bytes()).is_err());
         assert!(TrustedKeys::from_pem(private.as_bytes()).is_err());
+        let mixed = format!("{public}{private}");
+        assert!(TrustedKeys::from_pem(mixed.as_bytes()).is_err());
         assert!(read_private_key(b"\xff\xfe").is_err());
     }
 }
