@@ -183,3 +183,17 @@ def test_a_shard_header_rank_must_be_a_small_decimal(tmp_path: Path, rank: objec
         paths.append(path)
     with pytest.raises(InputError, match="field 'rank'"):
         merge_shards(paths, session="s", workload_name="w")
+
+
+def test_a_shard_op_the_model_does_not_know_is_a_custom_op(tmp_path: Path) -> None:
+    # Found by the capture-shard fuzz target: the merge wrote a trace the loader refused.
+    from commcanary.capture.merge import merge_shards
+    from commcanary.fidelity import canonical
+
+    path = _shard(tmp_path, {**GOOD, "op": "all_r''educe"}, {**GOOD, "id": "event-000001", "wall_ns": 9})
+    merged = merge_shards([path], session="s", workload_name="w")
+    first, second = merged.trace["events"]
+    assert first["custom_op"] is True and "custom_op" not in second
+    trace = tmp_path / "t.json"
+    trace.write_bytes(canonical(merged.trace))
+    assert commcanary.load_trace(trace).signature_count == 2

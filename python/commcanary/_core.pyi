@@ -21,6 +21,7 @@ __all__ = [
     "FORMATS",
     "INJECT_PANIC_VAR",
     "INJECT_WRITE_ERROR_VAR",
+    "KNOWN_OPS",
     "MAX_INPUT_BYTES",
     "MAX_REPLAY_EVENTS_LIMIT",
     "REPLAY_MODEL",
@@ -80,6 +81,8 @@ FORMATS: Final[dict[str, str]]
 FIDELITY_FIELDS: Final[tuple[str, ...]]
 #: The replay model's ablation names, sorted.
 ABLATIONS: Final[tuple[str, ...]]
+#: The operations a trace or canary names without `custom_op`.
+KNOWN_OPS: Final[tuple[str, ...]]
 #: Timing columns of a trace.
 TRACE_COLUMNS: Final[tuple[str, ...]]
 #: The default replay settings (label, bandwidth_gbps, ..., max_replay_events).

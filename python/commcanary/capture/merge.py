@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from commcanary import _core
 from commcanary.capture import SHARD_FORMAT
 from commcanary.errors import InputError
 
@@ -224,6 +225,8 @@ def _instance(key: str, members: list[tuple[int, dict[str, Any]]], single: bool)
         out.update(
             op="point_to_point", sender_rank=first["sender_rank"], receiver_rank=first["receiver_rank"]
         )
+    elif out["op"] not in _core.KNOWN_OPS:
+        out["custom_op"] = True  # recorded under a name the replay model does not know
         out["ranks"] = sorted(expected)
     if not single:
         out["rank_arrival_us"] = [round((by_rank[r]["wall_ns"] - start) / 1000, 3) for r in out["ranks"]]

@@ -157,6 +157,10 @@ mod _core {
         m.add("TRACE_FORMAT", core::trace::TRACE_FORMAT)?;
         m.add("REPORT_FORMAT", core::report::REPORT_FORMAT)?;
         m.add("REPLAY_MODEL", core::sim::MODEL_VERSION)?;
+        m.add(
+            "KNOWN_OPS",
+            super::PyTuple::new(m.py(), core::trace::KNOWN_OPS)?,
+        )?;
         m.add("FORMATS", super::formats(py)?)?;
         m.add(
             "FIDELITY_FIELDS",
