@@ -149,6 +149,9 @@ def test_capture_shards_are_bounded_by_the_policy(tmp_path: Path) -> None:
         ({"duration_us": 1.7e308}, "duration_us"),
         ({"wall_ns": 10**30}, "wall_ns"),
         ({"root_rank": True}, "root_rank"),
+        ({"sender_rank": 0, "receiver_rank": 0}, "receiver_rank"),
+        ({"tag": ""}, "tag"),
+        ({"step": -1}, "step"),
     ],
 )
 def test_a_malformed_shard_record_names_its_line_and_field(
@@ -157,7 +160,7 @@ def test_a_malformed_shard_record_names_its_line_and_field(
     from commcanary.capture.merge import read_shard
 
     path = _shard(tmp_path, GOOD, {**GOOD, **change})
-    with pytest.raises(InputError, match=rf"^{path}: line 3: field '{field}' must be"):
+    with pytest.raises(InputError, match=rf"^{path}: line 3: field '{field}' must "):
         read_shard(path)
 
 
@@ -183,6 +186,15 @@ def test_a_shard_header_rank_must_be_a_small_decimal(tmp_path: Path, rank: objec
         paths.append(path)
     with pytest.raises(InputError, match="field 'rank'"):
         merge_shards(paths, session="s", workload_name="w")
+
+
+def test_shards_spanning_more_than_a_trace_holds_are_refused(tmp_path: Path) -> None:
+    from commcanary.capture.merge import merge_shards
+
+    late = {**GOOD, "id": "event-000001", "wall_ns": 2 * 10**18}
+    path = _shard(tmp_path, GOOD, late)
+    with pytest.raises(InputError, match="span more than 1e"):
+        merge_shards([path], session="s", workload_name="w")
 
 
 def test_a_shard_op_the_model_does_not_know_is_a_custom_op(tmp_path: Path) -> None:

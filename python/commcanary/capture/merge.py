@@ -100,6 +100,8 @@ def _no_constant(name: str) -> None:
 _MAX_US = 1e12
 #: Wall-clock instants are below this (ns; year 2116), so sums stay in i64.
 _MAX_WALL_NS = 1 << 62
+#: The largest step number a trace holds.
+_MAX_STEP = 1 << 53
 
 
 def _is_int(v: object) -> bool:
@@ -146,11 +148,13 @@ def _check_event(path: Path, n: int, e: dict[str, Any], max_ranks: int) -> None:
     for field in ("sender_rank", "receiver_rank", "root_rank"):
         if field in e and not (_is_int(e[field]) and e[field] in ranks):
             raise bad(field, "must be one of the ranks")
+    if "sender_rank" in e and e.get("sender_rank") == e.get("receiver_rank"):
+        raise bad("receiver_rank", "must differ from sender_rank")
     for field in ("collective_id", "dtype", "tag"):
-        if field in e and not isinstance(e[field], str):
-            raise bad(field, "must be a string")
-    if "step" in e and not _is_int(e["step"]):
-        raise bad("step", "must be an integer")
+        if field in e and not (isinstance(e[field], str) and e[field]):
+            raise bad(field, "must be a non-empty string")
+    if "step" in e and not (_is_int(e["step"]) and 0 <= e["step"] <= _MAX_STEP):
+        raise bad("step", f"must be an integer from 0 to {_MAX_STEP}")
     if "metadata" in e and not isinstance(e["metadata"], dict):
         raise bad("metadata", "must be an object")
 
@@ -247,6 +251,8 @@ def _document(
 
     events.sort(key=lambda e: (e["wall_ns"], e["id"]))
     origin = events[0]["wall_ns"] if events else 0
+    if events and events[-1]["wall_ns"] - origin > _MAX_US * 1000:
+        raise InputError(f"the shards' calls span more than {_MAX_US:.0e} microseconds of wall clock")
     for e in events:
         e["start_us"] = round((e.pop("wall_ns") - origin) / 1000, 3)
     notes = f"Captured from {shards} recording process(es); arrivals on the host's wall clock. " + (
