@@ -197,6 +197,21 @@ def test_shards_spanning_more_than_a_trace_holds_are_refused(tmp_path: Path) -> 
         merge_shards([path], session="s", workload_name="w")
 
 
+def test_members_of_one_collective_far_apart_are_refused(tmp_path: Path) -> None:
+    from commcanary.capture import SHARD_FORMAT
+    from commcanary.capture.merge import merge_shards
+
+    paths = []
+    for rank, wall in ((0, 1), (1, 2 * 10**18)):
+        path = tmp_path / f"{rank}.shard.jsonl"
+        header = {"format": SHARD_FORMAT, "capture_session_id": "s", "rank": str(rank)}
+        event = {**GOOD, "wall_ns": wall, "collective_id": "a"}
+        path.write_text(json.dumps(header) + "\n" + json.dumps(event) + "\n")
+        paths.append(path)
+    with pytest.raises(InputError, match="collective a: its members' calls are more than 1e"):
+        merge_shards(paths, session="s", workload_name="w")
+
+
 def test_a_shard_op_the_model_does_not_know_is_a_custom_op(tmp_path: Path) -> None:
     # Found by the capture-shard fuzz target: the merge wrote a trace the loader refused.
     from commcanary.capture.merge import merge_shards

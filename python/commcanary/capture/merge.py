@@ -212,6 +212,10 @@ def _instance(key: str, members: list[tuple[int, dict[str, Any]]], single: bool)
         missing = sorted(expected - seen)
         return f"{first['op']} {key} on group {first['group']}, seen on ranks {sorted(seen)}, missing ranks {missing}"
     start = min(e["wall_ns"] for _, e in members)
+    if max(e["wall_ns"] for _, e in members) - start > _MAX_US * 1000:
+        raise InputError(
+            f"collective {key}: its members' calls are more than {_MAX_US:.0e} microseconds apart"
+        )
     by_rank = {rank: e for rank, e in members}
     out: dict[str, Any] = {
         k: first[k]
