@@ -27,6 +27,7 @@ boundary maps. Heavy modules are imported inside commands so
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -248,10 +249,17 @@ def _root(
         set_limits(**(DEFAULTS | given))
 
 
+@functools.cache
+def _command() -> Any:
+    """The application as a click command, built once (building it is most
+    of the cost of a call, for callers that run many)."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the process exit status."""
     try:
-        app(args=argv, prog_name="commcanary")
+        _command().main(args=argv, prog_name="commcanary")
     except SystemExit as exc:
         code: Any = exc.code
         if code is None:
