@@ -2,7 +2,7 @@
 # Runs the fuzz targets over their corpora: the Rust libFuzzer targets of
 # rust/fuzz, or with --python the atheris targets of fuzz/.
 #
-#   scripts/fuzz.sh [--python] [--asan] [--runs N | --seconds S] [TARGET...]
+#   scripts/fuzz.sh [--python] [--asan] [--runs N | --seconds S] [--seed S] [TARGET...]
 #
 # Without targets, every target of the chosen kind runs in turn. The Rust
 # build uses the stable toolchain with the coverage instrumentation cargo-fuzz
@@ -16,12 +16,15 @@
 # only read); a crash is written to target/fuzz/artifacts/TARGET/ and the
 # script exits non-zero. Each target's log is target/fuzz/TARGET.log.
 #
-# Defaults: --runs 20000 per target (seconds each: what CI runs). The long
-# runs recorded in docs/resource-limits.md: --asan --runs 1000000.
+# Defaults: --runs 20000 per target (seconds each: what CI runs) and --seed 1,
+# so a CI run mutates the same way every time; --seed 0 draws a seed. The
+# long runs recorded in docs/resource-limits.md: --asan --runs 1000000
+# --seed 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 runs=20000
+seed=1
 seconds=""
 asan=0
 python=0
@@ -32,7 +35,8 @@ while [ $# -gt 0 ]; do
         --python) python=1 ;;
         --runs) runs="${2:?--runs needs a count}"; shift ;;
         --seconds) seconds="${2:?--seconds needs a count}"; shift ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        --seed) seed="${2:?--seed needs a number}"; shift ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
         *) targets+=("$1") ;;
     esac
@@ -92,7 +96,7 @@ for t in "${targets[@]}"; do
         seeds="rust/fuzz/corpus/$t"
     fi
     start=$(date +%s)
-    if "${command[@]}" "${limit[@]}" -timeout=20 -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=65536 \
+    if "${command[@]}" "${limit[@]}" -seed="$seed" -timeout=20 -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=65536 \
         -print_final_stats=1 -artifact_prefix="$artifacts" "$work" "$seeds" >"$log" 2>&1; then
         execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
         [ -n "$execs" ] || execs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$log" | tail -n 1)
