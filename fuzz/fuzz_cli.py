@@ -131,6 +131,12 @@ def _signed_report(signature: str) -> str:
     return str(copy)
 
 
+# One pair of buffers for every call: click caches a wrapper per stream it
+# writes to (in a WeakKeyDictionary whose values hold the stream), so a new
+# StringIO per call would be kept alive, call after call.
+_OUT, _ERR = io.StringIO(), io.StringIO()
+
+
 def one(data: bytes) -> None:
     if not data:
         return
@@ -138,7 +144,10 @@ def one(data: bytes) -> None:
     fuzzed = str(_harness.scratch("input.json", data[1:]))
     _harness.scratch("out")
     argv = ["--debug", *line(fuzzed)]
-    out, err = io.StringIO(), io.StringIO()
+    out, err = _OUT, _ERR
+    for buffer in (out, err):
+        buffer.seek(0)
+        buffer.truncate()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
     problem = code not in (0, 1, 2, 3)
