@@ -261,3 +261,18 @@ def test_a_panicking_worker_is_an_internal_error(tmp_path: Path) -> None:
     assert last.startswith("commcanary: internal error: ") and last.endswith(HINT)
     assert "compile-digest" in last
     assert proc.stdout == "" and not out.exists()
+
+
+def test_a_refusal_quoting_control_characters_stays_one_line(tmp_path: Path) -> None:
+    # Found by the CLI fuzz target: a key with a newline split the message in two.
+    configs = tmp_path / "configs.json"
+    configs.write_text('[{"name":"a"},{"b\\ndwidth\\u001b[31m":50.0}]')
+    out = tmp_path / "v.json"
+    result = runner.invoke(
+        app, ["verify-behavior", str(DEMO), str(DEMO), "--configurations", str(configs), "-o", str(out)]
+    )
+    assert result.exit_code == 3
+    (line,) = result.stderr.splitlines()
+    assert "unknown key 'b\\ndwidth\\x1b[31m'" in line, line
+    assert "\x1b" not in result.stderr
+    assert not out.exists()

@@ -83,9 +83,19 @@ class Command(TyperCommand):
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    """Print ``commcanary: message`` on stderr and exit (status 3 unless told)."""
-    typer.echo(f"commcanary: {message}", err=True)
+    """Print ``commcanary: message`` on stderr, on one line, and exit (status
+    3 unless told)."""
+    typer.echo(f"commcanary: {one_line(message)}", err=True)
     raise typer.Exit(code)
+
+
+def one_line(message: str) -> str:
+    """``message`` with every control character escaped as Python writes it
+    (``\\n``, ``\\x1b``): a message quoting hostile input stays one line and
+    cannot drive the terminal."""
+    if message.isprintable():
+        return message
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
 def flag_for(ctx: typer.Context | None, option: str) -> str:
@@ -275,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         hint = "" if _debug else "; rerun with --debug for the traceback"
         line = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
-        typer.echo(f"commcanary: internal error: {line} (please report this{hint})", err=True)
+        typer.echo(f"commcanary: internal error: {one_line(line)} (please report this{hint})", err=True)
         return EXIT_INTERNAL
     return EXIT_OK
 
