@@ -8,15 +8,18 @@
 2. Predict a different canary: a ``../shared/bench/gen_trace.py`` trace of
    ``--events`` events (8 ranks: a TP-4 prefill group, a TP-4 decode group,
    KV transfers), its gaps scaled by ``--gap-scale`` so this machine can keep
-   its schedule, compiled losslessly; replayed ``--runs`` times physically
-   and once in the model with the calibrated backend.
+   its schedule, and its messages divided by each of ``--bytes-divisors``
+   (1: the GPU sizes as generated; 8: sizes this host moves in about the
+   time a GPU moves the generated ones, inside the fixture's range);
+   compiled losslessly; replayed ``--runs`` times physically and once in
+   the model with the calibrated backend.
 3. Figures, each beside the run-to-run noise of the same statistic over the
    physical runs (one run against the pooled others):
    * per signature (op, size, group): the absolute percentage error of the
      model's median ``collective_us`` against the measured median; the
      median over signatures;
    * the report's p50 and p95 of exposed latency: the model's against the
-     mean of the runs';
+     mean of the runs' (also in sample, on the fixture's own runs);
    * with ``--validate``: the pairwise ranking agreement of six
      configurations (message sizes x4 and x0.25, gaps x2 and x0.5, both),
      beside the runs' agreement with each other (for this row the second
@@ -24,7 +27,8 @@
 
 Prints a table and writes ``--json`` when asked. Needs torch.
 
-    python benches/model_truth.py [--runs 3] [--events 400] [--gap-scale 100] [--validate] [--json out.json]
+    python benches/model_truth.py [--runs 3] [--events 400] [--gap-scale 100] [--bytes-divisors 1,8]
+        [--validate] [--json out.json]
 """
 
 from __future__ import annotations
@@ -77,11 +81,72 @@ def signature_error(model: dict[str, float], measured: dict[str, float]) -> floa
     return float(np.median([ape(model[k], measured[k]) for k in measured if k in model and measured[k] > 0]))
 
 
+def predicted_canary(d: Path, gap_scale: float, divisor: int) -> Path:
+    """The generated trace with gaps times ``gap_scale`` and every message
+    divided by ``divisor``, compiled losslessly."""
+    gen = json.loads((d / "gen.json").read_text())
+    for e in gen["events"]:
+        e["start_us"] = e["start_us"] * gap_scale
+        e.pop("gap_us", None)
+        e["bytes"] = max(2, int(e["bytes"]) // divisor)
+    trace = d / f"gen.{divisor}.trace.json"
+    trace.write_text(json.dumps(gen))
+    out = d / f"gen.{divisor}.canary.json"
+    commcanary.compile(trace, lossless_timing=True, timing_sample_limit=1000).write(out)
+    return out
+
+
+def quantile_rows(
+    model: Any, measured: list[Any], prefix: str, tag: str = ""
+) -> list[tuple[str, float, float]]:
+    """The report's p50 and p95: the model's error against the runs' mean,
+    beside the largest error of one run against the others' mean."""
+    rows = []
+    for q in ("median_us", "p95_us"):
+        values = [r.metrics[q] for r in measured]
+        centre = statistics.mean(values)
+        noise = max(ape(v, statistics.mean(values[:j] + values[j + 1 :])) for j, v in enumerate(values))
+        rows.append((f"{prefix}report {q}{tag}", ape(model.metrics[q], centre), noise))
+    return rows
+
+
+def in_sample(canary: Path, reports: list[Path], fit: Any) -> list[tuple[str, float, float]]:
+    """The report-level figures on the calibration canary itself."""
+    from commcanary.replay import Report
+
+    measured = [Report.from_file(r) for r in reports]
+    model = commcanary.replay(canary, backend=fit.backend, include_samples=True)
+    return quantile_rows(model, measured, "in sample, the fixture: ")
+
+
+def predict(canary: Path, fit: Any, runs: int, events: int, divisor: int) -> list[tuple[str, float, float]]:
+    """The prediction figures of one canary: per signature, p50 and p95."""
+    t0 = time.perf_counter()
+    measured = [replay_physical(canary, iterations=1, warmup=1).report for _ in range(runs)]
+    print(
+        f"prediction (bytes / {divisor}): {runs} physical runs of the {events}-event generated canary "
+        f"in {time.perf_counter() - t0:.0f} s"
+    )
+    model = commcanary.replay(canary, backend=fit.backend, include_samples=True)
+    samples = [r.samples for r in measured]
+    assert model.samples is not None and all(s is not None for s in samples)
+    sig_error = signature_error(per_signature(model.samples), pooled(samples))  # type: ignore[arg-type]
+    sig_noise = [signature_error(per_signature(samples[j]), pooled(samples, skip=j)) for j in range(runs)]  # type: ignore[arg-type]
+    tag = f" (bytes / {divisor})"
+    rows = [("per-signature median collective_us, median APE" + tag, sig_error, max(sig_noise))]
+    return rows + quantile_rows(model, measured, "", tag)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--events", type=int, default=400)
     ap.add_argument("--gap-scale", type=float, default=100.0)
+    ap.add_argument(
+        "--bytes-divisors",
+        default="1,8",
+        help="Predict the generated canary with every message divided by each of these (1: GPU sizes as generated).",
+    )
     ap.add_argument("--json", default=None)
     ap.add_argument("--validate", action="store_true", help="Also rank six configurations (validate-model).")
     args = ap.parse_args()
@@ -103,6 +168,7 @@ def main() -> int:
         print(f"calibration: {args.runs} runs of the fixture canary in {time.perf_counter() - t0:.0f} s")
         for line in fit.lines():
             print("  " + line)
+        rows = in_sample(d / "fixture.canary.json", reports, fit)
 
         import subprocess
 
@@ -111,34 +177,10 @@ def main() -> int:
             check=True,
             capture_output=True,
         )
-        gen = json.loads((d / "gen.json").read_text())
-        for e in gen["events"]:
-            e["start_us"] = e["start_us"] * args.gap_scale
-            e.pop("gap_us", None)
-        (d / "gen.scaled.json").write_text(json.dumps(gen))
-        commcanary.compile(d / "gen.scaled.json", lossless_timing=True, timing_sample_limit=1000).write(
-            d / "gen.canary.json"
-        )
-        t0 = time.perf_counter()
-        measured = [
-            replay_physical(d / "gen.canary.json", iterations=1, warmup=1).report for _ in range(args.runs)
-        ]
-        print(
-            f"prediction: {args.runs} physical runs of the {args.events}-event generated canary in {time.perf_counter() - t0:.0f} s"
-        )
-        model = commcanary.replay(d / "gen.canary.json", backend=fit.backend, include_samples=True)
-        samples = [r.samples for r in measured]
-        assert model.samples is not None and all(s is not None for s in samples)
-        sig_error = signature_error(per_signature(model.samples), pooled(samples))  # type: ignore[arg-type]
-        sig_noise = [
-            signature_error(per_signature(samples[j]), pooled(samples, skip=j)) for j in range(args.runs)
-        ]  # type: ignore[arg-type]
-        rows = [("per-signature median collective_us, median APE", sig_error, max(sig_noise))]
-        for q in ("median_us", "p95_us"):
-            values = [r.metrics[q] for r in measured]
-            centre = statistics.mean(values)
-            noise = max(ape(v, statistics.mean(values[:j] + values[j + 1 :])) for j, v in enumerate(values))
-            rows.append((f"report {q}", ape(model.metrics[q], centre), noise))
+        for divisor in (int(x) for x in args.bytes_divisors.split(",")):
+            canary = predicted_canary(d, args.gap_scale, divisor)
+            rows.extend(predict(canary, fit, args.runs, args.events, divisor))
+        canary = d / "gen.1.canary.json"
         if args.validate:
             from commcanary.validate import validate_model
 
@@ -151,7 +193,9 @@ def main() -> int:
                 {"name": "f-bytes-x4-gaps-x2", "bytes_scale": 4, "compute_fill_scale": 2},
             ]
             t0 = time.perf_counter()
-            v = validate_model(d / "gen.canary.json", configs, backend=fit.backend, runs=args.runs)
+            if not canary.exists():
+                canary = predicted_canary(d, args.gap_scale, 1)
+            v = validate_model(canary, configs, backend=fit.backend, runs=args.runs)
             print(
                 f"validation: {len(configs)} configurations x {args.runs} runs in {time.perf_counter() - t0:.0f} s"
             )

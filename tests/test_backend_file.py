@@ -126,3 +126,92 @@ def test_serialized_groups_share_one_queue_and_the_report_recomputes(canary: Pat
     out = tmp_path / "serial.json"
     serial.write(out)
     assert commcanary.verify_report(out, canary)["status"] == "model_recomputed"
+
+
+def _two_groups_canary(directory: Path) -> Path:
+    """Rank 1 sends 64 MiB to rank 2 (group ``kv``), then 10 µs later joins
+    an all_reduce of ranks 0 and 1 (group ``tp``)."""
+    events = [
+        {
+            "op": "send",
+            "ranks": [1, 2],
+            "sender_rank": 1,
+            "receiver_rank": 2,
+            "bytes": 64 << 20,
+            "group": "kv",
+            "gap_us": 5.0,
+        },
+        {"op": "all_reduce", "ranks": [0, 1], "bytes": 4096, "group": "tp", "gap_us": 10.0},
+    ]
+    trace = directory / "two.trace.json"
+    trace.write_text(json.dumps({"format": "commcanary.trace.v1", "events": events}))
+    return commcanary.compile(trace, lossless_timing=True).write(directory / "two.canary.json")
+
+
+def test_serialized_ranks_enter_late_when_busy_and_the_report_recomputes(tmp_path: Path) -> None:
+    canary = _two_groups_canary(tmp_path)
+    plain = commcanary.replay(canary, include_samples=True)
+    serial = commcanary.replay(canary, backend=commcanary.Backend(serialize_ranks=True), include_samples=True)
+    assert plain.samples is not None and serial.samples is not None
+    transfer = float(serial.samples["collective_us"][0])
+    # Without it the all_reduce starts at once on its own communicator; with
+    # it, rank 1 is still sending: the all_reduce queues until the send ends.
+    assert float(plain.samples["queue_wait_us"][1]) == 0.0
+    assert float(serial.samples["queue_wait_us"][1]) == pytest.approx(transfer - 10.0, abs=1e-6)
+    assert serial.section("backend")["serialize_ranks"] is True
+    assert "serialize_ranks" not in plain.section("backend")
+    out = tmp_path / "serial.json"
+    serial.write(out)
+    assert commcanary.verify_report(out, canary)["status"] == "model_recomputed"
+
+
+def test_host_stalls_keep_the_median_and_lengthen_the_tail(canary: Path, tmp_path: Path) -> None:
+    plain = commcanary.replay(canary, include_samples=True, iterations=200)
+    stalled_backend = commcanary.Backend(stall_probability=0.3, stall_mean_us=400.0)
+    stalled = commcanary.replay(canary, backend=stalled_backend, include_samples=True, iterations=200)
+    assert plain.samples is not None and stalled.samples is not None
+    extra = stalled.samples["collective_us"] - plain.samples["collective_us"]
+    assert (extra >= 0).all()
+    share = float((extra > 0).mean())
+    assert 0.25 < share < 0.35, share
+    assert float(extra[extra > 0].mean()) == pytest.approx(400.0, rel=0.15)
+    assert stalled.section("backend")["stall_probability"] == 0.3
+    assert "stall_probability" not in plain.section("backend")
+    out = tmp_path / "stalled.json"
+    stalled.write(out)
+    assert commcanary.verify_report(out, canary)["status"] == "model_recomputed"
+    # Same seed, same bytes; another seed, other stalls.
+    again = commcanary.replay(canary, backend=stalled_backend, include_samples=True, iterations=200)
+    assert again.metrics == stalled.metrics
+    for bad in ({"stall_probability": 0.6}, {"stall_mean_us": -1.0}):
+        with pytest.raises(commcanary.InputError, match="stall_"):
+            commcanary.replay(canary, backend=commcanary.Backend(**bad))  # type: ignore[arg-type]
+
+
+def test_a_point_to_point_override_prices_sends_and_recvs(tmp_path: Path) -> None:
+    canary = _two_groups_canary(tmp_path)
+    plain = commcanary.replay(canary, include_samples=True)
+    slow = commcanary.Backend(op_overrides=(("point_to_point", 0.0, 1.0),))
+    priced = commcanary.replay(canary, backend=slow, include_samples=True)
+    assert plain.samples is not None and priced.samples is not None
+    assert float(priced.samples["collective_us"][0]) > 40 * float(plain.samples["collective_us"][0])
+    # The all_reduce is not a transfer: unchanged.
+    assert priced.samples["collective_us"][1] == plain.samples["collective_us"][1]
+
+
+def test_a_backend_file_carries_ranks_and_stalls(canary: Path, tmp_path: Path) -> None:
+    file = tmp_path / "backend.json"
+    extra = {"serialize_ranks": True, "stall_probability": 0.2, "stall_mean_us": 900.0}
+    file.write_text(json.dumps({"format": "commcanary.backend.v1", "backend": {**BACKEND, **extra}}))
+    out = tmp_path / "r.json"
+    result = runner.invoke(app, ["replay", str(canary), "--backend-file", str(file), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    backend = json.loads(out.read_text())["backend"]
+    assert {k: backend[k] for k in extra} == extra
+    file.write_text(
+        json.dumps({"format": "commcanary.backend.v1", "backend": {**BACKEND, "stall_probability": 0.9}})
+    )
+    result = runner.invoke(
+        app, ["replay", str(canary), "--backend-file", str(file), "-o", str(tmp_path / "x")]
+    )
+    assert result.exit_code == 3 and "backend.stall_probability" in result.output, result.output

@@ -192,6 +192,9 @@ def replay_canary(
     bytes_scale: float | None = None,
     gap_scale: float | None = None,
     serialize_groups: bool = False,
+    serialize_ranks: bool = False,
+    stall_probability: float | None = None,
+    stall_mean_us: float | None = None,
 ) -> ReplayReport: ...
 def read_report_file(path: str, *, samples: bool = True, data: bytes | None = None) -> ReportDocument: ...
 def verify_report_files(

@@ -18,6 +18,22 @@ a factor of 4 or more and that fits its medians better with a bandwidth
 within a factor of 100 of the overall one: a bandwidth is not read off one
 size).
 
+Three more properties of the measured system go into the backend file.
+Each rank runs one operation at a time (``serialize_ranks``): the physical
+replay calls every collective blocking, so a rank still busy on one
+communicator enters the next late. Nothing is hidden
+(``overlap_efficiency`` 0): the replay fills compute before each
+collective, never beside it. And the host's stalls (``stall_probability``,
+``stall_mean_us``): on a host with more processes than cores, a collective
+now and then waits a scheduling quantum or several for a descheduled
+member, so its latency exceeds its signature's median by an amount that
+is close to exponential. With ``e`` the excesses over their signature's
+median in the same report, ``P(e > t) = q·exp(-t/S)`` through the 75th
+and 95th percentiles gives ``S = (t95 - t75) / ln 5`` and
+``q = min(0.45, 0.25·exp(t75 / S))``: below one half, so medians stay
+where they were fitted, while means and tails grow (and a queue grows
+with the mean, not the median).
+
 Errors are reported per operation as the median absolute percentage error
 of the model's per-occurrence collective latency against each measurement,
 with the default backend and the calibrated one, beside the measurements'
@@ -76,6 +92,9 @@ class Calibration:
                 "op_overrides": [
                     {"op": op, "latency_floor_us": f, "bandwidth_gbps": bw} for op, f, bw in b.op_overrides
                 ],
+                "serialize_ranks": b.serialize_ranks,
+                "stall_mean_us": b.stall_mean_us,
+                "stall_probability": b.stall_probability,
             },
             "fitted_from": self.runs,
             "errors": self.errors,
@@ -92,7 +111,10 @@ class Calibration:
         out = [
             f"calibrated: bandwidth={_core.float_repr(b.bandwidth_gbps)} Gbit/s "
             f"latency floor={_core.float_repr(b.latency_floor_us)} us from {sum(r['samples'] for r in self.runs)} "
-            f"measured occurrences in {len(self.runs)} report(s)"
+            f"measured occurrences in {len(self.runs)} report(s)",
+            f"- host stalls: {b.stall_probability * 100:.1f}% of occurrences, "
+            f"{_core.float_repr(b.stall_mean_us)} us mean; each rank runs one operation at a time; "
+            "nothing hidden (the measured runs fill compute before each collective)",
         ]
         for e in self.errors:
             noise = "n/a" if e["noise_pct"] is None else f"{e['noise_pct']:.1f}%"
@@ -294,6 +316,7 @@ def calibrate(
         f_op, x_op = _fit_op(runs, op, x)
         fitted[op] = (round(f_op, 3), 1.0 / round(1.0 / x_op, 6))
     default = Backend()
+    stall_p, stall_mean = _stalls(runs)
     engines = sorted({str(m[1]["engine"]) for m in measured})
     name = label or f"calibrated to {'+'.join(engines)} on {measured[0][1]['host'] or platform.node()}"
     backend = Backend(
@@ -301,14 +324,39 @@ def calibrate(
         bandwidth_gbps=round(1.0 / x, 6),
         latency_floor_us=floor,
         compute_pressure=default.compute_pressure,
-        overlap_efficiency=default.overlap_efficiency,
+        # The physical replay fills compute before each collective, never
+        # beside it: what it measured hid nothing.
+        overlap_efficiency=0.0,
         op_overrides=tuple((op, f, round(1.0 / xo, 6)) for op, (f, xo) in fitted.items()),
+        serialize_ranks=True,
+        stall_probability=stall_p,
+        stall_mean_us=stall_mean,
     )
     return Calibration(
         backend=backend,
         errors=_errors(runs, default, fitted),
         runs=[m[1] for m in measured],
     )
+
+
+def _stalls(runs: list[_Run]) -> tuple[float, float]:
+    """The host's stalls ``(q, S)``: an exponential tail ``q·exp(-t/S)``
+    of the latencies' excess over their signature's median in the same
+    report, through its 75th and 95th percentiles (module doc)."""
+    excess: list[float] = []
+    for run in runs:
+        keys = np.asarray(run.key)
+        for k in np.unique(keys):
+            values = run.measured[keys == k]
+            if len(values) >= 3:
+                excess.extend(values - np.median(values))
+    if len(excess) < 20:
+        return 0.0, 0.0
+    t75, t95 = (float(v) for v in np.percentile(excess, [75, 95]))
+    if not t95 > t75 > 0:
+        return 0.0, 0.0
+    mean = (t95 - t75) / float(np.log(5.0))
+    return round(min(0.45, 0.25 * float(np.exp(t75 / mean))), 6), round(mean, 3)
 
 
 def _canary_sha(data: bytes) -> str:
@@ -328,8 +376,18 @@ def read_backend_file(path: str | os.PathLike[str]) -> Backend:
         raise InputError(f"{where} field 'format' must be '{BACKEND_FORMAT}'")
     b = doc.get("backend")
     keys = ("label", "bandwidth_gbps", "latency_floor_us", "compute_pressure", "overlap_efficiency")
-    if not isinstance(b, dict) or set(b) - {"op_overrides"} != set(keys):
-        raise InputError(f"{where} field 'backend' must have exactly {', '.join(keys)} (and op_overrides)")
+    optional = {"op_overrides", "serialize_ranks", "stall_mean_us", "stall_probability"}
+    if not isinstance(b, dict) or set(b) - optional != set(keys):
+        raise InputError(
+            f"{where} field 'backend' must have exactly {', '.join(keys)} "
+            "(and op_overrides, serialize_ranks, stall_mean_us, stall_probability)"
+        )
+    for key, top in (("stall_probability", 0.5), ("stall_mean_us", 1e9)):
+        v = b.get(key, 0.0)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= top:
+            raise InputError(f"{where} field 'backend.{key}' must be a number between 0 and {top:g}")
+    if not isinstance(b.get("serialize_ranks", False), bool):
+        raise InputError(f"{where} field 'backend.serialize_ranks' must be a boolean")
     overrides = b.get("op_overrides", [])
     entry = {"op", "latency_floor_us", "bandwidth_gbps"}
     if not isinstance(overrides, list) or not all(isinstance(o, dict) and set(o) == entry for o in overrides):
@@ -349,4 +407,7 @@ def read_backend_file(path: str | os.PathLike[str]) -> Backend:
         op_overrides=tuple(
             (str(o["op"]), float(o["latency_floor_us"]), float(o["bandwidth_gbps"])) for o in overrides
         ),
+        serialize_ranks=bool(b.get("serialize_ranks", False)),
+        stall_probability=float(b.get("stall_probability", 0.0)),
+        stall_mean_us=float(b.get("stall_mean_us", 0.0)),
     )

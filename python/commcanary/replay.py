@@ -53,6 +53,16 @@ class Backend:
     #: Collectives of different communicators never overlap (one queue for
     #: all, no contention between groups).
     serialize_groups: bool = False
+    #: A rank takes part in one operation at a time (blocking calls, as the
+    #: physical replay makes them): an occurrence starts only once every
+    #: member is done with its previous one, on any communicator.
+    serialize_ranks: bool = False
+    #: Host stalls (a calibrated backend's; 0: none): with this probability
+    #: (at most 0.5) a collective's latency gains an exponential delay of
+    #: mean ``stall_mean_us``, as a process descheduled on an oversubscribed
+    #: host. Medians are unchanged; means and tails, and so queues, grow.
+    stall_probability: float = 0.0
+    stall_mean_us: float = 0.0
 
 
 class Report:

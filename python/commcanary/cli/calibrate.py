@@ -30,7 +30,7 @@ Label = Annotated[str | None, typer.Option("--label", metavar="NAME", help="The 
 def calibrate_command(
     ctx: typer.Context, reports: Reports, canary: Canaries, output: Output, label: Label = None
 ) -> None:
-    """Fit the model's latency floor and bandwidth to measured reports; print the error before and after."""
+    """Fit the model's latency floor, bandwidth and host stalls to measured reports; print the error before and after."""
     with errors_exit(ctx):
         from commcanary.calibrate import calibrate
         from commcanary.io import check_distinct_paths

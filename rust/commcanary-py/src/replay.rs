@@ -83,6 +83,9 @@ pub(crate) fn requested_settings(
         bytes_scale: None,
         gap_scale: None,
         serialize_groups: false,
+        serialize_ranks: false,
+        stall_probability: None,
+        stall_mean_us: None,
     }
 }
 
@@ -188,7 +191,7 @@ impl PyReplayReport {
 /// Replays the canary at `path` (or `data`, when given) under the settings;
 /// a setting left `None` takes the model's default.
 #[pyfunction]
-#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new(), bytes_scale=None, gap_scale=None, serialize_groups=false))]
+#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new(), bytes_scale=None, gap_scale=None, serialize_groups=false, serialize_ranks=false, stall_probability=None, stall_mean_us=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay_canary(
     py: Python<'_>,
@@ -208,6 +211,9 @@ pub fn replay_canary(
     bytes_scale: Option<f64>,
     gap_scale: Option<f64>,
     serialize_groups: bool,
+    serialize_ranks: bool,
+    stall_probability: Option<f64>,
+    stall_mean_us: Option<f64>,
 ) -> PyResult<PyReplayReport> {
     let mut requested = requested_settings(
         label,
@@ -224,6 +230,9 @@ pub fn replay_canary(
     requested.bytes_scale = bytes_scale;
     requested.gap_scale = gap_scale;
     requested.serialize_groups = serialize_groups;
+    requested.serialize_ranks = serialize_ranks;
+    requested.stall_probability = stall_probability;
+    requested.stall_mean_us = stall_mean_us;
     let settings = detached(py, None, || Settings::checked(&requested))?;
     let bytes = read_bytes(py, data, &path)?;
     let run = detached(py, Some(&path), move || {

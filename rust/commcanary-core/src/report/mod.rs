@@ -207,6 +207,13 @@ pub fn backend_json(s: &Settings) -> Vec<u8> {
     if s.serialize_groups {
         o.bool("serialize_groups", true);
     }
+    if s.serialize_ranks {
+        o.bool("serialize_ranks", true);
+    }
+    if s.stall_probability != 0.0 {
+        o.f64("stall_mean_us", s.stall_mean_us);
+        o.f64("stall_probability", s.stall_probability);
+    }
     o.end();
     out
 }

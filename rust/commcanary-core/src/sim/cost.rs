@@ -62,8 +62,7 @@ pub fn other_groups_under(sig: &Signature, settings: &Settings) -> f64 {
 pub fn base_latency_us(sig: &Signature, settings: &Settings, pressure: f64) -> f64 {
     let nf = sig.rank_count() as f64;
     let log_ranks = nf.max(2.0).log2();
-    let (floor, bandwidth) = (settings.op_overrides.iter())
-        .find(|o| o.op.as_bytes() == sig.op.as_slice())
+    let (floor, bandwidth) = op_override(settings, sig)
         .map_or((settings.latency_floor_us, settings.bandwidth_gbps), |o| {
             (o.latency_floor_us, o.bandwidth_gbps)
         });
@@ -72,6 +71,30 @@ pub fn base_latency_us(sig: &Signature, settings: &Settings, pressure: f64) -> f
     let penalty = 1.0 + 0.18 * pressure;
     let startup = floor + 1.15 * log_ranks + 4.0;
     startup + transfer * op_factor(sig, nf) * contention * penalty
+}
+
+/// The calibrated override of `sig`'s op: its own, or for a `send` or
+/// `recv` without one, that of `point_to_point` (the same transfer, named by
+/// one side; the Kineto importer names both sides `point_to_point`).
+fn op_override<'a>(settings: &'a Settings, sig: &Signature) -> Option<&'a super::OpOverride> {
+    let find = |op: &[u8]| (settings.op_overrides.iter()).find(|o| o.op.as_bytes() == op);
+    find(&sig.op).or_else(|| match sig.op.as_slice() {
+        b"send" | b"recv" => find(b"point_to_point"),
+        _ => None,
+    })
+}
+
+/// A host stall of an occurrence (see [`Settings::stall_probability`]):
+/// `−ln(1 − u4)·mean` when `u3 < probability`, else 0, with `u3, u4` lanes 3
+/// and 4 of its counter (independent of the three uniforms).
+#[must_use]
+pub fn stall_us(settings: &Settings, iteration: u32, identity_hash: u64) -> f64 {
+    let [u3, u4] = lanes::<2>(settings.seed, iteration, identity_hash, 3);
+    if u3 < settings.stall_probability {
+        -(1.0 - u4).max(1e-15).ln() * settings.stall_mean_us
+    } else {
+        0.0
+    }
 }
 
 /// The noise of one occurrence from its three uniforms; `no_tail` is the
@@ -99,12 +122,17 @@ fn splitmix64(mut v: u64) -> u64 {
 /// The three deterministic uniforms of an occurrence.
 #[must_use]
 pub fn uniforms(seed: i64, iteration: u32, identity_hash: u64) -> [f64; 3] {
+    lanes::<3>(seed, iteration, identity_hash, 0)
+}
+
+/// `N` deterministic uniforms of an occurrence's counter, lanes `first..`.
+fn lanes<const N: usize>(seed: i64, iteration: u32, identity_hash: u64, first: u64) -> [f64; N] {
     let ctr = (seed as u64)
         ^ u64::from(iteration + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93)
         ^ identity_hash;
-    let mut out = [0.0; 3];
-    for (lane, u) in out.iter_mut().enumerate() {
-        let x = splitmix64(ctr ^ (lane as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut out = [0.0; N];
+    for (lane, u) in (first..).zip(out.iter_mut()) {
+        let x = splitmix64(ctr ^ lane.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         *u = (x >> 11) as f64 / (1u64 << 53) as f64;
     }
     out
@@ -113,6 +141,48 @@ pub fn uniforms(seed: i64, iteration: u32, identity_hash: u64) -> [f64; 3] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stalls_follow_their_probability_and_mean_and_none_is_the_spec() {
+        let none = Settings::default();
+        assert!((0..1000u64).all(|h| stall_us(&none, 0, h) == 0.0));
+        let settings = Settings {
+            stall_probability: 0.25,
+            stall_mean_us: 100.0,
+            ..none
+        };
+        let draws: Vec<f64> = (0..20_000u64)
+            .map(|h| stall_us(&settings, 1, h * 7919))
+            .collect();
+        let stalled: Vec<f64> = draws.iter().copied().filter(|d| *d > 0.0).collect();
+        let share = stalled.len() as f64 / draws.len() as f64;
+        let mean = stalled.iter().sum::<f64>() / stalled.len() as f64;
+        assert!((share - 0.25).abs() < 0.02, "{share}");
+        assert!((mean - 100.0).abs() < 8.0, "{mean}");
+        assert_eq!(stall_us(&settings, 1, 42), stall_us(&settings, 1, 42));
+    }
+
+    #[test]
+    fn a_point_to_point_override_prices_both_sides_of_a_transfer() {
+        let settings = Settings {
+            op_overrides: vec![super::super::OpOverride {
+                op: "point_to_point".to_owned(),
+                latency_floor_us: 1000.0,
+                bandwidth_gbps: 1.0,
+            }],
+            ..Settings::default()
+        };
+        let mut sig = Signature {
+            op: b"send".to_vec(),
+            ranks: vec![0, 1],
+            bytes: 1000,
+            ..Signature::default()
+        };
+        let send = base_latency_us(&sig, &settings, 0.0);
+        sig.op = b"all_reduce".to_vec();
+        let other = base_latency_us(&sig, &settings, 0.0);
+        assert!(send > 1000.0 && other < 20.0, "{send} {other}");
+    }
 
     #[test]
     fn uniforms_are_in_the_unit_interval_and_deterministic() {

@@ -17,6 +17,12 @@
 //! iteration and the SHA-256 of the occurrence's identity, so results do not
 //! depend on how the compiler grouped events. Everything is deterministic:
 //! the same canary and settings give bit-identical results.
+//!
+//! A calibrated backend may add two terms, both off by default (the spec's
+//! model): host stalls (an exponential delay on a share of occurrences,
+//! [`cost::stall_us`]) and `serialize_ranks`, under which `available` also
+//! holds each rank: `start = max(last, available[resource], free[r] for
+//! every member r)`, and every member is busy until `completion`.
 
 pub mod cost;
 mod identity;
@@ -432,28 +438,69 @@ fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Resul
         .collect();
     let no_tail = settings.ablations.rare_tail_windows;
     let eta = settings.overlap_efficiency;
+    let members = rank_members(program, settings.serialize_ranks);
     for iteration in 0..settings.iterations {
         let mut available = vec![0.0f64; resource_id.len()];
+        let mut rank_free = vec![0.0f64; members.ranks];
         let mut clock = 0.0f64;
         for s in statics {
             let u = cost::uniforms(settings.seed, iteration, s.identity_hash);
             let g = other_groups[s.signature as usize];
-            let collective =
-                (s.base_us + cost::noise_us(u, s.skew, s.pressure, g, no_tail)).max(0.5);
+            let mut collective = s.base_us + cost::noise_us(u, s.skew, s.pressure, g, no_tail);
+            if settings.stall_probability > 0.0 {
+                collective += cost::stall_us(settings, iteration, s.identity_hash);
+            }
+            let collective = collective.max(0.5);
             clock += s.gap;
             let first = clock;
             let last = first + s.skew;
             let slot = &mut available[resource_id[s.signature as usize]];
-            let start = last.max(*slot);
+            let mine = &members.of[s.signature as usize];
+            // Busy members enter late: max over members of max(ready, free).
+            let busy = mine.iter().fold(*slot, |t, &r| t.max(rank_free[r]));
+            let start = last.max(busy);
             let completion = start + collective;
             if clock > 1e12 || completion > 1e12 {
                 return Err(Error::invalid("replay timeline exceeds 1e12 us"));
             }
             *slot = completion;
+            for &r in mine {
+                rank_free[r] = completion;
+            }
             out.push(s, collective, first, last, start, completion, eta);
         }
     }
     Ok(out)
+}
+
+/// Dense rank ids per signature, for `serialize_ranks` (empty lists, and no
+/// ranks, without it).
+struct RankMembers {
+    ranks: usize,
+    of: Vec<Vec<usize>>,
+}
+
+fn rank_members(program: &Program, serialize_ranks: bool) -> RankMembers {
+    let mut seen: Vec<i64> = Vec::new();
+    let of = (program.signatures.iter())
+        .map(|sig| {
+            if !serialize_ranks {
+                return Vec::new();
+            }
+            (sig.ranks.iter())
+                .map(|r| {
+                    seen.iter().position(|x| x == r).unwrap_or_else(|| {
+                        seen.push(*r);
+                        seen.len() - 1
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    RankMembers {
+        ranks: seen.len(),
+        of,
+    }
 }
 
 /// Canonical JSON of a signature (for reports).

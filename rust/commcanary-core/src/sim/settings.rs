@@ -121,6 +121,19 @@ pub struct Settings {
     /// all, and no concurrent groups' contention (the physical replay's
     /// `concurrent_groups: off`).
     pub serialize_groups: bool,
+    /// A rank takes part in one operation at a time: an occurrence starts
+    /// only when every member is done with its previous one, whatever the
+    /// resource (blocking calls, as the physical replay and most gloo
+    /// programs make them).
+    pub serialize_ranks: bool,
+    /// Host stalls (a calibrated backend's; 0: none, the spec's model): with
+    /// this probability an occurrence's latency gains an exponential delay
+    /// of mean [`Settings::stall_mean_us`], drawn from two more
+    /// deterministic uniforms. A process descheduled on an oversubscribed
+    /// host; at most 0.5, so the median latency is unchanged.
+    pub stall_probability: f64,
+    /// Mean of a host stall, µs.
+    pub stall_mean_us: f64,
 }
 
 /// One operation's own latency floor and bandwidth.
@@ -153,6 +166,9 @@ impl Default for Settings {
             bytes_scale: 1.0,
             gap_scale: 1.0,
             serialize_groups: false,
+            serialize_ranks: false,
+            stall_probability: 0.0,
+            stall_mean_us: 0.0,
         }
     }
 }
@@ -187,6 +203,12 @@ impl Settings {
         }
         if !(self.gap_scale >= 0.0 && self.gap_scale <= 1e6) {
             return bad("gap_scale", "must be between 0 and 1e6");
+        }
+        if !(self.stall_probability >= 0.0 && self.stall_probability <= 0.5) {
+            return bad("stall_probability", "must be between 0 and 0.5");
+        }
+        if !(self.stall_mean_us >= 0.0 && self.stall_mean_us <= 1e9) {
+            return bad("stall_mean_us", "must be between 0 and 1e9");
         }
         if self.op_overrides.len() > MAX_OP_OVERRIDES {
             return bad(
@@ -270,6 +292,9 @@ impl Settings {
             bytes_scale: requested.bytes_scale.unwrap_or(1.0),
             gap_scale: requested.gap_scale.unwrap_or(1.0),
             serialize_groups: requested.serialize_groups,
+            serialize_ranks: requested.serialize_ranks,
+            stall_probability: requested.stall_probability.unwrap_or(0.0),
+            stall_mean_us: requested.stall_mean_us.unwrap_or(0.0),
         };
         s.validate()?;
         Ok(s)
@@ -305,4 +330,10 @@ pub struct RequestedSettings {
     pub gap_scale: Option<f64>,
     /// `serialize_groups`.
     pub serialize_groups: bool,
+    /// `serialize_ranks`.
+    pub serialize_ranks: bool,
+    /// `stall_probability`.
+    pub stall_probability: Option<f64>,
+    /// `stall_mean_us`.
+    pub stall_mean_us: Option<f64>,
 }
