@@ -404,16 +404,16 @@ fn static_of(
 
 /// Dense resource ids: the first signature naming a resource fixes its id.
 fn resource_ids(resources: &[String]) -> Vec<usize> {
-    let mut names: Vec<&String> = Vec::new();
-    resources
-        .iter()
-        .map(|r| {
-            names.iter().position(|n| *n == r).unwrap_or_else(|| {
-                names.push(r);
-                names.len() - 1
-            })
-        })
-        .collect()
+    let mut names = Vec::new();
+    resources.iter().map(|r| dense_id(&mut names, r)).collect()
+}
+
+/// The id of `item` among `seen` (its first position), adding it when new.
+fn dense_id<'a, T: PartialEq + ?Sized>(seen: &mut Vec<&'a T>, item: &'a T) -> usize {
+    seen.iter().position(|x| *x == item).unwrap_or_else(|| {
+        seen.push(item);
+        seen.len() - 1
+    })
 }
 
 /// Stage 3: every iteration scheduled on the FIFO resources.
@@ -481,20 +481,11 @@ struct RankMembers {
 }
 
 fn rank_members(program: &Program, serialize_ranks: bool) -> RankMembers {
-    let mut seen: Vec<i64> = Vec::new();
+    let mut seen: Vec<&i64> = Vec::new();
     let of = (program.signatures.iter())
-        .map(|sig| {
-            if !serialize_ranks {
-                return Vec::new();
-            }
-            (sig.ranks.iter())
-                .map(|r| {
-                    seen.iter().position(|x| x == r).unwrap_or_else(|| {
-                        seen.push(*r);
-                        seen.len() - 1
-                    })
-                })
-                .collect()
+        .map(|sig| match serialize_ranks {
+            true => (sig.ranks.iter()).map(|r| dense_id(&mut seen, r)).collect(),
+            false => Vec::new(),
         })
         .collect();
     RankMembers {
