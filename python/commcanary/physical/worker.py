@@ -52,6 +52,10 @@ class _Runner:
         import torch.distributed as dist
 
         self.torch, self.dist, self.rank, self.program = torch, dist, rank, program
+        # The canary's compute is filled, not run: a rank needs no intra-op
+        # pool, and on a host shared by many ranks each pool's spinning
+        # threads take the cores the other ranks' collectives need.
+        torch.set_num_threads(1)
         self.device = (
             torch.device("cuda", rank % max(1, torch.cuda.device_count())) if engine == "nccl" else None
         )
