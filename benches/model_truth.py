@@ -28,7 +28,7 @@
 Prints a table and writes ``--json`` when asked. Needs torch.
 
     python benches/model_truth.py [--runs 3] [--events 400] [--gap-scale 100] [--bytes-divisors 1,8]
-        [--validate] [--json out.json]
+        [--validate] [--json out.json] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -116,7 +116,18 @@ def in_sample(canary: Path, reports: list[Path], fit: Any) -> list[tuple[str, fl
 
     measured = [Report.from_file(r) for r in reports]
     model = commcanary.replay(canary, backend=fit.backend, include_samples=True)
-    return quantile_rows(model, measured, "in sample, the fixture: ")
+    signature = signature_row(model, measured, " (in sample, the fixture)")
+    return [signature, *quantile_rows(model, measured, "in sample, the fixture: ")]
+
+
+def signature_row(model: Any, measured: list[Any], tag: str) -> tuple[str, float, float]:
+    """Per signature: the model's median APE against the pooled runs, beside
+    the largest of one run's against the others pooled."""
+    samples = [r.samples for r in measured]
+    assert model.samples is not None and all(s is not None for s in samples)
+    error = signature_error(per_signature(model.samples), pooled(samples))
+    noise = [signature_error(per_signature(samples[j]), pooled(samples, skip=j)) for j in range(len(samples))]
+    return ("per-signature median collective_us, median APE" + tag, error, max(noise))
 
 
 def predict(canary: Path, fit: Any, runs: int, events: int, divisor: int) -> list[tuple[str, float, float]]:
@@ -127,14 +138,11 @@ def predict(canary: Path, fit: Any, runs: int, events: int, divisor: int) -> lis
         f"prediction (bytes / {divisor}): {runs} physical runs of the {events}-event generated canary "
         f"in {time.perf_counter() - t0:.0f} s"
     )
+    for j, report in enumerate(measured):
+        report.write(canary.with_name(f"{canary.stem}.measured.{j}.json"))
     model = commcanary.replay(canary, backend=fit.backend, include_samples=True)
-    samples = [r.samples for r in measured]
-    assert model.samples is not None and all(s is not None for s in samples)
-    sig_error = signature_error(per_signature(model.samples), pooled(samples))  # type: ignore[arg-type]
-    sig_noise = [signature_error(per_signature(samples[j]), pooled(samples, skip=j)) for j in range(runs)]  # type: ignore[arg-type]
     tag = f" (bytes / {divisor})"
-    rows = [("per-signature median collective_us, median APE" + tag, sig_error, max(sig_noise))]
-    return rows + quantile_rows(model, measured, "", tag)
+    return [signature_row(model, measured, tag), *quantile_rows(model, measured, "", tag)]
 
 
 def main() -> int:
@@ -148,12 +156,18 @@ def main() -> int:
         help="Predict the generated canary with every message divided by each of these (1: GPU sizes as generated).",
     )
     ap.add_argument("--json", default=None)
+    ap.add_argument(
+        "--keep",
+        default=None,
+        help="Keep the canaries, measured reports and backend file in this directory (default: a temporary one).",
+    )
     ap.add_argument("--validate", action="store_true", help="Also rank six configurations (validate-model).")
     args = ap.parse_args()
     fixture = SHARED / "fixtures" / "kineto" / "gloo_tp4_decode"
     generator = SHARED / "bench" / "gen_trace.py"
     with tempfile.TemporaryDirectory(prefix="commcanary-model-truth-") as tmp:
-        d = Path(tmp)
+        d = Path(args.keep or tmp)
+        d.mkdir(parents=True, exist_ok=True)
         commcanary.import_kineto(sorted(fixture.glob("rank*.json.gz"))).write(d / "fixture.trace.json")
         commcanary.compile(d / "fixture.trace.json", lossless_timing=True, timing_sample_limit=1000).write(
             d / "fixture.canary.json"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -215,3 +216,33 @@ def test_a_backend_file_carries_ranks_and_stalls(canary: Path, tmp_path: Path) -
         app, ["replay", str(canary), "--backend-file", str(file), "-o", str(tmp_path / "x")]
     )
     assert result.exit_code == 3 and "backend.stall_probability" in result.output, result.output
+
+
+def test_a_host_with_fewer_cores_than_ranks_stretches_every_latency(canary: Path, tmp_path: Path) -> None:
+    # The example canary has 8 ranks: 8 cores or more change nothing, 4
+    # stretch each base latency by 2, 2 by 4 (the noise term is not stretched).
+    def latencies(cpus: float) -> Any:
+        report = commcanary.replay(canary, backend=commcanary.Backend(host_cpus=cpus), include_samples=True)
+        assert report.samples is not None
+        return report, report.samples["collective_us"]
+
+    plain_report, plain = latencies(0.0)
+    assert (latencies(8.0)[1] == plain).all() and (latencies(64.0)[1] == plain).all()
+    half_report, half = latencies(4.0)
+    _, quarter = latencies(2.0)
+    assert (half > plain).all()
+    assert quarter - plain == pytest.approx(3 * (half - plain), abs=0.01)  # samples keep 3 decimals
+    assert half_report.section("backend")["host_cpus"] == 4.0
+    assert "host_cpus" not in plain_report.section("backend")
+    out = tmp_path / "shared.json"
+    half_report.write(out)
+    assert commcanary.verify_report(out, canary)["status"] == "model_recomputed"
+    file = tmp_path / "backend.json"
+    file.write_text(json.dumps({"format": "commcanary.backend.v1", "backend": {**BACKEND, "host_cpus": 4}}))
+    result = runner.invoke(
+        app, ["replay", str(canary), "--backend-file", str(file), "-o", str(tmp_path / "r")]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "r").read_text())["backend"]["host_cpus"] == 4.0
+    with pytest.raises(commcanary.InputError, match="host_cpus"):
+        commcanary.replay(canary, backend=commcanary.Backend(host_cpus=-1.0))

@@ -9,6 +9,7 @@ extra; CI installs it)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -241,6 +242,11 @@ def test_calibrate_fits_the_model_to_measured_runs(tmp_path: Path) -> None:
     assert result.output.startswith("calibrated: bandwidth=")
     doc = json.loads(out.read_text())
     assert doc["format"] == "commcanary.backend.v1"
+    # The ranks shared this host's cores: the reports say how many, and the
+    # backend models that sharing.
+    cores = len(os.sched_getaffinity(0))
+    assert json.loads(reports[0].read_text())["backend"]["host_cpus"] == cores
+    assert doc["backend"]["host_cpus"] == cores and doc["fitted_from"][0]["host_cpus"] == cores
     errors = {e["op"]: e for e in doc["errors"]}
     assert set(errors) == {"all_reduce", "all_gather", "broadcast", "point_to_point"}
     # The default backend is a GPU's; the fitted one is far closer to gloo here.

@@ -95,6 +95,7 @@ class Calibration:
                 "serialize_ranks": b.serialize_ranks,
                 "stall_mean_us": b.stall_mean_us,
                 "stall_probability": b.stall_probability,
+                "host_cpus": b.host_cpus,
             },
             "fitted_from": self.runs,
             "errors": self.errors,
@@ -116,6 +117,11 @@ class Calibration:
             f"{_core.float_repr(b.stall_mean_us)} us mean; each rank runs one operation at a time; "
             "nothing hidden (the measured runs fill compute before each collective)",
         ]
+        if b.host_cpus > 0:
+            out.append(
+                f"- host: {b.host_cpus:g} cores shared by every rank; a canary with more ranks "
+                "than cores runs each at cores/ranks of its speed"
+            )
         for e in self.errors:
             noise = "n/a" if e["noise_pct"] is None else f"{e['noise_pct']:.1f}%"
             out.append(
@@ -133,13 +139,49 @@ class _Run:
     key: list[str]
     occurrence: npt.NDArray[np.int64]
     measured: npt.NDArray[np.float64]
+    #: The model's latency at floor 0 and a vanishing bandwidth term, its
+    #: bandwidth term at 1 Gbit/s, and its latency under the default backend.
     constant: npt.NDArray[np.float64]
     per_gbps: npt.NDArray[np.float64]
+    default: npt.NDArray[np.float64]
+    #: How much the host's sharing stretches the floor (and stalls) here.
+    stretch: float
 
 
-#: The model's two terms per sample, by (canary, iterations): reports of one
-#: canary share one pair of replays.
-_Terms = dict[tuple[str, int], tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]
+#: The model's terms per sample, by (canary, iterations, host cores):
+#: reports of one canary on one host share one set of replays.
+_Terms = dict[tuple[str, int, float], tuple[npt.NDArray[np.float64], ...]]
+#: A floor large enough to read the host stretch off the model, µs.
+_PROBE_FLOOR_US = 1000.0
+
+
+def _model_terms(canary: str, iterations: int, cpus: float) -> tuple[npt.NDArray[np.float64], ...]:
+    """``(constant, per_gbps, default, stretch)`` of ``canary``: the model
+    replayed at floor 0 with a vanishing and a 1 Gbit/s bandwidth, at a
+    probe floor (whose excess over ``constant`` is the stretch times the
+    floor), and under the default backend."""
+
+    def model(backend: Backend) -> npt.NDArray[np.float64]:
+        run = replay(canary, backend=backend, iterations=iterations, include_samples=True)
+        assert run.samples is not None
+        return np.asarray(run.samples["collective_us"], dtype=np.float64)
+
+    def at(bandwidth: float, floor: float = 0.0) -> npt.NDArray[np.float64]:
+        return model(Backend(bandwidth_gbps=bandwidth, latency_floor_us=floor, host_cpus=cpus))
+
+    constant = at(_VANISHING_BANDWIDTH)
+    probe = at(_VANISHING_BANDWIDTH, _PROBE_FLOOR_US)
+    stretch = float(np.median(probe - constant)) / _PROBE_FLOOR_US if len(probe) else 1.0
+    return constant, at(1.0) - constant, model(Backend()), np.array([stretch])
+
+
+def _host_cpus(backend: dict[str, Any], where: str) -> float:
+    """The cores a gloo run's ranks shared (0 when not recorded, or for
+    an engine whose collectives do not run on the host's cores)."""
+    cpus = backend.get("host_cpus", 0)
+    if isinstance(cpus, bool) or not isinstance(cpus, int) or not 0 <= cpus <= 1_000_000:
+        raise InputError(f"{where} field 'backend.host_cpus' must be an integer between 0 and 1000000")
+    return float(cpus) if backend.get("engine") == "gloo" else 0.0
 
 
 def _measured(
@@ -157,22 +199,10 @@ def _measured(
     if samples is None:
         raise InputError(f"{where} has no samples to calibrate against")
     iterations = int((report.section("replay_protocol") or {}).get("iterations", 1))
-    canary = canaries[sha]
-
-    def model(bandwidth: float) -> npt.NDArray[np.float64]:
-        run = replay(
-            canary,
-            backend=Backend(bandwidth_gbps=bandwidth, latency_floor_us=0.0),
-            iterations=iterations,
-            include_samples=True,
-        )
-        assert run.samples is not None
-        return np.asarray(run.samples["collective_us"], dtype=np.float64)
-
-    if (sha, iterations) not in terms:
-        constant = model(_VANISHING_BANDWIDTH)
-        terms[(sha, iterations)] = (constant, model(1.0) - constant)
-    constant, per_gbps = terms[(sha, iterations)]
+    cpus = _host_cpus(backend, where)
+    if (sha, iterations, cpus) not in terms:
+        terms[(sha, iterations, cpus)] = _model_terms(canaries[sha], iterations, cpus)
+    constant, per_gbps, default, stretch = terms[(sha, iterations, cpus)]
     n = len(samples["collective_us"])
     per_iteration = n // max(1, iterations)
     signatures = samples["signature"]
@@ -187,73 +217,127 @@ def _measured(
         measured=np.asarray(samples["collective_us"], dtype=np.float64),
         constant=constant,
         per_gbps=per_gbps,
+        default=default,
+        stretch=float(stretch[0]),
     )
     info = {
         "report": where,
         "canary_sha256": sha,
         "engine": backend.get("engine"),
         "host": backend.get("host"),
+        "host_cpus": int(cpus),
         "samples": n,
     }
     return run, info
 
 
-def _medians(runs: list[_Run], op: str | None) -> tuple[npt.NDArray[np.float64], ...]:
-    """Per signature (of ``op``, or of every op): the medians of the measured
-    latency, the model's constant term and its bandwidth term at 1 Gbit/s."""
+@dataclass
+class _Medians:
+    """Per signature and run: the measured median latency, the model's
+    terms' medians, the run's stretch and how many occurrences there were."""
+
+    measured: npt.NDArray[np.float64]
+    constant: npt.NDArray[np.float64]
+    per_gbps: npt.NDArray[np.float64]
+    stretch: npt.NDArray[np.float64]
+    count: npt.NDArray[np.float64]
+
+    def error(self, floor: float, x: float) -> float:
+        """The count-weighted mean absolute relative error at ``(F, 1/B)``."""
+        model = floor * self.stretch + self.constant + self.per_gbps * x
+        rel = np.abs(model - self.measured) / np.maximum(self.measured, 1e-3)
+        return float(np.sum(self.count * rel) / max(float(np.sum(self.count)), 1.0))
+
+
+def _medians(runs: list[_Run], op: str | None) -> _Medians:
+    """The per-signature medians of ``op`` (or of every op)."""
     rows: dict[tuple[int, str], list[int]] = {}
     for r, run in enumerate(runs):
         for i, k in enumerate(run.key):
             if op is None or run.op[i] == op:
                 rows.setdefault((r, k), []).append(i)
-    m, c, b = [], [], []
+    cols: list[list[float]] = [[], [], [], [], []]
     for (r, _k), idx in rows.items():
         run = runs[r]
-        m.append(float(np.median(run.measured[idx])))
-        c.append(float(np.median(run.constant[idx])))
-        b.append(float(np.median(run.per_gbps[idx])))
-    return np.array(m), np.array(c), np.array(b)
+        for col, value in zip(
+            cols,
+            (
+                np.median(run.measured[idx]),
+                np.median(run.constant[idx]),
+                np.median(run.per_gbps[idx]),
+                run.stretch,
+                len(idx),
+            ),
+            strict=True,
+        ):
+            col.append(float(value))
+    return _Medians(*(np.array(c) for c in cols))
+
+
+#: IRLS rounds, and the relative residual below which a signature's weight
+#: stops growing (so a near-exact fit does not take all the weight).
+_IRLS_ROUNDS = 30
+_IRLS_FLOOR = 0.02
+
+
+def _robust_fit(med: _Medians, x_fixed: float | None = None) -> tuple[float, float]:
+    """``(F, 1/B)`` with ``F >= 0``, ``1/B > 0`` (or ``F`` alone at
+    ``x_fixed``) minimising the count-weighted absolute relative error of
+    the model's medians (:meth:`_Medians.error`), by iteratively reweighted
+    least squares: a signature seen more often counts more, and one the
+    model cannot fit (a scheduling outlier) pulls no harder than its error."""
+    m = np.maximum(med.measured, 1e-3)
+    target = med.measured - med.constant
+    w = med.count / m**2
+    floor, x = 0.0, x_fixed if x_fixed is not None else 1.0
+    for _ in range(_IRLS_ROUNDS):
+        if x_fixed is not None:
+            t = target - med.per_gbps * x_fixed
+            floor = max(float(np.sum(w * med.stretch * t) / max(np.sum(w * med.stretch**2), 1e-300)), 0.0)
+        else:
+            floor, x = _least_squares(med.stretch, med.per_gbps, target, w)
+        resid = np.abs(floor * med.stretch + med.per_gbps * x - target) / m
+        w = med.count / m**2 / np.maximum(resid, _IRLS_FLOOR)
+    return floor, x
+
+
+def _least_squares(
+    s: npt.NDArray[np.float64],
+    per: npt.NDArray[np.float64],
+    target: npt.NDArray[np.float64],
+    w: npt.NDArray[np.float64],
+) -> tuple[float, float]:
+    """Weighted least squares for ``F·s + per·x = target``, ``F >= 0``, ``x > 0``."""
+    sw = np.sqrt(w)
+    a = np.stack([s, per], axis=1)
+    (floor, x), *_ = np.linalg.lstsq(a * sw[:, None], target * sw, rcond=None)
+    if floor < 0:
+        floor = 0.0
+        x = float(np.sum(w * per * target) / max(np.sum(w * per * per), 1e-300))
+    return float(floor), max(float(x), 1.0 / _VANISHING_BANDWIDTH)
 
 
 def _fit_op(runs: list[_Run], op: str, overall_x: float) -> tuple[float, float]:
     """One op's ``(F, 1/B)``: both when it was measured at two sizes or more,
     else its own ``F`` at the overall bandwidth."""
-    med, con, per = _medians(runs, op)
-    w = 1.0 / np.maximum(med, 1e-3) ** 2
+    med = _medians(runs, op)
     sizes = np.concatenate([run.bytes[run.op == op] for run in runs])
-
-    def error(floor: float, x: float) -> float:
-        return float(np.sum(w * (floor + con + per * x - med) ** 2))
-
-    own = (max(float(np.sum(w * (med - con - per * overall_x)) / np.sum(w)), 0.0), overall_x)
+    own = (_robust_fit(med, overall_x)[0], overall_x)
     if sizes.min() > 0 and sizes.max() / sizes.min() >= 4:
-        both = _fit(runs, op)
+        both = _robust_fit(med)
         # Two sizes close together extrapolate badly: keep the bandwidth
         # within a factor of 100 of the overall one, and only when it helps.
-        if 0.01 <= both[1] / overall_x <= 100 and error(*both) < error(*own):
+        if 0.01 <= both[1] / overall_x <= 100 and med.error(*both) < med.error(*own):
             return both
     return own
 
 
-def _fit(runs: list[_Run], op: str | None = None) -> tuple[float, float]:
-    """``(F, 1/B)`` minimising the squared relative error of per-signature medians."""
-    med, con, per = _medians(runs, op)
-    w = 1.0 / np.maximum(med, 1e-3) ** 2
-    target = med - con
-    # Weighted least squares for F + per * x = target, with F >= 0, x > 0.
-    a = np.stack([np.ones_like(per), per], axis=1)
-    sw = np.sqrt(w)
-    (floor, x), *_ = np.linalg.lstsq(a * sw[:, None], target * sw, rcond=None)
-    if floor < 0:
-        floor = 0.0
-        x = float(np.sum(w * per * target) / max(np.sum(w * per * per), 1e-300))
-    x = max(float(x), 1.0 / _VANISHING_BANDWIDTH)
-    return float(floor), x
+def _fit(runs: list[_Run]) -> tuple[float, float]:
+    """The overall ``(F, 1/B)`` over every operation's signatures."""
+    return _robust_fit(_medians(runs, None))
 
 
-def _errors(
-    runs: list[_Run], before: Backend, fitted: dict[str, tuple[float, float]]
-) -> list[dict[str, Any]]:
+def _errors(runs: list[_Run], fitted: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
     out = []
     for op, (floor, x) in sorted(fitted.items()):
         err_before, err_after = [], []
@@ -263,8 +347,8 @@ def _errors(
             sel = run.op == op
             m = run.measured[sel]
             ok = m > 0
-            y_before = run.constant[sel] + before.latency_floor_us + run.per_gbps[sel] / before.bandwidth_gbps
-            y_after = run.constant[sel] + floor + run.per_gbps[sel] * x
+            y_before = run.default[sel]
+            y_after = run.constant[sel] + floor * run.stretch + run.per_gbps[sel] * x
             err_before.extend(np.abs(y_before[ok] - m[ok]) / m[ok])
             err_after.extend(np.abs(y_after[ok] - m[ok]) / m[ok])
             for k, v in zip(run.occurrence[sel], m, strict=True):
@@ -308,6 +392,11 @@ def calibrate(
     terms: _Terms = {}
     measured = [_measured(r, by_sha, terms) for r in reports]
     runs = [m[0] for m in measured]
+    cpus = sorted({m[1]["host_cpus"] for m in measured})
+    if len(cpus) > 1:
+        raise InputError(
+            f"the reports were measured on hosts of {' and '.join(map(str, cpus))} cores: calibrate them separately"
+        )
     floor, x = _fit(runs)
     floor, x = round(floor, 3), 1.0 / round(1.0 / x, 6)
     ops = sorted({str(o) for run in runs for o in run.op})
@@ -331,25 +420,23 @@ def calibrate(
         serialize_ranks=True,
         stall_probability=stall_p,
         stall_mean_us=stall_mean,
+        host_cpus=float(cpus[0]),
     )
-    return Calibration(
-        backend=backend,
-        errors=_errors(runs, default, fitted),
-        runs=[m[1] for m in measured],
-    )
+    return Calibration(backend=backend, errors=_errors(runs, fitted), runs=[m[1] for m in measured])
 
 
 def _stalls(runs: list[_Run]) -> tuple[float, float]:
     """The host's stalls ``(q, S)``: an exponential tail ``q·exp(-t/S)``
     of the latencies' excess over their signature's median in the same
-    report, through its 75th and 95th percentiles (module doc)."""
+    report, over the run's host stretch (the model stretches stalls by it),
+    through its 75th and 95th percentiles (module doc)."""
     excess: list[float] = []
     for run in runs:
         keys = np.asarray(run.key)
         for k in np.unique(keys):
             values = run.measured[keys == k]
             if len(values) >= 3:
-                excess.extend(values - np.median(values))
+                excess.extend((values - np.median(values)) / run.stretch)
     if len(excess) < 20:
         return 0.0, 0.0
     t75, t95 = (float(v) for v in np.percentile(excess, [75, 95]))
@@ -376,13 +463,13 @@ def read_backend_file(path: str | os.PathLike[str]) -> Backend:
         raise InputError(f"{where} field 'format' must be '{BACKEND_FORMAT}'")
     b = doc.get("backend")
     keys = ("label", "bandwidth_gbps", "latency_floor_us", "compute_pressure", "overlap_efficiency")
-    optional = {"op_overrides", "serialize_ranks", "stall_mean_us", "stall_probability"}
+    optional = {"op_overrides", "serialize_ranks", "stall_mean_us", "stall_probability", "host_cpus"}
     if not isinstance(b, dict) or set(b) - optional != set(keys):
         raise InputError(
             f"{where} field 'backend' must have exactly {', '.join(keys)} "
-            "(and op_overrides, serialize_ranks, stall_mean_us, stall_probability)"
+            "(and op_overrides, serialize_ranks, stall_mean_us, stall_probability, host_cpus)"
         )
-    for key, top in (("stall_probability", 0.5), ("stall_mean_us", 1e9)):
+    for key, top in (("stall_probability", 0.5), ("stall_mean_us", 1e9), ("host_cpus", 1e6)):
         v = b.get(key, 0.0)
         if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= top:
             raise InputError(f"{where} field 'backend.{key}' must be a number between 0 and {top:g}")
@@ -410,4 +497,5 @@ def read_backend_file(path: str | os.PathLike[str]) -> Backend:
         serialize_ranks=bool(b.get("serialize_ranks", False)),
         stall_probability=float(b.get("stall_probability", 0.0)),
         stall_mean_us=float(b.get("stall_mean_us", 0.0)),
+        host_cpus=float(b.get("host_cpus", 0.0)),
     )

@@ -63,6 +63,11 @@ class Backend:
     #: host. Medians are unchanged; means and tails, and so queues, grow.
     stall_probability: float = 0.0
     stall_mean_us: float = 0.0
+    #: The cores of the one host every rank runs on (a calibrated CPU
+    #: backend's; 0: not modelled). With more ranks than cores, each rank
+    #: gets ``host_cpus / ranks`` of a core, so every latency and stall
+    #: stretches by ``max(1, ranks / host_cpus)`` (processor sharing).
+    host_cpus: float = 0.0
 
 
 class Report:

@@ -37,7 +37,15 @@ from commcanary.errors import CommCanaryError, InputError
 from commcanary.physical.program import load_program, write_program
 from commcanary.replay import Report
 
-__all__ = ["ENGINES", "ChildFailed", "MeasuredRun", "load_program", "measured_run", "replay_physical"]
+__all__ = [
+    "ENGINES",
+    "ChildFailed",
+    "MeasuredRun",
+    "host_cpus",
+    "load_program",
+    "measured_run",
+    "replay_physical",
+]
 
 #: The engines a physical replay runs on.
 ENGINES = ("gloo", "nccl")
@@ -207,7 +215,17 @@ def replay_physical(
         compute_fill_scale,
         bytes_scale,
     )
-    return measured_run(name, ready, enter, leave, measurement, include_samples=include_samples)
+    return measured_run(
+        name, ready, enter, leave, measurement, include_samples=include_samples, host_cpus=host_cpus()
+    )
+
+
+def host_cpus() -> int:
+    """The cores this process (and the ranks it starts) may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 0
 
 
 def measured_run(
@@ -218,11 +236,13 @@ def measured_run(
     measurement: tuple[str, str, str, int, int, int, str, float, float],
     *,
     include_samples: bool = True,
+    host_cpus: int = 0,
 ) -> MeasuredRun:
     """The report of a run from each rank's readiness, entries and exits
     (iterations x occurrences, warm-up first) and how it was made (engine,
     host, torch version, processes, iterations, warm-up, fill, fill scale,
-    bytes scale). Arrivals are readiness, as in the model: a member kept
+    bytes scale), with ``host_cpus`` the cores the ranks shared on their one
+    host (0: unknown, or several hosts). Arrivals are readiness, as in the model: a member kept
     late by earlier work queues."""
     warmup = measurement[5]
     ready_us = np.vstack([e[warmup:].reshape(-1) for e in ready])
@@ -241,6 +261,7 @@ def measured_run(
         avg_rank_wait_us=wait.tolist(),
         measurement=measurement,
         include_samples=include_samples,
+        host_cpus=host_cpus,
     )
     report = Report.of_run(raw, name, has_samples=include_samples)
     return MeasuredRun(report=report, ready_us=ready_us, enter_us=enter_us, exit_us=exit_us)

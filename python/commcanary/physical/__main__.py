@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     from commcanary.errors import CommCanaryError
-    from commcanary.physical import load_program, measured_run
+    from commcanary.physical import host_cpus, load_program, measured_run
     from commcanary.physical.worker import execute
 
     engine = args.physical or ("nccl" if torch.cuda.is_available() else "gloo")
@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             args.bytes_scale,
         )
         ready, enter, leave = ([t[j] for t in times] for j in range(3))  # type: ignore[index]
-        run = measured_run(args.canary, ready, enter, leave, measurement)
+        cpus = host_cpus() if len(names) == 1 else 0
+        run = measured_run(args.canary, ready, enter, leave, measurement, host_cpus=cpus)
         run.report.write(args.output)
         print(f"measured on {engine}: {run.report.summary_line()}")
     dist.destroy_process_group()

@@ -86,6 +86,7 @@ pub(crate) fn requested_settings(
         serialize_ranks: false,
         stall_probability: None,
         stall_mean_us: None,
+        host_cpus: None,
     }
 }
 
@@ -191,7 +192,7 @@ impl PyReplayReport {
 /// Replays the canary at `path` (or `data`, when given) under the settings;
 /// a setting left `None` takes the model's default.
 #[pyfunction]
-#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new(), bytes_scale=None, gap_scale=None, serialize_groups=false, serialize_ranks=false, stall_probability=None, stall_mean_us=None))]
+#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new(), bytes_scale=None, gap_scale=None, serialize_groups=false, serialize_ranks=false, stall_probability=None, stall_mean_us=None, host_cpus=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay_canary(
     py: Python<'_>,
@@ -214,6 +215,7 @@ pub fn replay_canary(
     serialize_ranks: bool,
     stall_probability: Option<f64>,
     stall_mean_us: Option<f64>,
+    host_cpus: Option<f64>,
 ) -> PyResult<PyReplayReport> {
     let mut requested = requested_settings(
         label,
@@ -233,6 +235,7 @@ pub fn replay_canary(
     requested.serialize_ranks = serialize_ranks;
     requested.stall_probability = stall_probability;
     requested.stall_mean_us = stall_mean_us;
+    requested.host_cpus = host_cpus;
     let settings = detached(py, None, || Settings::checked(&requested))?;
     let bytes = read_bytes(py, data, &path)?;
     let run = detached(py, Some(&path), move || {
@@ -343,9 +346,11 @@ pub fn verify_report_files(
 /// The report of a measured run of the canary at `path` (or `data`): the
 /// five per-sample time columns (iteration-major, µs from each iteration's
 /// origin) and how the run was made, as `(engine, host, torch_version,
-/// nproc, iterations, warmup, compute_fill, compute_fill_scale, bytes_scale)`.
+/// nproc, iterations, warmup, compute_fill, compute_fill_scale, bytes_scale)`,
+/// with `host_cpus` the cores its processes could use on its one host (0:
+/// unknown, or several hosts).
 #[pyfunction]
-#[pyo3(signature = (path, *, first_arrival_us, last_arrival_us, last_entry_us, completion_us, avg_rank_wait_us, measurement, data=None, include_samples=true))]
+#[pyo3(signature = (path, *, first_arrival_us, last_arrival_us, last_entry_us, completion_us, avg_rank_wait_us, measurement, data=None, include_samples=true, host_cpus=0))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn measured_report(
     py: Python<'_>,
@@ -358,6 +363,7 @@ pub fn measured_report(
     measurement: (String, String, String, u32, u32, u32, String, f64, f64),
     data: Option<PyBackedBytes>,
     include_samples: bool,
+    host_cpus: u32,
 ) -> PyResult<PyReplayReport> {
     use commcanary_core::report::measured::{Measurement, measured_run};
     use commcanary_core::sim::measured::MeasuredTimes;
@@ -373,6 +379,7 @@ pub fn measured_report(
         compute_fill,
         compute_fill_scale: scale,
         bytes_scale,
+        host_cpus,
     };
     let bytes = read_bytes(py, data, &path)?;
     let run = detached(py, Some(&path), move || {

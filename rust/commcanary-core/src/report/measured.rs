@@ -54,6 +54,9 @@ pub struct Measurement {
     pub compute_fill_scale: f64,
     /// Multiplier on every message's bytes.
     pub bytes_scale: f64,
+    /// The cores this run's processes could use on its one host (0:
+    /// unknown, or several hosts); `calibrate` models the sharing.
+    pub host_cpus: u32,
 }
 
 fn protocol_members(m: &Measurement, o: &mut ObjectWriter<'_>) {
@@ -82,6 +85,9 @@ pub fn header(m: &Measurement) -> Header {
     o.f64("compute_fill_scale", m.compute_fill_scale);
     o.str("engine", &m.engine);
     o.str("host", &m.host);
+    if m.host_cpus > 0 {
+        o.i64("host_cpus", i64::from(m.host_cpus));
+    }
     o.str("label", &format!("{} on {}", m.engine, m.host));
     o.str("mode", MEASURED_MODE);
     o.i64("nproc", i64::from(m.nproc));
@@ -212,6 +218,7 @@ pub fn declared_settings(r: &Report) -> Result<Settings> {
             .to_owned(),
         compute_fill_scale: 1.0,
         bytes_scale: 1.0,
+        host_cpus: 0,
     };
     if m.iterations == 0 {
         return Err(bad("replay_protocol.iterations must be at least 1"));

@@ -185,6 +185,9 @@ pub fn backend_json(s: &Settings) -> Vec<u8> {
     if s.gap_scale != 1.0 {
         o.f64("gap_scale", s.gap_scale);
     }
+    if s.host_cpus != 0.0 {
+        o.f64("host_cpus", s.host_cpus);
+    }
     o.str("label", &s.label);
     o.f64("latency_floor_us", s.latency_floor_us);
     o.str("mode", "deterministic-simulation");

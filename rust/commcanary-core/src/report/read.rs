@@ -500,6 +500,7 @@ fn declared_settings(r: &Report) -> Result<Settings> {
         serialize_ranks: optional_bool(backend, "serialize_ranks")?,
         stall_probability: optional_num(backend, "stall_probability")?.unwrap_or(0.0),
         stall_mean_us: optional_num(backend, "stall_mean_us")?.unwrap_or(0.0),
+        host_cpus: optional_num(backend, "host_cpus")?.unwrap_or(0.0),
     };
     settings
         .validate()

@@ -73,6 +73,22 @@ pub fn base_latency_us(sig: &Signature, settings: &Settings, pressure: f64) -> f
     startup + transfer * op_factor(sig, nf) * contention * penalty
 }
 
+/// How much a host shared by more ranks than cores stretches every
+/// latency: `max(1, ranks / host_cpus)`, with `ranks` every rank the
+/// canary names (each one a process of the one host); 1 when the settings
+/// do not model the host ([`Settings::host_cpus`] 0).
+#[must_use]
+pub fn host_stretch(signatures: &[Signature], settings: &Settings) -> f64 {
+    if settings.host_cpus <= 0.0 {
+        return 1.0;
+    }
+    let ranks: std::collections::BTreeSet<i64> = signatures
+        .iter()
+        .flat_map(|s| s.ranks.iter().copied())
+        .collect();
+    (ranks.len() as f64 / settings.host_cpus).max(1.0)
+}
+
 /// The calibrated override of `sig`'s op: its own, or for a `send` or
 /// `recv` without one, that of `point_to_point` (the same transfer, named by
 /// one side; the Kineto importer names both sides `point_to_point`).
@@ -160,6 +176,27 @@ mod tests {
         assert!((share - 0.25).abs() < 0.02, "{share}");
         assert!((mean - 100.0).abs() < 8.0, "{mean}");
         assert_eq!(stall_us(&settings, 1, 42), stall_us(&settings, 1, 42));
+    }
+
+    #[test]
+    fn a_host_with_fewer_cores_than_ranks_stretches_by_their_ratio() {
+        let sig = |ranks: Vec<i64>| Signature {
+            ranks,
+            ..Signature::default()
+        };
+        let sigs = [sig(vec![0, 1, 2, 3]), sig(vec![4, 5]), sig(vec![6, 7, 0])];
+        let off = Settings::default();
+        assert_eq!(host_stretch(&sigs, &off), 1.0);
+        let two = Settings {
+            host_cpus: 2.0,
+            ..Settings::default()
+        };
+        assert_eq!(host_stretch(&sigs, &two), 4.0);
+        let many = Settings {
+            host_cpus: 64.0,
+            ..Settings::default()
+        };
+        assert_eq!(host_stretch(&sigs, &many), 1.0);
     }
 
     #[test]

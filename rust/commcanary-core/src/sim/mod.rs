@@ -18,11 +18,13 @@
 //! depend on how the compiler grouped events. Everything is deterministic:
 //! the same canary and settings give bit-identical results.
 //!
-//! A calibrated backend may add two terms, both off by default (the spec's
-//! model): host stalls (an exponential delay on a share of occurrences,
-//! [`cost::stall_us`]) and `serialize_ranks`, under which `available` also
-//! holds each rank: `start = max(last, available[resource], free[r] for
-//! every member r)`, and every member is busy until `completion`.
+//! A calibrated backend may add three terms, all off by default (the
+//! spec's model): host stalls (an exponential delay on a share of
+//! occurrences, [`cost::stall_us`]); a host shared by more ranks than
+//! cores, which stretches each base latency and stall by
+//! [`cost::host_stretch`]; and `serialize_ranks`, under which `available`
+//! also holds each rank: `start = max(last, available[resource], free[r]
+//! for every member r)`, and every member is busy until `completion`.
 
 pub mod cost;
 mod identity;
@@ -439,6 +441,7 @@ fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Resul
     let no_tail = settings.ablations.rare_tail_windows;
     let eta = settings.overlap_efficiency;
     let members = rank_members(program, settings.serialize_ranks);
+    let stretch = cost::host_stretch(&program.signatures, settings);
     for iteration in 0..settings.iterations {
         let mut available = vec![0.0f64; resource_id.len()];
         let mut rank_free = vec![0.0f64; members.ranks];
@@ -446,9 +449,10 @@ fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Resul
         for s in statics {
             let u = cost::uniforms(settings.seed, iteration, s.identity_hash);
             let g = other_groups[s.signature as usize];
-            let mut collective = s.base_us + cost::noise_us(u, s.skew, s.pressure, g, no_tail);
+            let mut collective =
+                s.base_us * stretch + cost::noise_us(u, s.skew, s.pressure, g, no_tail);
             if settings.stall_probability > 0.0 {
-                collective += cost::stall_us(settings, iteration, s.identity_hash);
+                collective += cost::stall_us(settings, iteration, s.identity_hash) * stretch;
             }
             let collective = collective.max(0.5);
             clock += s.gap;

@@ -134,6 +134,12 @@ pub struct Settings {
     pub stall_probability: f64,
     /// Mean of a host stall, µs.
     pub stall_mean_us: f64,
+    /// The cores of the one host every rank of the canary runs on (a
+    /// calibrated CPU backend's; 0: not modelled, the spec's model). With
+    /// more ranks than cores, every rank runs at `cores / ranks` of its
+    /// speed, so each latency and stall stretches by
+    /// `max(1, ranks / host_cpus)` (processor sharing).
+    pub host_cpus: f64,
 }
 
 /// One operation's own latency floor and bandwidth.
@@ -169,6 +175,7 @@ impl Default for Settings {
             serialize_ranks: false,
             stall_probability: 0.0,
             stall_mean_us: 0.0,
+            host_cpus: 0.0,
         }
     }
 }
@@ -209,6 +216,9 @@ impl Settings {
         }
         if !(self.stall_mean_us >= 0.0 && self.stall_mean_us <= 1e9) {
             return bad("stall_mean_us", "must be between 0 and 1e9");
+        }
+        if !(self.host_cpus >= 0.0 && self.host_cpus <= 1e6) {
+            return bad("host_cpus", "must be between 0 and 1e6");
         }
         if self.op_overrides.len() > MAX_OP_OVERRIDES {
             return bad(
@@ -295,6 +305,7 @@ impl Settings {
             serialize_ranks: requested.serialize_ranks,
             stall_probability: requested.stall_probability.unwrap_or(0.0),
             stall_mean_us: requested.stall_mean_us.unwrap_or(0.0),
+            host_cpus: requested.host_cpus.unwrap_or(0.0),
         };
         s.validate()?;
         Ok(s)
@@ -336,4 +347,6 @@ pub struct RequestedSettings {
     pub stall_probability: Option<f64>,
     /// `stall_mean_us`.
     pub stall_mean_us: Option<f64>,
+    /// `host_cpus`.
+    pub host_cpus: Option<f64>,
 }
