@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -246,6 +247,9 @@ def test_calibrate_fits_the_model_to_measured_runs(tmp_path: Path) -> None:
     # backend models that sharing.
     cores = len(os.sched_getaffinity(0))
     assert json.loads(reports[0].read_text())["backend"]["host_cpus"] == cores
+    from test_schema import report_schema
+
+    jsonschema.Draft202012Validator(report_schema()).validate(json.loads(reports[0].read_text()))
     assert doc["backend"]["host_cpus"] == cores and doc["fitted_from"][0]["host_cpus"] == cores
     errors = {e["op"]: e for e in doc["errors"]}
     assert set(errors) == {"all_reduce", "all_gather", "broadcast", "point_to_point"}

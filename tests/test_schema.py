@@ -104,3 +104,25 @@ def test_behaviour_documents_validate(tmp_path: Any) -> None:
     jsonschema.Draft202012Validator(load_schema("behavior_verification")).validate(
         commcanary.verify_behavior(trace, demo)
     )
+
+
+def report_schema() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(
+        files("commcanary").joinpath("schemas/report.schema.json").read_text()
+    )
+    return loaded
+
+
+def test_reports_validate_plain_and_under_a_calibrated_backend(tmp_path: Any) -> None:
+    validator = jsonschema.Draft202012Validator(report_schema())
+    canary = commcanary.compile(EXAMPLES / "llama70b_tp8_trace.json")
+    calibrated = commcanary.Backend(
+        op_overrides=(("all_reduce", 300.0, 8.0),),
+        serialize_ranks=True,
+        stall_probability=0.2,
+        stall_mean_us=900.0,
+        host_cpus=2.0,
+    )
+    for backend in (None, calibrated):
+        report = commcanary.replay(canary, backend=backend, include_samples=True)
+        validator.validate(json.loads(report.to_bytes()))
