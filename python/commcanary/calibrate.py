@@ -9,14 +9,22 @@ op factor, concurrent groups, pressure over the bandwidth ``B``). ``c`` and
 ``b`` are read off the model itself, replaying each canary twice (floor 0
 at a bandwidth so high its term vanishes, and at 1 Gbit/s), so nothing of
 the model is restated here. The fit chooses ``F >= 0`` and ``B > 0``
-minimising the squared relative error of the model's median collective
+minimising the absolute relative error of the model's median collective
 latency per signature (operation, size, group) against the measured
-median, in closed form: once over every operation (the backend's ``F`` and
-``B``), then per operation (an ``op_overrides`` entry: its own ``F`` at
-the overall ``B``, or its own ``F`` and ``B`` when its measured sizes span
-a factor of 4 or more and that fits its medians better with a bandwidth
-within a factor of 100 of the overall one: a bandwidth is not read off one
-size).
+median, each signature weighted by its occurrences, by iteratively
+reweighted least squares (a signature no floor and bandwidth can fit
+pulls no harder than its error): once over every operation (the
+backend's ``F`` and ``B``), then per operation (an ``op_overrides``
+entry: its own ``F`` at the overall ``B``, or its own ``F`` and ``B``
+when its measured sizes span a factor of 4 or more and that fits its
+medians better with a bandwidth within a factor of 100 of the overall
+one: a bandwidth is not read off one size).
+
+For a gloo run the backend also records the host's cores
+(``host_cpus``, from the measured reports): the model then stretches each
+latency and stall by ``max(1, ranks / host_cpus)``, so ``F`` is fitted
+per unstretched core and the stretch is read off the model (a replay at
+a probe floor).
 
 Three more properties of the measured system go into the backend file.
 Each rank runs one operation at a time (``serialize_ranks``): the physical
