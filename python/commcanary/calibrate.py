@@ -57,7 +57,7 @@ import platform
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -156,18 +156,29 @@ class _Run:
     stretch: float
 
 
-#: The model's terms per sample, by (canary, iterations, host cores):
-#: reports of one canary on one host share one set of replays.
-_Terms = dict[tuple[str, int, float], tuple[npt.NDArray[np.float64], ...]]
+class _ModelTerms(NamedTuple):
+    """The model's terms per sample of one canary on one host: its latency
+    at floor 0 with a vanishing bandwidth term, its bandwidth term at
+    1 Gbit/s, its latency under the default backend, and how much the
+    host's sharing stretches the floor."""
+
+    constant: npt.NDArray[np.float64]
+    per_gbps: npt.NDArray[np.float64]
+    default: npt.NDArray[np.float64]
+    stretch: float
+
+
+#: By (canary, iterations, host cores): reports of one canary on one host
+#: share one set of replays.
+_Terms = dict[tuple[str, int, float], _ModelTerms]
 #: A floor large enough to read the host stretch off the model, µs.
 _PROBE_FLOOR_US = 1000.0
 
 
-def _model_terms(canary: str, iterations: int, cpus: float) -> tuple[npt.NDArray[np.float64], ...]:
-    """``(constant, per_gbps, default, stretch)`` of ``canary``: the model
-    replayed at floor 0 with a vanishing and a 1 Gbit/s bandwidth, at a
-    probe floor (whose excess over ``constant`` is the stretch times the
-    floor), and under the default backend."""
+def _model_terms(canary: str, iterations: int, cpus: float) -> _ModelTerms:
+    """The terms of ``canary``, replayed at floor 0 with a vanishing and a
+    1 Gbit/s bandwidth, at a probe floor (whose excess over the constant
+    is the stretch times the floor), and under the default backend."""
 
     def model(backend: Backend) -> npt.NDArray[np.float64]:
         run = replay(canary, backend=backend, iterations=iterations, include_samples=True)
@@ -180,7 +191,7 @@ def _model_terms(canary: str, iterations: int, cpus: float) -> tuple[npt.NDArray
     constant = at(_VANISHING_BANDWIDTH)
     probe = at(_VANISHING_BANDWIDTH, _PROBE_FLOOR_US)
     stretch = float(np.median(probe - constant)) / _PROBE_FLOOR_US if len(probe) else 1.0
-    return constant, at(1.0) - constant, model(Backend()), np.array([stretch])
+    return _ModelTerms(constant, at(1.0) - constant, model(Backend()), stretch)
 
 
 def _host_cpus(backend: dict[str, Any], where: str) -> float:
@@ -210,7 +221,7 @@ def _measured(
     cpus = _host_cpus(backend, where)
     if (sha, iterations, cpus) not in terms:
         terms[(sha, iterations, cpus)] = _model_terms(canaries[sha], iterations, cpus)
-    constant, per_gbps, default, stretch = terms[(sha, iterations, cpus)]
+    model = terms[(sha, iterations, cpus)]
     n = len(samples["collective_us"])
     per_iteration = n // max(1, iterations)
     signatures = samples["signature"]
@@ -223,10 +234,10 @@ def _measured(
         key=key,
         occurrence=np.arange(n) % max(1, per_iteration),
         measured=np.asarray(samples["collective_us"], dtype=np.float64),
-        constant=constant,
-        per_gbps=per_gbps,
-        default=default,
-        stretch=float(stretch[0]),
+        constant=model.constant,
+        per_gbps=model.per_gbps,
+        default=model.default,
+        stretch=model.stretch,
     )
     info = {
         "report": where,
@@ -264,22 +275,14 @@ def _medians(runs: list[_Run], op: str | None) -> _Medians:
         for i, k in enumerate(run.key):
             if op is None or run.op[i] == op:
                 rows.setdefault((r, k), []).append(i)
-    cols: list[list[float]] = [[], [], [], [], []]
-    for (r, _k), idx in rows.items():
-        run = runs[r]
-        for col, value in zip(
-            cols,
-            (
-                np.median(run.measured[idx]),
-                np.median(run.constant[idx]),
-                np.median(run.per_gbps[idx]),
-                run.stretch,
-                len(idx),
-            ),
-            strict=True,
-        ):
-            col.append(float(value))
-    return _Medians(*(np.array(c) for c in cols))
+    groups = [(runs[r], idx) for (r, _k), idx in rows.items()]
+    return _Medians(
+        measured=np.array([np.median(run.measured[idx]) for run, idx in groups]),
+        constant=np.array([np.median(run.constant[idx]) for run, idx in groups]),
+        per_gbps=np.array([np.median(run.per_gbps[idx]) for run, idx in groups]),
+        stretch=np.array([run.stretch for run, _ in groups], dtype=np.float64),
+        count=np.array([len(idx) for _, idx in groups], dtype=np.float64),
+    )
 
 
 #: IRLS rounds, and the relative residual below which a signature's weight
