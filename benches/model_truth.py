@@ -4,7 +4,10 @@
 
 1. Calibrate: the gloo fixture's canary (``import-kineto`` of its four
    ranks, compiled losslessly) is replayed ``--runs`` times on 4 real gloo
-   processes; ``calibrate`` fits the backend to all runs.
+   processes at each message scale of ``--calibration-scales`` (so the
+   sizes it calibrates span those it predicts), its gaps scaled too where
+   the host could not keep the schedule at that size (``64:16``: messages
+   x64, gaps x16); ``calibrate`` fits the backend to all runs.
 2. Predict a different canary: a ``../shared/bench/gen_trace.py`` trace of
    ``--events`` events (8 ranks: a TP-4 prefill group, a TP-4 decode group,
    KV transfers), its gaps scaled by ``--gap-scale`` so this machine can keep
@@ -28,7 +31,7 @@
 Prints a table and writes ``--json`` when asked. Needs torch.
 
     python benches/model_truth.py [--runs 3] [--events 400] [--gap-scale 100] [--bytes-divisors 1,8]
-        [--validate] [--json out.json] [--keep DIR]
+        [--calibration-scales 1,8,64:16] [--validate] [--json out.json] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -110,14 +113,19 @@ def quantile_rows(
     return rows
 
 
-def in_sample(canary: Path, reports: list[Path], fit: Any) -> list[tuple[str, float, float]]:
-    """The report-level figures on the calibration canary itself."""
+def in_sample(canary: Path, reports: list[Path], fit: Any, scale: float) -> list[tuple[str, float, float]]:
+    """The report-level figures on the calibration canary itself, at the
+    message scale ``scale`` it was measured at in ``reports``."""
+    from dataclasses import replace
+
     from commcanary.replay import Report
 
     measured = [Report.from_file(r) for r in reports]
-    model = commcanary.replay(canary, backend=fit.backend, include_samples=True)
-    signature = signature_row(model, measured, " (in sample, the fixture)")
-    return [signature, *quantile_rows(model, measured, "in sample, the fixture: ")]
+    backend = replace(fit.backend, bytes_scale=scale)
+    model = commcanary.replay(canary, backend=backend, include_samples=True)
+    tag = f"in sample, the fixture x{scale:g}"
+    signature = signature_row(model, measured, f" ({tag})")
+    return [signature, *quantile_rows(model, measured, f"{tag}: ")]
 
 
 def signature_row(model: Any, measured: list[Any], tag: str) -> tuple[str, float, float]:
@@ -155,6 +163,14 @@ def main() -> int:
         default="1,8",
         help="Predict the generated canary with every message divided by each of these (1: GPU sizes as generated).",
     )
+    ap.add_argument(
+        "--calibration-scales",
+        default="1,8,64:16",
+        help=(
+            "Measure the fixture's canary with its messages times each of these to calibrate; "
+            "SCALE:GAPS also scales its gaps, so the host keeps the schedule at large sizes."
+        ),
+    )
     ap.add_argument("--json", default=None)
     ap.add_argument(
         "--keep",
@@ -173,16 +189,30 @@ def main() -> int:
             d / "fixture.canary.json"
         )
         t0 = time.perf_counter()
-        reports = []
-        for j in range(args.runs):
-            run = replay_physical(d / "fixture.canary.json", iterations=1, warmup=1)
-            reports.append(run.report.write(d / f"fixture.{j}.json"))
-        fit = calibrate(reports, [d / "fixture.canary.json"])
+        scales = [
+            tuple(float(v) for v in [*x.split(":"), "1"][:2]) for x in args.calibration_scales.split(",")
+        ]
+        reports: dict[tuple[float, float], list[Path]] = {}
+        for scale, gaps in scales:
+            for j in range(args.runs):
+                run = replay_physical(
+                    d / "fixture.canary.json",
+                    iterations=1,
+                    warmup=1,
+                    bytes_scale=scale,
+                    compute_fill_scale=gaps,
+                )
+                path = d / f"fixture.x{scale:g}g{gaps:g}.{j}.json"
+                reports.setdefault((scale, gaps), []).append(run.report.write(path))
+        fit = calibrate([r for runs in reports.values() for r in runs], [d / "fixture.canary.json"])
         fit.write(d / "backend.json")
-        print(f"calibration: {args.runs} runs of the fixture canary in {time.perf_counter() - t0:.0f} s")
+        print(
+            f"calibration: {args.runs} runs of the fixture canary at message scales "
+            f"{args.calibration_scales} in {time.perf_counter() - t0:.0f} s"
+        )
         for line in fit.lines():
             print("  " + line)
-        rows = in_sample(d / "fixture.canary.json", reports, fit)
+        rows = in_sample(d / "fixture.canary.json", reports[scales[0]], fit, scales[0][0])
 
         import subprocess
 

@@ -218,25 +218,48 @@ def test_a_backend_file_carries_ranks_and_stalls(canary: Path, tmp_path: Path) -
     assert result.exit_code == 3 and "backend.stall_probability" in result.output, result.output
 
 
-def test_a_host_with_fewer_cores_than_ranks_stretches_every_latency(canary: Path, tmp_path: Path) -> None:
-    # The example canary has 8 ranks: 8 cores or more change nothing, 4
-    # stretch each base latency by 2, 2 by 4 (the noise term is not stretched).
+def _overlapping_groups_canary(directory: Path) -> Path:
+    """An all_reduce of ranks 0-1, one of ranks 2-3 a microsecond later
+    (while the first runs), and after a long gap one of 2-3 alone."""
+    big = 8 << 20
+    events = [
+        {"op": "all_reduce", "ranks": [0, 1], "bytes": big, "group": "a", "gap_us": 0.0},
+        {"op": "all_reduce", "ranks": [2, 3], "bytes": big, "group": "b", "gap_us": 1.0},
+        {"op": "all_reduce", "ranks": [2, 3], "bytes": big, "group": "b", "gap_us": 1e6},
+    ]
+    trace = directory / "overlap.trace.json"
+    trace.write_text(json.dumps({"format": "commcanary.trace.v1", "events": events}))
+    return commcanary.compile(trace, lossless_timing=True).write(directory / "overlap.canary.json")
+
+
+def test_a_host_with_fewer_cores_than_running_ranks_stretches_their_latency(tmp_path: Path) -> None:
+    canary = _overlapping_groups_canary(tmp_path)
+
     def latencies(cpus: float) -> Any:
         report = commcanary.replay(canary, backend=commcanary.Backend(host_cpus=cpus), include_samples=True)
         assert report.samples is not None
         return report, report.samples["collective_us"]
 
     plain_report, plain = latencies(0.0)
-    assert (latencies(8.0)[1] == plain).all() and (latencies(64.0)[1] == plain).all()
-    half_report, half = latencies(4.0)
-    _, quarter = latencies(2.0)
-    assert (half > plain).all()
-    assert quarter - plain == pytest.approx(3 * (half - plain), abs=0.01)  # samples keep 3 decimals
-    assert half_report.section("backend")["host_cpus"] == 4.0
+    assert (latencies(4.0)[1] == plain).all()
+    # Two cores: the first and last run two ranks (no stretch); the second
+    # starts while the first runs, four ranks on two cores (stretch 2).
+    two_report, two = latencies(2.0)
+    assert two[0] == plain[0] and two[2] == plain[2] and two[1] > plain[1]
+    # One core: stretches 2, 4, 2. The noise term is not stretched, so the
+    # excess over the unshared latency grows as the stretch less one.
+    _, one = latencies(1.0)
+    base = one[0] - plain[0]
+    assert one[2] - plain[2] == pytest.approx(base, abs=0.01)  # samples keep 3 decimals
+    assert one[1] - plain[1] == pytest.approx(3 * (two[1] - plain[1]), abs=0.01)
+    assert two_report.section("backend")["host_cpus"] == 2.0
     assert "host_cpus" not in plain_report.section("backend")
     out = tmp_path / "shared.json"
-    half_report.write(out)
+    two_report.write(out)
     assert commcanary.verify_report(out, canary)["status"] == "model_recomputed"
+
+
+def test_a_backend_file_carries_host_cpus(canary: Path, tmp_path: Path) -> None:
     file = tmp_path / "backend.json"
     file.write_text(json.dumps({"format": "commcanary.backend.v1", "backend": {**BACKEND, "host_cpus": 4}}))
     result = runner.invoke(

@@ -21,10 +21,17 @@ medians better with a bandwidth within a factor of 100 of the overall
 one: a bandwidth is not read off one size).
 
 For a gloo run the backend also records the host's cores
-(``host_cpus``, from the measured reports): the model then stretches each
-latency and stall by ``max(1, ranks / host_cpus)``, so ``F`` is fitted
-per unstretched core and the stretch is read off the model (a replay at
-a probe floor).
+(``host_cpus``, from the measured reports): while more ranks run
+collectives than there are cores, the model stretches each latency and
+stall by ``running ranks / host_cpus``, so ``F`` and ``B`` are fitted per
+unstretched core. Which ranks run together depends on the schedule, and
+the schedule on the backend: the terms are read off the model at a
+backend (:mod:`commcanary.model_terms`), the backend fitted to them, and
+the two repeated until the backend stops changing (a few rounds; the
+first at the default backend). Each report is replayed at the message and
+gap scales it was measured at (``backend.bytes_scale``,
+``backend.compute_fill_scale``), so one canary measured at several scales
+calibrates each operation's bandwidth over the sizes it spans.
 
 Three more properties of the measured system go into the backend file.
 Each rank runs one operation at a time (``serialize_ranks``): the physical
@@ -38,13 +45,16 @@ member, so its latency exceeds its signature's median by an amount that
 is close to exponential. With ``e`` the excesses over their signature's
 median in the same report, ``P(e > t) = q·exp(-t/S)`` through the 75th
 and 95th percentiles gives ``S = (t95 - t75) / ln 5`` and
-``q = min(0.45, 0.25·exp(t75 / S))``: below one half, so medians stay
+``q = min(0.45, 0.25·exp(t75 / S))``, each the median over the reports
+of its value in one (one run disturbed throughout by another load on the
+host does not set every replay's tail): below one half, so medians stay
 where they were fitted, while means and tails grow (and a queue grows
 with the mean, not the median).
 
 Errors are reported per operation as the median absolute percentage error
 of the model's per-occurrence collective latency against each measurement,
-with the default backend and the calibrated one, beside the measurements'
+with the default backend and the calibrated one (without its stalls, which
+no model of one occurrence can place), beside the measurements'
 own run-to-run noise: the median absolute percentage deviation of each
 occurrence's measurements from their median over iterations and reports
 (the floor no model of medians can beat).
@@ -55,9 +65,9 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -66,14 +76,13 @@ import orjson
 from commcanary import _core
 from commcanary.errors import InputError
 from commcanary.formats import MEASURED_MODE
-from commcanary.replay import Backend, Report, replay
+from commcanary.model_terms import VANISHING_BANDWIDTH, ModelTerms, bandwidth_term, collective_us, model_terms
+from commcanary.replay import Backend, Report
 
 __all__ = ["BACKEND_FORMAT", "Calibration", "calibrate", "read_backend_file"]
 
 #: The backend file's format identifier.
 BACKEND_FORMAT = "commcanary.backend.v1"
-#: A bandwidth whose term is negligible (Gbit/s).
-_VANISHING_BANDWIDTH = 1e9
 
 
 @dataclass
@@ -127,8 +136,8 @@ class Calibration:
         ]
         if b.host_cpus > 0:
             out.append(
-                f"- host: {b.host_cpus:g} cores shared by every rank; a canary with more ranks "
-                "than cores runs each at cores/ranks of its speed"
+                f"- host: {b.host_cpus:g} cores shared by every rank; while more ranks run "
+                "collectives than there are cores, each runs at cores/running of its speed"
             )
         for e in self.errors:
             noise = "n/a" if e["noise_pct"] is None else f"{e['noise_pct']:.1f}%"
@@ -141,57 +150,24 @@ class Calibration:
 
 @dataclass
 class _Run:
+    """One measured report and the model's terms of its samples."""
+
     canary: str
+    path: str
+    iterations: int
+    #: The measured run's message and gap scales, which its replays take.
+    scales: tuple[float, float]
     op: npt.NDArray[Any]
     bytes: npt.NDArray[np.float64]
     key: list[str]
     occurrence: npt.NDArray[np.int64]
     measured: npt.NDArray[np.float64]
-    #: The model's latency at floor 0 and a vanishing bandwidth term, its
-    #: bandwidth term at 1 Gbit/s, and its latency under the default backend.
-    constant: npt.NDArray[np.float64]
-    per_gbps: npt.NDArray[np.float64]
+    #: Each sample's bandwidth term at 1 Gbit/s, unstretched.
+    bandwidth: npt.NDArray[np.float64]
+    #: The model's latency under the default backend.
     default: npt.NDArray[np.float64]
-    #: How much the host's sharing stretches the floor (and stalls) here.
-    stretch: float
-
-
-class _ModelTerms(NamedTuple):
-    """The model's terms per sample of one canary on one host: its latency
-    at floor 0 with a vanishing bandwidth term, its bandwidth term at
-    1 Gbit/s, its latency under the default backend, and how much the
-    host's sharing stretches the floor."""
-
-    constant: npt.NDArray[np.float64]
-    per_gbps: npt.NDArray[np.float64]
-    default: npt.NDArray[np.float64]
-    stretch: float
-
-
-#: By (canary, iterations, host cores): reports of one canary on one host
-#: share one set of replays.
-_Terms = dict[tuple[str, int, float], _ModelTerms]
-#: A floor large enough to read the host stretch off the model, µs.
-_PROBE_FLOOR_US = 1000.0
-
-
-def _model_terms(canary: str, iterations: int, cpus: float) -> _ModelTerms:
-    """The terms of ``canary``, replayed at floor 0 with a vanishing and a
-    1 Gbit/s bandwidth, at a probe floor (whose excess over the constant
-    is the stretch times the floor), and under the default backend."""
-
-    def model(backend: Backend) -> npt.NDArray[np.float64]:
-        run = replay(canary, backend=backend, iterations=iterations, include_samples=True)
-        assert run.samples is not None
-        return np.asarray(run.samples["collective_us"], dtype=np.float64)
-
-    def at(bandwidth: float, floor: float = 0.0) -> npt.NDArray[np.float64]:
-        return model(Backend(bandwidth_gbps=bandwidth, latency_floor_us=floor, host_cpus=cpus))
-
-    constant = at(_VANISHING_BANDWIDTH)
-    probe = at(_VANISHING_BANDWIDTH, _PROBE_FLOOR_US)
-    stretch = float(np.median(probe - constant)) / _PROBE_FLOOR_US if len(probe) else 1.0
-    return _ModelTerms(constant, at(1.0) - constant, model(Backend()), stretch)
+    #: The model's terms at the backend of the current round.
+    terms: ModelTerms
 
 
 def _host_cpus(backend: dict[str, Any], where: str) -> float:
@@ -203,9 +179,15 @@ def _host_cpus(backend: dict[str, Any], where: str) -> float:
     return float(cpus) if backend.get("engine") == "gloo" else 0.0
 
 
-def _measured(
-    path: str | os.PathLike[str], canaries: dict[str, str], terms: _Terms
-) -> tuple[_Run, dict[str, Any]]:
+def _scale(backend: dict[str, Any], key: str, where: str) -> float:
+    """A measured run's message or gap scale (1 when not recorded)."""
+    v = backend.get(key, 1.0)
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 1e6:
+        raise InputError(f"{where} field 'backend.{key}' must be a number above 0 and at most 1e6")
+    return float(v)
+
+
+def _measured(path: str | os.PathLike[str], canaries: dict[str, str]) -> tuple[_Run, dict[str, Any]]:
     report = Report.from_file(path)
     backend = report.section("backend") or {}
     where = os.fspath(path)
@@ -219,26 +201,32 @@ def _measured(
         raise InputError(f"{where} has no samples to calibrate against")
     iterations = int((report.section("replay_protocol") or {}).get("iterations", 1))
     cpus = _host_cpus(backend, where)
-    if (sha, iterations, cpus) not in terms:
-        terms[(sha, iterations, cpus)] = _model_terms(canaries[sha], iterations, cpus)
-    model = terms[(sha, iterations, cpus)]
     n = len(samples["collective_us"])
     per_iteration = n // max(1, iterations)
     signatures = samples["signature"]
     key = [f"{o}|{g}|{s}" for o, g, s in zip(samples["op"], samples["group"], signatures, strict=True)]
     sizes = [float(s.get("bytes", 0)) for s in report.signatures]
+    canary = canaries[sha]
+    ops = np.asarray(samples["op"])
+    scales = (_scale(backend, "bytes_scale", where), _scale(backend, "compute_fill_scale", where))
+    scaled = replace(Backend(), bytes_scale=scales[0], gap_scale=scales[1])
+    default = collective_us(canary, scaled, iterations)
     run = _Run(
         canary=sha,
-        op=np.asarray(samples["op"]),
-        bytes=np.array([sizes[int(i)] for i in signatures]),
+        path=canary,
+        iterations=iterations,
+        scales=scales,
+        op=ops,
+        bytes=np.array([sizes[int(i)] for i in signatures]) * scales[0],
         key=key,
         occurrence=np.arange(n) % max(1, per_iteration),
         measured=np.asarray(samples["collective_us"], dtype=np.float64),
-        constant=model.constant,
-        per_gbps=model.per_gbps,
-        default=model.default,
-        stretch=model.stretch,
+        bandwidth=bandwidth_term(canary, scaled, iterations),
+        default=default,
+        terms=ModelTerms(default, np.zeros_like(default), np.ones_like(default)),
     )
+    if len(default) != n:
+        raise InputError(f"{where} has {n} samples, its canary's replay {len(default)}")
     info = {
         "report": where,
         "canary_sha256": sha,
@@ -248,6 +236,20 @@ def _measured(
         "samples": n,
     }
     return run, info
+
+
+def _at(runs: list[_Run], backend: Backend) -> list[_Run]:
+    """``runs`` with the model's terms at ``backend`` (replays shared by
+    the reports of one canary)."""
+    cache: dict[tuple[str, int, tuple[float, float]], ModelTerms] = {}
+    out = []
+    for run in runs:
+        k = (run.canary, run.iterations, run.scales)
+        if k not in cache:
+            scaled = replace(backend, bytes_scale=run.scales[0], gap_scale=run.scales[1])
+            cache[k] = model_terms(run.path, scaled, run.iterations, run.op, run.bandwidth)
+        out.append(replace(run, terms=cache[k]))
+    return out
 
 
 @dataclass
@@ -278,9 +280,9 @@ def _medians(runs: list[_Run], op: str | None) -> _Medians:
     groups = [(runs[r], idx) for (r, _k), idx in rows.items()]
     return _Medians(
         measured=np.array([np.median(run.measured[idx]) for run, idx in groups]),
-        constant=np.array([np.median(run.constant[idx]) for run, idx in groups]),
-        per_gbps=np.array([np.median(run.per_gbps[idx]) for run, idx in groups]),
-        stretch=np.array([run.stretch for run, _ in groups], dtype=np.float64),
+        constant=np.array([np.median(run.terms.constant[idx]) for run, idx in groups]),
+        per_gbps=np.array([np.median(run.terms.per_gbps[idx]) for run, idx in groups]),
+        stretch=np.array([np.median(run.terms.stretch[idx]) for run, idx in groups]),
         count=np.array([len(idx) for _, idx in groups], dtype=np.float64),
     )
 
@@ -325,7 +327,7 @@ def _least_squares(
     if floor < 0:
         floor = 0.0
         x = float(np.sum(w * per * target) / max(np.sum(w * per * per), 1e-300))
-    return float(floor), max(float(x), 1.0 / _VANISHING_BANDWIDTH)
+    return float(floor), max(float(x), 1.0 / VANISHING_BANDWIDTH)
 
 
 def _fit_op(runs: list[_Run], op: str, overall_x: float) -> tuple[float, float]:
@@ -353,17 +355,18 @@ def _errors(runs: list[_Run], fitted: dict[str, tuple[float, float]]) -> list[di
     for op, (floor, x) in sorted(fitted.items()):
         err_before, err_after = [], []
         # Each occurrence's measurements over iterations and reports of its canary.
-        repeats: dict[tuple[str, int], list[float]] = {}
+        repeats: dict[tuple[str, tuple[float, float], int], list[float]] = {}
         for run in runs:
             sel = run.op == op
             m = run.measured[sel]
             ok = m > 0
             y_before = run.default[sel]
-            y_after = run.constant[sel] + floor * run.stretch + run.per_gbps[sel] * x
+            t = run.terms
+            y_after = t.constant[sel] + floor * t.stretch[sel] + t.per_gbps[sel] * x
             err_before.extend(np.abs(y_before[ok] - m[ok]) / m[ok])
             err_after.extend(np.abs(y_after[ok] - m[ok]) / m[ok])
             for k, v in zip(run.occurrence[sel], m, strict=True):
-                repeats.setdefault((run.canary, int(k)), []).append(float(v))
+                repeats.setdefault((run.canary, run.scales, int(k)), []).append(float(v))
         noise: list[float] = []
         for values in repeats.values():
             if len(values) >= 2:
@@ -400,30 +403,45 @@ def calibrate(
         data = _core.read_input_file(os.fspath(c))
         _core.check_canary(os.fspath(c), data=data)
         by_sha[_canary_sha(data)] = os.fspath(c)
-    terms: _Terms = {}
-    measured = [_measured(r, by_sha, terms) for r in reports]
+    measured = [_measured(r, by_sha) for r in reports]
     runs = [m[0] for m in measured]
     cpus = sorted({m[1]["host_cpus"] for m in measured})
     if len(cpus) > 1:
         raise InputError(
             f"the reports were measured on hosts of {' and '.join(map(str, cpus))} cores: calibrate them separately"
         )
-    floor, x = _fit(runs)
-    floor, x = round(floor, 3), 1.0 / round(1.0 / x, 6)
-    ops = sorted({str(o) for run in runs for o in run.op})
-    fitted = {}
-    for op in ops:
-        f_op, x_op = _fit_op(runs, op, x)
-        fitted[op] = (round(f_op, 3), 1.0 / round(1.0 / x_op, 6))
-    default = Backend()
-    stall_p, stall_mean = _stalls(runs)
     engines = sorted({str(m[1]["engine"]) for m in measured})
     name = label or f"calibrated to {'+'.join(engines)} on {measured[0][1]['host'] or platform.node()}"
-    backend = Backend(
-        label=name,
+    # The first round's schedule: the default backend on the measured host.
+    backend = replace(Backend(), label=name, host_cpus=float(cpus[0]))
+    for _ in range(_ROUNDS if cpus[0] > 0 else 1):
+        runs = _at(runs, backend)
+        fitted, latest = _fit_backend(runs, backend)
+        if latest == backend:
+            break
+        backend = latest
+    return Calibration(backend=backend, errors=_errors(runs, fitted), runs=[m[1] for m in measured])
+
+
+#: At most this many rounds of fitting and replaying: the host stretch of
+#: each occurrence moves with the schedule the fitted backend gives.
+_ROUNDS = 6
+
+
+def _fit_backend(runs: list[_Run], base: Backend) -> tuple[dict[str, tuple[float, float]], Backend]:
+    """The per-op ``(F, 1/B)`` and the backend fitted to ``runs``' terms
+    (``base`` gives its label and host)."""
+    floor, x = _fit(runs)
+    floor, x = round(floor, 3), 1.0 / round(1.0 / x, 6)
+    fitted = {}
+    for op in sorted({str(o) for run in runs for o in run.op}):
+        f_op, x_op = _fit_op(runs, op, x)
+        fitted[op] = (round(f_op, 3), 1.0 / round(1.0 / x_op, 6))
+    stall_p, stall_mean = _host_stalls(runs)
+    backend = replace(
+        base,
         bandwidth_gbps=round(1.0 / x, 6),
         latency_floor_us=floor,
-        compute_pressure=default.compute_pressure,
         # The physical replay fills compute before each collective, never
         # beside it: what it measured hid nothing.
         overlap_efficiency=0.0,
@@ -431,9 +449,19 @@ def calibrate(
         serialize_ranks=True,
         stall_probability=stall_p,
         stall_mean_us=stall_mean,
-        host_cpus=float(cpus[0]),
     )
-    return Calibration(backend=backend, errors=_errors(runs, fitted), runs=[m[1] for m in measured])
+    return fitted, backend
+
+
+def _host_stalls(runs: list[_Run]) -> tuple[float, float]:
+    """The host's stalls: the median over reports of each one's ``(q, S)``
+    (:func:`_stalls`), so one run disturbed throughout (another load on
+    the host) does not set the tail of every replay."""
+    fits = [f for f in (_stalls([run]) for run in runs) if f[1] > 0]
+    if not fits:
+        return 0.0, 0.0
+    q, s = np.median(np.array(fits), axis=0)
+    return round(float(q), 6), round(float(s), 3)
 
 
 def _stalls(runs: list[_Run]) -> tuple[float, float]:
@@ -447,7 +475,8 @@ def _stalls(runs: list[_Run]) -> tuple[float, float]:
         for k in np.unique(keys):
             values = run.measured[keys == k]
             if len(values) >= 3:
-                excess.extend((values - np.median(values)) / run.stretch)
+                stretch = run.terms.stretch[keys == k]
+                excess.extend((values - np.median(values)) / stretch)
     if len(excess) < 20:
         return 0.0, 0.0
     t75, t95 = (float(v) for v in np.percentile(excess, [75, 95]))

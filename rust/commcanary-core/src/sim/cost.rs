@@ -73,20 +73,13 @@ pub fn base_latency_us(sig: &Signature, settings: &Settings, pressure: f64) -> f
     startup + transfer * op_factor(sig, nf) * contention * penalty
 }
 
-/// How much a host shared by more ranks than cores stretches every
-/// latency: `max(1, ranks / host_cpus)`, with `ranks` every rank the
-/// canary names (each one a process of the one host); 1 when the settings
-/// do not model the host ([`Settings::host_cpus`] 0).
+/// How much a host of `host_cpus` cores stretches a latency while `busy`
+/// ranks run on it (processor sharing): `max(1, busy / host_cpus)`. Ranks
+/// waiting for a collective's peers or sleeping through a gap use no core,
+/// so `busy` counts only the ranks inside a running occurrence.
 #[must_use]
-pub fn host_stretch(signatures: &[Signature], settings: &Settings) -> f64 {
-    if settings.host_cpus <= 0.0 {
-        return 1.0;
-    }
-    let ranks: std::collections::BTreeSet<i64> = signatures
-        .iter()
-        .flat_map(|s| s.ranks.iter().copied())
-        .collect();
-    (ranks.len() as f64 / settings.host_cpus).max(1.0)
+pub fn host_stretch(busy: usize, host_cpus: f64) -> f64 {
+    (busy as f64 / host_cpus).max(1.0)
 }
 
 /// The calibrated override of `sig`'s op: its own, or for a `send` or
@@ -179,24 +172,11 @@ mod tests {
     }
 
     #[test]
-    fn a_host_with_fewer_cores_than_ranks_stretches_by_their_ratio() {
-        let sig = |ranks: Vec<i64>| Signature {
-            ranks,
-            ..Signature::default()
-        };
-        let sigs = [sig(vec![0, 1, 2, 3]), sig(vec![4, 5]), sig(vec![6, 7, 0])];
-        let off = Settings::default();
-        assert_eq!(host_stretch(&sigs, &off), 1.0);
-        let two = Settings {
-            host_cpus: 2.0,
-            ..Settings::default()
-        };
-        assert_eq!(host_stretch(&sigs, &two), 4.0);
-        let many = Settings {
-            host_cpus: 64.0,
-            ..Settings::default()
-        };
-        assert_eq!(host_stretch(&sigs, &many), 1.0);
+    fn a_host_with_fewer_cores_than_busy_ranks_stretches_by_their_ratio() {
+        assert_eq!(host_stretch(8, 2.0), 4.0);
+        assert_eq!(host_stretch(3, 2.0), 1.5);
+        assert_eq!(host_stretch(2, 2.0), 1.0);
+        assert_eq!(host_stretch(1, 64.0), 1.0);
     }
 
     #[test]

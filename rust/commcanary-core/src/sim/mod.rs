@@ -22,7 +22,8 @@
 //! spec's model): host stalls (an exponential delay on a share of
 //! occurrences, [`cost::stall_us`]); a host shared by more ranks than
 //! cores, which stretches each base latency and stall by
-//! [`cost::host_stretch`]; and `serialize_ranks`, under which `available`
+//! [`cost::host_stretch`] of the ranks running when it starts (its members
+//! and those of every occurrence in flight then); and `serialize_ranks`, under which `available`
 //! also holds each rank: `start = max(last, available[resource], free[r]
 //! for every member r)`, and every member is busy until `completion`.
 
@@ -440,13 +441,28 @@ fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Resul
         .collect();
     let no_tail = settings.ablations.rare_tail_windows;
     let eta = settings.overlap_efficiency;
-    let members = rank_members(program, settings.serialize_ranks);
-    let stretch = cost::host_stretch(&program.signatures, settings);
+    let sharing = settings.host_cpus > 0.0;
+    let members = rank_members(program, settings.serialize_ranks || sharing);
     for iteration in 0..settings.iterations {
         let mut available = vec![0.0f64; resource_id.len()];
-        let mut rank_free = vec![0.0f64; members.ranks];
+        let mut ranks = RankTimes::new(members.ranks);
         let mut clock = 0.0f64;
         for s in statics {
+            clock += s.gap;
+            let first = clock;
+            let last = first + s.skew;
+            let slot = &mut available[resource_id[s.signature as usize]];
+            let mine = &members.of[s.signature as usize];
+            // Busy members enter late: max over members of max(ready, free).
+            let busy = match settings.serialize_ranks {
+                true => mine.iter().fold(*slot, |t, &r| t.max(ranks.free[r])),
+                false => *slot,
+            };
+            let start = last.max(busy);
+            let stretch = match sharing {
+                true => cost::host_stretch(ranks.busy_at(start, mine), settings.host_cpus),
+                false => 1.0,
+            };
             let u = cost::uniforms(settings.seed, iteration, s.identity_hash);
             let g = other_groups[s.signature as usize];
             let mut collective =
@@ -455,39 +471,29 @@ fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Resul
                 collective += cost::stall_us(settings, iteration, s.identity_hash) * stretch;
             }
             let collective = collective.max(0.5);
-            clock += s.gap;
-            let first = clock;
-            let last = first + s.skew;
-            let slot = &mut available[resource_id[s.signature as usize]];
-            let mine = &members.of[s.signature as usize];
-            // Busy members enter late: max over members of max(ready, free).
-            let busy = mine.iter().fold(*slot, |t, &r| t.max(rank_free[r]));
-            let start = last.max(busy);
             let completion = start + collective;
             if clock > 1e12 || completion > 1e12 {
                 return Err(Error::invalid("replay timeline exceeds 1e12 us"));
             }
             *slot = completion;
-            for &r in mine {
-                rank_free[r] = completion;
-            }
+            ranks.hold(mine, start, completion);
             out.push(s, collective, first, last, start, completion, eta);
         }
     }
     Ok(out)
 }
 
-/// Dense rank ids per signature, for `serialize_ranks` (empty lists, and no
-/// ranks, without it).
+/// Dense rank ids per signature, for `serialize_ranks` and the host
+/// sharing term (empty lists, and no ranks, without either).
 struct RankMembers {
     ranks: usize,
     of: Vec<Vec<usize>>,
 }
 
-fn rank_members(program: &Program, serialize_ranks: bool) -> RankMembers {
+fn rank_members(program: &Program, per_rank: bool) -> RankMembers {
     let mut seen: Vec<&i64> = Vec::new();
     let of = (program.signatures.iter())
-        .map(|sig| match serialize_ranks {
+        .map(|sig| match per_rank {
             true => (sig.ranks.iter()).map(|r| dense_id(&mut seen, r)).collect(),
             false => Vec::new(),
         })
@@ -495,6 +501,38 @@ fn rank_members(program: &Program, serialize_ranks: bool) -> RankMembers {
     RankMembers {
         ranks: seen.len(),
         of,
+    }
+}
+
+/// Per rank, the start and completion of the last occurrence it took
+/// part in: when it is free again, and whether it is running at an instant.
+struct RankTimes {
+    from: Vec<f64>,
+    free: Vec<f64>,
+}
+
+impl RankTimes {
+    fn new(ranks: usize) -> Self {
+        Self {
+            from: vec![0.0; ranks],
+            free: vec![0.0; ranks],
+        }
+    }
+
+    /// The ranks running at `t` if `mine` starts then: `mine`, and every
+    /// other rank whose last occurrence started by `t` and completes after.
+    fn busy_at(&self, t: f64, mine: &[usize]) -> usize {
+        let others = (0..self.free.len())
+            .filter(|&r| self.from[r] <= t && t < self.free[r] && !mine.contains(&r))
+            .count();
+        mine.len() + others
+    }
+
+    fn hold(&mut self, mine: &[usize], start: f64, completion: f64) {
+        for &r in mine {
+            self.from[r] = start;
+            self.free[r] = completion;
+        }
     }
 }
 

@@ -135,10 +135,11 @@ pub struct Settings {
     /// Mean of a host stall, µs.
     pub stall_mean_us: f64,
     /// The cores of the one host every rank of the canary runs on (a
-    /// calibrated CPU backend's; 0: not modelled, the spec's model). With
-    /// more ranks than cores, every rank runs at `cores / ranks` of its
-    /// speed, so each latency and stall stretches by
-    /// `max(1, ranks / host_cpus)` (processor sharing).
+    /// calibrated CPU backend's; 0: not modelled, the spec's model). While
+    /// more ranks run than there are cores, each runs at `cores / running`
+    /// of its speed, so an occurrence's latency and stall stretch by
+    /// `max(1, running / host_cpus)` (processor sharing), `running` its
+    /// members and those of every occurrence in flight when it starts.
     pub host_cpus: f64,
 }
 

@@ -1,0 +1,116 @@
+"""The replay model's collective latency of every occurrence, split into
+the terms calibration fits (:mod:`commcanary.calibrate`).
+
+At a backend ``β`` the model's latency of sample ``i`` is
+
+    c_i = s_i·(F_i + b_i·x_i) + k_i
+
+with ``F_i`` and ``x_i = 1/B_i`` the latency floor and inverse bandwidth
+``β`` gives its operation (an ``op_overrides`` entry or the backend's own;
+a ``send`` or ``recv`` without one takes ``point_to_point``'s), ``b_i`` its
+bandwidth term at 1 Gbit/s, ``s_i`` the host stretch (``max(1, running
+ranks / host_cpus)`` when it starts; 1 without ``host_cpus``) and ``k_i``
+the rest (the per-rank start-up term, noise; stalls are left out, to be
+fitted to what the measurements show above their medians). Nothing of the model
+is restated: ``b_i`` is the difference of two replays without host sharing
+at floor 0 (a 1 Gbit/s and a vanishing bandwidth), ``s_i`` the change of a
+replay at ``β`` when every floor rises by 1 µs, snapped to the stretches
+the host allows (multiples of ``1/host_cpus``), and ``k_i`` what is left
+of the replay at ``β``. With ``β``'s schedule held the latency is linear in
+``(F, x)``; the stretch moves with the schedule, so calibration refits and
+replays until its backend stops changing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from commcanary.replay import Backend, replay
+
+__all__ = ["ModelTerms", "bandwidth_term", "model_terms"]
+
+#: A bandwidth whose term is negligible (Gbit/s).
+VANISHING_BANDWIDTH = 1e9
+#: How far every floor rises to read the host stretch off the model, µs.
+_FLOOR_STEP_US = 1.0
+#: How far a read stretch may lie from one the host allows and still be
+#: taken as read (beyond it the step moved the schedule).
+_SNAP_TOLERANCE = 0.01
+
+Floats = npt.NDArray[np.float64]
+
+
+class ModelTerms(NamedTuple):
+    """Per sample at one backend: ``k_i``, ``s_i·b_i`` (the bandwidth term
+    at 1 Gbit/s, stretched) and ``s_i`` (module doc)."""
+
+    constant: Floats
+    per_gbps: Floats
+    stretch: Floats
+
+    def latency(self, floor: float | Floats, x: float | Floats) -> Floats:
+        """The model's latency per sample at floor ``F`` and ``1/B = x``."""
+        return self.constant + self.stretch * floor + self.per_gbps * x
+
+
+def collective_us(canary: str, backend: Backend, iterations: int) -> Floats:
+    """The model's collective latency of every sample of ``canary``."""
+    run = replay(canary, backend=backend, iterations=iterations, include_samples=True)
+    assert run.samples is not None
+    return np.asarray(run.samples["collective_us"], dtype=np.float64)
+
+
+def bandwidth_term(canary: str, scaled: Backend, iterations: int) -> Floats:
+    """``b_i``: each sample's bandwidth term at 1 Gbit/s, unstretched, with
+    the message and gap scales of ``scaled``."""
+    at = [replace(scaled, bandwidth_gbps=bw, latency_floor_us=0.0) for bw in (1.0, VANISHING_BANDWIDTH)]
+    return collective_us(canary, at[0], iterations) - collective_us(canary, at[1], iterations)
+
+
+def op_floors(backend: Backend, ops: npt.NDArray[np.str_]) -> tuple[Floats, Floats]:
+    """``(F_i, x_i)`` per sample: the floor and inverse bandwidth of its op."""
+    own = {op: (f, 1.0 / bw) for op, f, bw in backend.op_overrides}
+    overall = (backend.latency_floor_us, 1.0 / backend.bandwidth_gbps)
+    transfer = own.get("point_to_point", overall)
+
+    def of(op: str) -> tuple[float, float]:
+        return own.get(op, transfer if op in ("send", "recv") else overall)
+
+    pairs = np.array([of(str(op)) for op in ops], dtype=np.float64).reshape(-1, 2)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def model_terms(
+    canary: str, backend: Backend, iterations: int, ops: npt.NDArray[np.str_], b: Floats
+) -> ModelTerms:
+    """The terms of ``canary``'s samples (ops ``ops``, bandwidth terms
+    ``b``) at ``backend`` without its stalls (module doc): calibration fits
+    medians to them and stalls to what lies above."""
+    backend = replace(backend, stall_probability=0.0, stall_mean_us=0.0)
+    c = collective_us(canary, backend, iterations)
+    stretch = np.ones_like(c)
+    if backend.host_cpus > 0:
+        raised = replace(
+            backend,
+            latency_floor_us=backend.latency_floor_us + _FLOOR_STEP_US,
+            op_overrides=tuple((op, f + _FLOOR_STEP_US, bw) for op, f, bw in backend.op_overrides),
+        )
+        read = (collective_us(canary, raised, iterations) - c) / _FLOOR_STEP_US
+        stretch = _snap(read, backend.host_cpus)
+    floors, xs = op_floors(backend, ops)
+    per_gbps = stretch * b
+    return ModelTerms(c - stretch * floors - per_gbps * xs, per_gbps, stretch)
+
+
+def _snap(read: Floats, cpus: float) -> Floats:
+    """The stretch the host allows nearest each read one; where none is
+    near (the raised floors moved the schedule there), the median of those
+    that are."""
+    snapped = np.maximum(1.0, np.round(read * cpus) / cpus)
+    good = np.abs(read - snapped) <= _SNAP_TOLERANCE
+    fallback = float(np.median(snapped[good])) if good.any() else 1.0
+    return np.where(good, snapped, fallback)

@@ -1,0 +1,85 @@
+"""Calibration recovers a backend it did not see: measured reports made of
+the model's own times (at a known backend, on a shared host, at two
+message scales) fit back to that backend, through the rounds in which the
+host stretch of each occurrence follows the fitted schedule."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import commcanary
+from commcanary import _core
+from commcanary.calibrate import calibrate
+from commcanary.replay import Report
+
+#: The backend the "measurements" come from: two cores, ranks serialized,
+#: all_reduce with its own floor and bandwidth.
+TRUTH = commcanary.Backend(
+    latency_floor_us=300.0,
+    bandwidth_gbps=10.0,
+    op_overrides=(("all_reduce", 1000.0, 15.0),),
+    serialize_ranks=True,
+    overlap_efficiency=0.0,
+    host_cpus=2.0,
+)
+
+
+def _canary(directory: Path) -> Path:
+    """Two pairs of ranks gathering 200 µs apart (overlapping, four ranks on
+    two cores, only once latencies are the host's, not the default GPU's), then
+    all four reducing, at two sizes each."""
+    events = []
+    for i in range(40):
+        size = 256 << 10 if i % 2 else 1 << 20
+        events += [
+            {"op": "all_gather", "ranks": [0, 1], "bytes": size, "group": "a", "gap_us": 20_000.0},
+            {"op": "all_gather", "ranks": [2, 3], "bytes": size, "group": "b", "gap_us": 200.0},
+            {"op": "all_reduce", "ranks": [0, 1, 2, 3], "bytes": 4 * size, "group": "w", "gap_us": 20_000.0},
+        ]
+    trace = directory / "t.json"
+    trace.write_text(json.dumps({"format": "commcanary.trace.v1", "events": events}))
+    return commcanary.compile(trace, lossless_timing=True).write(directory / "c.json")
+
+
+def _measured_by_the_model(canary: Path, scale: float, out: Path) -> Path:
+    run = commcanary.replay(canary, backend=replace(TRUTH, bytes_scale=scale), include_samples=True)
+    s = run.samples
+    assert s is not None
+    raw = _core.measured_report(
+        str(canary),
+        first_arrival_us=s["first_arrival_us"].tolist(),
+        last_arrival_us=s["last_arrival_us"].tolist(),
+        last_entry_us=s["collective_start_us"].tolist(),
+        completion_us=s["completion_us"].tolist(),
+        avg_rank_wait_us=s["avg_rank_wait_us"].tolist(),
+        measurement=("gloo", "testhost", "test", 4, 1, 0, "sleep", 1.0, scale),
+        include_samples=True,
+        host_cpus=2,
+    )
+    Report.of_run(raw, str(canary), has_samples=True).write(out)
+    return out
+
+
+def test_calibration_recovers_the_backend_of_a_shared_host(tmp_path: Path) -> None:
+    canary = _canary(tmp_path)
+    reports = [_measured_by_the_model(canary, k, tmp_path / f"m{k:g}.json") for k in (1.0, 8.0)]
+    stretched = commcanary.replay(canary, backend=TRUTH, include_samples=True).samples
+    plain = commcanary.replay(canary, backend=replace(TRUTH, host_cpus=0.0), include_samples=True).samples
+    assert stretched is not None and plain is not None
+    # The gathers overlap (four ranks on two cores) and are stretched.
+    assert (stretched["collective_us"] > plain["collective_us"] * 1.5).any()
+    fit = calibrate(reports, [canary])
+    own = {op: (f, bw) for op, f, bw in fit.backend.op_overrides}
+    assert own["all_gather"] == pytest.approx((300.0, 10.0), rel=0.02)
+    assert own["all_reduce"] == pytest.approx((1000.0, 15.0), rel=0.02)
+    assert fit.backend.host_cpus == 2.0
+    errors = {e["op"]: e["mdape_after_pct"] for e in fit.errors}
+    assert max(errors.values()) < 1.0, errors
+    replayed = commcanary.replay(canary, backend=fit.backend, include_samples=True).samples
+    assert replayed is not None
+    assert np.median(np.abs(replayed["collective_us"] / stretched["collective_us"] - 1)) < 0.02
