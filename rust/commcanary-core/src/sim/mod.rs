@@ -543,3 +543,21 @@ pub fn signature_json(sig: &Signature) -> Vec<u8> {
     write_signature(&mut v, sig);
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::RankTimes;
+
+    #[test]
+    fn ranks_inside_an_occurrence_at_an_instant_are_running() {
+        let mut ranks = RankTimes::new(4);
+        ranks.hold(&[0, 1], 10.0, 20.0);
+        // Ranks 2 and 3 starting at 15 share the host with 0 and 1.
+        assert_eq!(ranks.busy_at(15.0, &[2, 3]), 4);
+        // At 20 the first occurrence is done; before 10 it had not begun.
+        assert_eq!(ranks.busy_at(20.0, &[2, 3]), 2);
+        assert_eq!(ranks.busy_at(5.0, &[2, 3]), 2);
+        // A member is counted once, whether or not it is still running.
+        assert_eq!(ranks.busy_at(15.0, &[1, 2]), 3);
+    }
+}
