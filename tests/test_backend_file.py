@@ -269,3 +269,12 @@ def test_a_backend_file_carries_host_cpus(canary: Path, tmp_path: Path) -> None:
     assert json.loads((tmp_path / "r").read_text())["backend"]["host_cpus"] == 4.0
     with pytest.raises(commcanary.InputError, match="host_cpus"):
         commcanary.replay(canary, backend=commcanary.Backend(host_cpus=-1.0))
+
+
+def test_the_message_scale_is_a_physical_option(canary: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    result = runner.invoke(app, ["replay", str(canary), "--bytes-scale", "2", "-o", str(out)])
+    assert result.exit_code != 0 and "--bytes-scale does not apply to the model" in result.output, (
+        result.output
+    )
+    assert not out.exists()

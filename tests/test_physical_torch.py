@@ -172,6 +172,7 @@ def test_more_compute_between_collectives_is_measured_with_less_queueing(tmp_pat
         (["--nproc", "2"], 3, "--nproc 2 is smaller than the canary's world size (4 ranks)"),
         (["--latency-floor-us", "3"], 3, "--latency-floor-us does not apply to a physical replay"),
         (["--physical", "mpi"], 3, "--physical must be one of gloo, nccl"),
+        (["--bytes-scale", "0"], 3, "--bytes-scale must be positive and at most 1e6, got 0.0"),
     ],
 )
 def test_bad_physical_runs_are_refused(tmp_path: Path, extra: list[str], code: int, message: str) -> None:

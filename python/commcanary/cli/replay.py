@@ -141,6 +141,15 @@ ComputeFillScale = Annotated[
         help="--physical: multiply every gap (the compute between collectives) by X.",
     ),
 ]
+BytesScale = Annotated[
+    float,
+    typer.Option(
+        "--bytes-scale",
+        metavar="K",
+        help="--physical: multiply every message's size by K (0 < K <= 1e6); calibrating on one "
+        "canary measured at several K reads each operation's bandwidth over the sizes they span.",
+    ),
+]
 Timeout = Annotated[
     float,
     typer.Option("--timeout-s", metavar="S", help="--physical: end every process after S seconds."),
@@ -156,7 +165,7 @@ _MODEL_ONLY = (
     "seed",
 )
 #: Options that only a physical run reads.
-_PHYSICAL_ONLY = ("nproc", "warmup", "compute_fill", "compute_fill_scale", "timeout_s")
+_PHYSICAL_ONLY = ("nproc", "warmup", "compute_fill", "compute_fill_scale", "bytes_scale", "timeout_s")
 
 
 def replay_command(
@@ -180,6 +189,7 @@ def replay_command(
     warmup: Warmup = 1,
     compute_fill: ComputeFill = "sleep",
     compute_fill_scale: ComputeFillScale = 1.0,
+    bytes_scale: BytesScale = 1.0,
     timeout_s: Timeout = 600.0,
     sign_key: SignKey = None,
 ) -> None:
@@ -187,7 +197,7 @@ def replay_command(
     _check_mode(ctx, physical is not None, ablations)
     if physical is not None:
         _replay_physical(ctx, canary, output, html, physical, nproc, iterations, warmup, compute_fill,
-                         compute_fill_scale, timeout_s, sign_key)  # fmt: skip
+                         (compute_fill_scale, bytes_scale), timeout_s, sign_key)  # fmt: skip
         return
     with errors_exit(ctx):
         from commcanary.replay import replay
@@ -257,10 +267,11 @@ def _replay_physical(
     iterations: int,
     warmup: int,
     compute_fill: str,
-    compute_fill_scale: float,
+    scales: tuple[float, float],
     timeout_s: float,
     sign_key: Path | None,
 ) -> None:
+    """The physical replay; ``scales`` are the gaps' and the messages'."""
     from commcanary.cli import EXIT_CHILD, fail
 
     with errors_exit(ctx):
@@ -277,7 +288,8 @@ def _replay_physical(
                 iterations=iterations,
                 warmup=warmup,
                 compute_fill=compute_fill,
-                compute_fill_scale=compute_fill_scale,
+                compute_fill_scale=scales[0],
+                bytes_scale=scales[1],
                 timeout_s=timeout_s,
             )
         except ChildFailed as exc:

@@ -181,7 +181,7 @@ def replay_physical(
     if not compute_fill_scale >= 0:
         raise InputError(f"--compute-fill-scale must be non-negative, got {compute_fill_scale}")
     if not 0 < bytes_scale <= 1e6:
-        raise InputError(f"bytes_scale must be positive and at most 1e6, got {bytes_scale}")
+        raise InputError(f"--bytes-scale must be positive and at most 1e6, got {bytes_scale}")
     torch_version = _check_engine(engine)
     with tempfile.TemporaryDirectory(prefix="commcanary-physical-") as tmp:
         directory = Path(tmp)
