@@ -22,10 +22,11 @@
 //! spec's model): host stalls (an exponential delay on a share of
 //! occurrences, [`cost::stall_us`]); a host shared by more ranks than
 //! cores, which stretches each base latency and stall by
-//! [`cost::host_stretch`] of the ranks running when it starts (its members
-//! and those of every occurrence in flight then); and `serialize_ranks`, under which `available`
-//! also holds each rank: `start = max(last, available[resource], free[r]
-//! for every member r)`, and every member is busy until `completion`.
+//! [`cost::host_stretch`] of the ranks running when it starts (its
+//! members and those of every occurrence in flight then); and
+//! `serialize_ranks`, under which `available` also holds each rank:
+//! `start = max(last, available[resource], free[r] for every member r)`,
+//! and every member is busy until `completion`.
 
 pub mod cost;
 mod identity;
@@ -459,7 +460,8 @@ fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Resul
                 false => *slot,
             };
             let start = last.max(busy);
-            let stretch = match sharing {
+            // With no more ranks than cores nothing is ever stretched.
+            let stretch = match sharing && members.ranks as f64 > settings.host_cpus {
                 true => cost::host_stretch(ranks.busy_at(start, mine), settings.host_cpus),
                 false => 1.0,
             };
@@ -522,10 +524,9 @@ impl RankTimes {
     /// The ranks running at `t` if `mine` starts then: `mine`, and every
     /// other rank whose last occurrence started by `t` and completes after.
     fn busy_at(&self, t: f64, mine: &[usize]) -> usize {
-        let others = (0..self.free.len())
-            .filter(|&r| self.from[r] <= t && t < self.free[r] && !mine.contains(&r))
-            .count();
-        mine.len() + others
+        let running = |&r: &usize| self.from[r] <= t && t < self.free[r];
+        let all = (0..self.free.len()).filter(running).count();
+        mine.len() + all - mine.iter().filter(|r| running(r)).count()
     }
 
     fn hold(&mut self, mine: &[usize], start: f64, completion: f64) {
