@@ -361,8 +361,7 @@ def _errors(runs: list[_Run], fitted: dict[str, tuple[float, float]]) -> list[di
             m = run.measured[sel]
             ok = m > 0
             y_before = run.default[sel]
-            t = run.terms
-            y_after = t.constant[sel] + floor * t.stretch[sel] + t.per_gbps[sel] * x
+            y_after = run.terms.latency(floor, x)[sel]
             err_before.extend(np.abs(y_before[ok] - m[ok]) / m[ok])
             err_after.extend(np.abs(y_after[ok] - m[ok]) / m[ok])
             for k, v in zip(run.occurrence[sel], m, strict=True):
