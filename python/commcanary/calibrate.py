@@ -187,7 +187,15 @@ def _scale(backend: dict[str, Any], key: str, where: str) -> float:
     return float(v)
 
 
-def _measured(path: str | os.PathLike[str], canaries: dict[str, str]) -> tuple[_Run, dict[str, Any]]:
+#: By (canary, iterations, scales): the model's latency under the default
+#: backend and each sample's bandwidth term, which no fitted backend moves
+#: (reports of one canary at one scale share their replays).
+_Fixed = dict[tuple[str, int, tuple[float, float]], tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]
+
+
+def _measured(
+    path: str | os.PathLike[str], canaries: dict[str, str], fixed: _Fixed
+) -> tuple[_Run, dict[str, Any]]:
     report = Report.from_file(path)
     backend = report.section("backend") or {}
     where = os.fspath(path)
@@ -209,8 +217,13 @@ def _measured(path: str | os.PathLike[str], canaries: dict[str, str]) -> tuple[_
     canary = canaries[sha]
     ops = np.asarray(samples["op"])
     scales = (_scale(backend, "bytes_scale", where), _scale(backend, "compute_fill_scale", where))
-    scaled = replace(Backend(), bytes_scale=scales[0], gap_scale=scales[1])
-    default = collective_us(canary, scaled, iterations)
+    if (sha, iterations, scales) not in fixed:
+        scaled = replace(Backend(), bytes_scale=scales[0], gap_scale=scales[1])
+        fixed[(sha, iterations, scales)] = (
+            collective_us(canary, scaled, iterations),
+            bandwidth_term(canary, scaled, iterations),
+        )
+    default, bandwidth = fixed[(sha, iterations, scales)]
     run = _Run(
         canary=sha,
         path=canary,
@@ -221,7 +234,7 @@ def _measured(path: str | os.PathLike[str], canaries: dict[str, str]) -> tuple[_
         key=key,
         occurrence=np.arange(n) % max(1, per_iteration),
         measured=np.asarray(samples["collective_us"], dtype=np.float64),
-        bandwidth=bandwidth_term(canary, scaled, iterations),
+        bandwidth=bandwidth,
         default=default,
         terms=ModelTerms(default, np.zeros_like(default), np.ones_like(default)),
     )
@@ -402,7 +415,8 @@ def calibrate(
         data = _core.read_input_file(os.fspath(c))
         _core.check_canary(os.fspath(c), data=data)
         by_sha[_canary_sha(data)] = os.fspath(c)
-    measured = [_measured(r, by_sha) for r in reports]
+    fixed: _Fixed = {}
+    measured = [_measured(r, by_sha, fixed) for r in reports]
     runs = [m[0] for m in measured]
     cpus = sorted({m[1]["host_cpus"] for m in measured})
     if len(cpus) > 1:

@@ -197,7 +197,7 @@ def replay_command(
     _check_mode(ctx, physical is not None, ablations)
     if physical is not None:
         _replay_physical(ctx, canary, output, html, physical, nproc, iterations, warmup, compute_fill,
-                         (compute_fill_scale, bytes_scale), timeout_s, sign_key)  # fmt: skip
+                         compute_fill_scale, bytes_scale, timeout_s, sign_key)  # fmt: skip
         return
     with errors_exit(ctx):
         from commcanary.replay import replay
@@ -267,11 +267,11 @@ def _replay_physical(
     iterations: int,
     warmup: int,
     compute_fill: str,
-    scales: tuple[float, float],
+    compute_fill_scale: float,
+    bytes_scale: float,
     timeout_s: float,
     sign_key: Path | None,
 ) -> None:
-    """The physical replay; ``scales`` are the gaps' and the messages'."""
     from commcanary.cli import EXIT_CHILD, fail
 
     with errors_exit(ctx):
@@ -288,8 +288,8 @@ def _replay_physical(
                 iterations=iterations,
                 warmup=warmup,
                 compute_fill=compute_fill,
-                compute_fill_scale=scales[0],
-                bytes_scale=scales[1],
+                compute_fill_scale=compute_fill_scale,
+                bytes_scale=bytes_scale,
                 timeout_s=timeout_s,
             )
         except ChildFailed as exc:

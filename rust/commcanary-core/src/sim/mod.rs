@@ -442,8 +442,12 @@ fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Resul
         .collect();
     let no_tail = settings.ablations.rare_tail_windows;
     let eta = settings.overlap_efficiency;
-    let sharing = settings.host_cpus > 0.0;
-    let members = rank_members(program, settings.serialize_ranks || sharing);
+    let members = rank_members(
+        program,
+        settings.serialize_ranks || settings.host_cpus > 0.0,
+    );
+    // With no more ranks than cores nothing is ever stretched.
+    let sharing = settings.host_cpus > 0.0 && members.ranks as f64 > settings.host_cpus;
     for iteration in 0..settings.iterations {
         let mut available = vec![0.0f64; resource_id.len()];
         let mut ranks = RankTimes::new(members.ranks);
@@ -460,8 +464,7 @@ fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Resul
                 false => *slot,
             };
             let start = last.max(busy);
-            // With no more ranks than cores nothing is ever stretched.
-            let stretch = match sharing && members.ranks as f64 > settings.host_cpus {
+            let stretch = match sharing {
                 true => cost::host_stretch(ranks.busy_at(start, mine), settings.host_cpus),
                 false => 1.0,
             };
