@@ -259,6 +259,55 @@ def test_a_host_with_fewer_cores_than_running_ranks_stretches_their_latency(tmp_
     assert commcanary.verify_report(out, canary)["status"] == "model_recomputed"
 
 
+def test_sharing_counts_the_ranks_demand_not_their_number(tmp_path: Path) -> None:
+    canary = _overlapping_groups_canary(tmp_path)
+
+    def latencies(**terms: Any) -> Any:
+        report = commcanary.replay(canary, backend=commcanary.Backend(**terms), include_samples=True)
+        assert report.samples is not None
+        return report, report.samples["collective_us"]
+
+    # Half a core per rank on one core is two whole-core ranks on two.
+    half_report, half = latencies(host_cpus=1.0, rank_cpu_share=0.5)
+    assert (half == latencies(host_cpus=2.0)[1]).all()
+    assert (latencies(host_cpus=1.0, rank_cpu_share=0.25)[1] == latencies(host_cpus=4.0)[1]).all()
+    assert half_report.section("backend")["rank_cpu_share"] == 0.5
+    out = tmp_path / "share.json"
+    half_report.write(out)
+    assert commcanary.verify_report(out, canary)["status"] == "model_recomputed"
+    with pytest.raises(commcanary.InputError, match="rank_cpu_share"):
+        commcanary.replay(canary, backend=commcanary.Backend(rank_cpu_share=0.0))
+
+
+def test_a_floor_per_step_prices_each_step_of_the_algorithm(tmp_path: Path) -> None:
+    canary = _overlapping_groups_canary(tmp_path)
+    once = commcanary.Backend(latency_floor_us=1000.0)
+    per_step = commcanary.Backend(latency_floor_us=1000.0, floor_per_step=True)
+    a = commcanary.replay(canary, backend=once, include_samples=True)
+    b = commcanary.replay(canary, backend=per_step, include_samples=True)
+    assert a.samples is not None and b.samples is not None
+    # A ring all_reduce over two ranks takes 2(2-1) = 2 steps: one floor more.
+    assert b.samples["collective_us"] - a.samples["collective_us"] == pytest.approx(1000.0, abs=0.01)
+    assert b.section("backend")["floor_per_step"] is True and "floor_per_step" not in a.section("backend")
+    out = tmp_path / "steps.json"
+    b.write(out)
+    assert commcanary.verify_report(out, canary)["status"] == "model_recomputed"
+    file = tmp_path / "backend.json"
+    doc = {**BACKEND, "floor_per_step": True, "rank_cpu_share": 0.4, "host_cpus": 2}
+    file.write_text(json.dumps({"format": "commcanary.backend.v1", "backend": doc}))
+    result = runner.invoke(
+        app, ["replay", str(canary), "--backend-file", str(file), "-o", str(tmp_path / "r")]
+    )
+    assert result.exit_code == 0, result.output
+    backend = json.loads((tmp_path / "r").read_text())["backend"]
+    assert (backend["floor_per_step"], backend["rank_cpu_share"]) == (True, 0.4)
+    file.write_text(json.dumps({"format": "commcanary.backend.v1", "backend": {**doc, "floor_per_step": 1}}))
+    refused = runner.invoke(
+        app, ["replay", str(canary), "--backend-file", str(file), "-o", str(tmp_path / "x")]
+    )
+    assert refused.exit_code == 3 and "backend.floor_per_step' must be a boolean" in refused.output
+
+
 def test_a_backend_file_carries_host_cpus(canary: Path, tmp_path: Path) -> None:
     file = tmp_path / "backend.json"
     file.write_text(json.dumps({"format": "commcanary.backend.v1", "backend": {**BACKEND, "host_cpus": 4}}))

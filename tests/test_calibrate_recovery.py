@@ -17,15 +17,19 @@ from commcanary import _core
 from commcanary.calibrate import calibrate
 from commcanary.replay import Report
 
-#: The backend the "measurements" come from: two cores, ranks serialized,
-#: all_reduce with its own floor and bandwidth.
+#: The backend the "measurements" come from: one core, each rank keeping
+#: half of it busy in a collective (so two ranks share it unstretched),
+#: ranks serialized, the floor paid per algorithm step, all_reduce with its
+#: own floor and bandwidth.
 TRUTH = commcanary.Backend(
     latency_floor_us=300.0,
     bandwidth_gbps=10.0,
     op_overrides=(("all_reduce", 1000.0, 15.0),),
     serialize_ranks=True,
     overlap_efficiency=0.0,
-    host_cpus=2.0,
+    host_cpus=1.0,
+    rank_cpu_share=0.5,
+    floor_per_step=True,
 )
 
 
@@ -59,7 +63,8 @@ def _measured_by_the_model(canary: Path, scale: float, out: Path) -> Path:
         avg_rank_wait_us=s["avg_rank_wait_us"].tolist(),
         measurement=("gloo", "testhost", "test", 4, 1, 0, "sleep", 1.0, scale),
         include_samples=True,
-        host_cpus=2,
+        host_cpus=1,
+        rank_cpu_share=0.5,
     )
     Report.of_run(raw, str(canary), has_samples=True).write(out)
     return out
@@ -71,13 +76,13 @@ def test_calibration_recovers_the_backend_of_a_shared_host(tmp_path: Path) -> No
     stretched = commcanary.replay(canary, backend=TRUTH, include_samples=True).samples
     plain = commcanary.replay(canary, backend=replace(TRUTH, host_cpus=0.0), include_samples=True).samples
     assert stretched is not None and plain is not None
-    # The gathers overlap (four ranks on two cores) and are stretched.
+    # The gathers overlap (four ranks' demand on one core) and are stretched.
     assert (stretched["collective_us"] > plain["collective_us"] * 1.5).any()
     fit = calibrate(reports, [canary])
     own = {op: (f, bw) for op, f, bw in fit.backend.op_overrides}
     assert own["all_gather"] == pytest.approx((300.0, 10.0), rel=0.02)
     assert own["all_reduce"] == pytest.approx((1000.0, 15.0), rel=0.02)
-    assert fit.backend.host_cpus == 2.0
+    assert (fit.backend.host_cpus, fit.backend.rank_cpu_share, fit.backend.floor_per_step) == (1.0, 0.5, True)
     errors = {e["op"]: e["mdape_after_pct"] for e in fit.errors}
     assert max(errors.values()) < 1.0, errors
     replayed = commcanary.replay(canary, backend=fit.backend, include_samples=True).samples

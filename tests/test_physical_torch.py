@@ -252,6 +252,12 @@ def test_calibrate_fits_the_model_to_measured_runs(tmp_path: Path) -> None:
 
     jsonschema.Draft202012Validator(report_schema()).validate(json.loads(reports[0].read_text()))
     assert doc["backend"]["host_cpus"] == cores and doc["fitted_from"][0]["host_cpus"] == cores
+    # Each rank's CPU time inside its calls, over their wall time: gloo's
+    # ranks wait on each other more than they compute.
+    shares = [json.loads(r.read_text())["backend"]["rank_cpu_share"] for r in reports]
+    assert all(0 < s <= 1 for s in shares), shares
+    assert doc["backend"]["rank_cpu_share"] == pytest.approx(float(np.median(shares)), abs=1e-4)
+    assert doc["backend"]["floor_per_step"] is True
     errors = {e["op"]: e for e in doc["errors"]}
     assert set(errors) == {"all_reduce", "all_gather", "broadcast", "point_to_point"}
     # The default backend is a GPU's; the fitted one is far closer to gloo here.
@@ -323,4 +329,5 @@ def test_under_torchrun_rank_0_writes_the_measured_report(tmp_path: Path) -> Non
     assert "measured on gloo: replayed 40 events" in p.stdout
     report = commcanary.Report.from_file(out)
     assert report.metrics["count"] == 40 and report.section("backend")["nproc"] == 4
+    assert 0 < report.section("backend")["rank_cpu_share"] <= 1
     assert workers_left() == []

@@ -110,9 +110,11 @@ class Calibration:
                     {"op": op, "latency_floor_us": f, "bandwidth_gbps": bw} for op, f, bw in b.op_overrides
                 ],
                 "serialize_ranks": b.serialize_ranks,
+                "floor_per_step": b.floor_per_step,
                 "stall_mean_us": b.stall_mean_us,
                 "stall_probability": b.stall_probability,
                 "host_cpus": b.host_cpus,
+                "rank_cpu_share": b.rank_cpu_share,
             },
             "fitted_from": self.runs,
             "errors": self.errors,
@@ -134,10 +136,15 @@ class Calibration:
             f"{_core.float_repr(b.stall_mean_us)} us mean; each rank runs one operation at a time; "
             "nothing hidden (the measured runs fill compute before each collective)",
         ]
+        if b.floor_per_step:
+            out.append(
+                "- the latency floor is paid once per step of each op's algorithm (ring: n-1 per pass)"
+            )
         if b.host_cpus > 0:
             out.append(
-                f"- host: {b.host_cpus:g} cores shared by every rank; while more ranks run "
-                "collectives than there are cores, each runs at cores/running of its speed"
+                f"- host: {b.host_cpus:g} cores shared by every rank, each keeping "
+                f"{b.rank_cpu_share:g} of a core busy in a collective; while the running ranks' demand "
+                "exceeds the cores, each runs at cores/demand of its speed"
             )
         for e in self.errors:
             noise = "n/a" if e["noise_pct"] is None else f"{e['noise_pct']:.1f}%"
@@ -161,6 +168,8 @@ class _Run:
     bytes: npt.NDArray[np.float64]
     key: list[str]
     occurrence: npt.NDArray[np.int64]
+    #: Each sample's group size.
+    ranks: npt.NDArray[np.int64]
     measured: npt.NDArray[np.float64]
     #: Each sample's bandwidth term at 1 Gbit/s, unstretched.
     bandwidth: npt.NDArray[np.float64]
@@ -177,6 +186,22 @@ def _host_cpus(backend: dict[str, Any], where: str) -> float:
     if isinstance(cpus, bool) or not isinstance(cpus, int) or not 0 <= cpus <= 1_000_000:
         raise InputError(f"{where} field 'backend.host_cpus' must be an integer between 0 and 1000000")
     return float(cpus) if backend.get("engine") == "gloo" else 0.0
+
+
+def _share(backend: dict[str, Any], where: str) -> float:
+    """A gloo run's measured share of a core per rank in its collectives
+    (0 when not recorded)."""
+    share = backend.get("rank_cpu_share", 0.0)
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+        raise InputError(f"{where} field 'backend.rank_cpu_share' must be a number between 0 and 1")
+    return float(share)
+
+
+def _cpu_share(runs: list[dict[str, Any]]) -> float:
+    """The host's share of a core per rank in a collective: the median
+    over the runs that measured it, 1 (a whole core) when none did."""
+    shares = [r["rank_cpu_share"] for r in runs if r["rank_cpu_share"] > 0]
+    return round(float(np.median(shares)), 4) if shares else 1.0
 
 
 def _scale(backend: dict[str, Any], key: str, where: str) -> float:
@@ -214,6 +239,7 @@ def _measured(
     signatures = samples["signature"]
     key = [f"{o}|{g}|{s}" for o, g, s in zip(samples["op"], samples["group"], signatures, strict=True)]
     sizes = [float(s.get("bytes", 0)) for s in report.signatures]
+    group_sizes = [len(s.get("ranks", ())) for s in report.signatures]
     canary = canaries[sha]
     ops = np.asarray(samples["op"])
     scales = (_scale(backend, "bytes_scale", where), _scale(backend, "compute_fill_scale", where))
@@ -233,10 +259,11 @@ def _measured(
         bytes=np.array([sizes[int(i)] for i in signatures]) * scales[0],
         key=key,
         occurrence=np.arange(n) % max(1, per_iteration),
+        ranks=np.array([group_sizes[int(i)] for i in signatures], dtype=np.int64),
         measured=np.asarray(samples["collective_us"], dtype=np.float64),
         bandwidth=bandwidth,
         default=default,
-        terms=ModelTerms(default, np.zeros_like(default), np.ones_like(default)),
+        terms=ModelTerms.unshared(default, np.ones_like(default)),
     )
     if len(default) != n:
         raise InputError(f"{where} has {n} samples, its canary's replay {len(default)}")
@@ -246,6 +273,7 @@ def _measured(
         "engine": backend.get("engine"),
         "host": backend.get("host"),
         "host_cpus": int(cpus),
+        "rank_cpu_share": _share(backend, where) if cpus > 0 else 0.0,
         "samples": n,
     }
     return run, info
@@ -260,7 +288,7 @@ def _at(runs: list[_Run], backend: Backend) -> list[_Run]:
         k = (run.canary, run.iterations, run.scales)
         if k not in cache:
             scaled = replace(backend, bytes_scale=run.scales[0], gap_scale=run.scales[1])
-            cache[k] = model_terms(run.path, scaled, run.iterations, run.op, run.bandwidth)
+            cache[k] = model_terms(run.path, scaled, run.iterations, run.op, run.ranks, run.bandwidth)
         out.append(replace(run, terms=cache[k]))
     return out
 
@@ -268,17 +296,18 @@ def _at(runs: list[_Run], backend: Backend) -> list[_Run]:
 @dataclass
 class _Medians:
     """Per signature and run: the measured median latency, the model's
-    terms' medians, the run's stretch and how many occurrences there were."""
+    terms' medians (``per_floor``: what one µs of floor adds) and how many
+    occurrences there were."""
 
     measured: npt.NDArray[np.float64]
     constant: npt.NDArray[np.float64]
     per_gbps: npt.NDArray[np.float64]
-    stretch: npt.NDArray[np.float64]
+    per_floor: npt.NDArray[np.float64]
     count: npt.NDArray[np.float64]
 
     def error(self, floor: float, x: float) -> float:
         """The count-weighted mean absolute relative error at ``(F, 1/B)``."""
-        model = floor * self.stretch + self.constant + self.per_gbps * x
+        model = floor * self.per_floor + self.constant + self.per_gbps * x
         rel = np.abs(model - self.measured) / np.maximum(self.measured, 1e-3)
         return float(np.sum(self.count * rel) / max(float(np.sum(self.count)), 1.0))
 
@@ -295,7 +324,7 @@ def _medians(runs: list[_Run], op: str | None) -> _Medians:
         measured=np.array([np.median(run.measured[idx]) for run, idx in groups]),
         constant=np.array([np.median(run.terms.constant[idx]) for run, idx in groups]),
         per_gbps=np.array([np.median(run.terms.per_gbps[idx]) for run, idx in groups]),
-        stretch=np.array([np.median(run.terms.stretch[idx]) for run, idx in groups]),
+        per_floor=np.array([np.median(run.terms.per_floor[idx]) for run, idx in groups]),
         count=np.array([len(idx) for _, idx in groups], dtype=np.float64),
     )
 
@@ -319,10 +348,11 @@ def _robust_fit(med: _Medians, x_fixed: float | None = None) -> tuple[float, flo
     for _ in range(_IRLS_ROUNDS):
         if x_fixed is not None:
             t = target - med.per_gbps * x_fixed
-            floor = max(float(np.sum(w * med.stretch * t) / max(np.sum(w * med.stretch**2), 1e-300)), 0.0)
+            s = med.per_floor
+            floor = max(float(np.sum(w * s * t) / max(np.sum(w * s**2), 1e-300)), 0.0)
         else:
-            floor, x = _least_squares(med.stretch, med.per_gbps, target, w)
-        resid = np.abs(floor * med.stretch + med.per_gbps * x - target) / m
+            floor, x = _least_squares(med.per_floor, med.per_gbps, target, w)
+        resid = np.abs(floor * med.per_floor + med.per_gbps * x - target) / m
         w = med.count / m**2 / np.maximum(resid, _IRLS_FLOOR)
     return floor, x
 
@@ -426,7 +456,13 @@ def calibrate(
     engines = sorted({str(m[1]["engine"]) for m in measured})
     name = label or f"calibrated to {'+'.join(engines)} on {measured[0][1]['host'] or platform.node()}"
     # The first round's schedule: the default backend on the measured host.
-    backend = replace(Backend(), label=name, host_cpus=float(cpus[0]))
+    backend = replace(
+        Backend(),
+        label=name,
+        host_cpus=float(cpus[0]),
+        rank_cpu_share=_cpu_share([m[1] for m in measured]),
+        floor_per_step=True,
+    )
     for _ in range(_ROUNDS if cpus[0] > 0 else 1):
         runs = _at(runs, backend)
         fitted, latest = _fit_backend(runs, backend)
@@ -460,6 +496,7 @@ def _fit_backend(runs: list[_Run], base: Backend) -> tuple[dict[str, tuple[float
         overlap_efficiency=0.0,
         op_overrides=tuple((op, f, round(1.0 / xo, 6)) for op, (f, xo) in fitted.items()),
         serialize_ranks=True,
+        floor_per_step=True,
         stall_probability=stall_p,
         stall_mean_us=stall_mean,
     )
@@ -516,18 +553,30 @@ def read_backend_file(path: str | os.PathLike[str]) -> Backend:
         raise InputError(f"{where} field 'format' must be '{BACKEND_FORMAT}'")
     b = doc.get("backend")
     keys = ("label", "bandwidth_gbps", "latency_floor_us", "compute_pressure", "overlap_efficiency")
-    optional = {"op_overrides", "serialize_ranks", "stall_mean_us", "stall_probability", "host_cpus"}
+    optional = {
+        "op_overrides",
+        "serialize_ranks",
+        "floor_per_step",
+        "stall_mean_us",
+        "stall_probability",
+        "host_cpus",
+        "rank_cpu_share",
+    }
     if not isinstance(b, dict) or set(b) - optional != set(keys):
         raise InputError(
             f"{where} field 'backend' must have exactly {', '.join(keys)} "
-            "(and op_overrides, serialize_ranks, stall_mean_us, stall_probability, host_cpus)"
+            "(and op_overrides, serialize_ranks, floor_per_step, stall_mean_us, stall_probability, host_cpus, rank_cpu_share)"
         )
     for key, top in (("stall_probability", 0.5), ("stall_mean_us", 1e9), ("host_cpus", 1e6)):
         v = b.get(key, 0.0)
         if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= top:
             raise InputError(f"{where} field 'backend.{key}' must be a number between 0 and {top:g}")
-    if not isinstance(b.get("serialize_ranks", False), bool):
-        raise InputError(f"{where} field 'backend.serialize_ranks' must be a boolean")
+    share = b.get("rank_cpu_share", 1.0)
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+        raise InputError(f"{where} field 'backend.rank_cpu_share' must be a number above 0 and at most 1")
+    for key in ("serialize_ranks", "floor_per_step"):
+        if not isinstance(b.get(key, False), bool):
+            raise InputError(f"{where} field 'backend.{key}' must be a boolean")
     overrides = b.get("op_overrides", [])
     entry = {"op", "latency_floor_us", "bandwidth_gbps"}
     if not isinstance(overrides, list) or not all(isinstance(o, dict) and set(o) == entry for o in overrides):
@@ -548,7 +597,9 @@ def read_backend_file(path: str | os.PathLike[str]) -> Backend:
             (str(o["op"]), float(o["latency_floor_us"]), float(o["bandwidth_gbps"])) for o in overrides
         ),
         serialize_ranks=bool(b.get("serialize_ranks", False)),
+        floor_per_step=bool(b.get("floor_per_step", False)),
         stall_probability=float(b.get("stall_probability", 0.0)),
         stall_mean_us=float(b.get("stall_mean_us", 0.0)),
         host_cpus=float(b.get("host_cpus", 0.0)),
+        rank_cpu_share=float(share),
     )

@@ -3,11 +3,13 @@ the terms calibration fits (:mod:`commcanary.calibrate`).
 
 At a backend ``β`` the model's latency of sample ``i`` is
 
-    c_i = s_i·(F_i + b_i·x_i) + k_i
+    c_i = s_i·(m_i·F_i + b_i·x_i) + k_i
 
 with ``F_i`` and ``x_i = 1/B_i`` the latency floor and inverse bandwidth
 ``β`` gives its operation (an ``op_overrides`` entry or the backend's own;
-a ``send`` or ``recv`` without one takes ``point_to_point``'s), ``b_i`` its
+a ``send`` or ``recv`` without one takes ``point_to_point``'s), ``m_i`` the
+steps of its algorithm that pay the floor (``_core.algorithm_steps`` under
+``floor_per_step``, else 1), ``b_i`` its
 bandwidth term at 1 Gbit/s, ``s_i`` the host stretch (``max(1, running
 ranks / host_cpus)`` when it starts; 1 without ``host_cpus``) and ``k_i``
 the rest (the per-rank start-up term, noise; stalls are left out, to be
@@ -29,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from commcanary import _core
 from commcanary.replay import Backend, replay
 
 __all__ = ["ModelTerms", "bandwidth_term", "model_terms"]
@@ -46,15 +49,22 @@ Floats = npt.NDArray[np.float64]
 
 class ModelTerms(NamedTuple):
     """Per sample at one backend: ``k_i``, ``s_i·b_i`` (the bandwidth term
-    at 1 Gbit/s, stretched) and ``s_i`` (module doc)."""
+    at 1 Gbit/s, stretched), ``s_i`` and ``s_i·m_i`` (what one µs of floor
+    adds; module doc)."""
 
     constant: Floats
     per_gbps: Floats
     stretch: Floats
+    per_floor: Floats
 
     def latency(self, floor: float | Floats, x: float | Floats) -> Floats:
         """The model's latency per sample at floor ``F`` and ``1/B = x``."""
-        return self.constant + self.stretch * floor + self.per_gbps * x
+        return self.constant + self.per_floor * floor + self.per_gbps * x
+
+    @classmethod
+    def unshared(cls, constant: Floats, steps: Floats) -> ModelTerms:
+        """Terms of ``constant`` alone: no bandwidth term, no stretch."""
+        return cls(constant, np.zeros_like(constant), np.ones_like(constant), steps)
 
 
 def collective_us(canary: str, backend: Backend, iterations: int) -> Floats:
@@ -84,14 +94,27 @@ def op_floors(backend: Backend, ops: npt.NDArray[np.str_]) -> tuple[Floats, Floa
     return pairs[:, 0], pairs[:, 1]
 
 
+def floor_steps(backend: Backend, ops: npt.NDArray[np.str_], ranks: npt.NDArray[np.int64]) -> Floats:
+    """``m_i`` per sample (module doc)."""
+    if not backend.floor_per_step:
+        return np.ones(len(ops))
+    return np.array([_core.algorithm_steps(str(o), int(n)) for o, n in zip(ops, ranks, strict=True)])
+
+
 def model_terms(
-    canary: str, backend: Backend, iterations: int, ops: npt.NDArray[np.str_], b: Floats
+    canary: str,
+    backend: Backend,
+    iterations: int,
+    ops: npt.NDArray[np.str_],
+    ranks: npt.NDArray[np.int64],
+    b: Floats,
 ) -> ModelTerms:
-    """The terms of ``canary``'s samples (ops ``ops``, bandwidth terms
-    ``b``) at ``backend`` without its stalls (module doc): calibration fits
-    medians to them and stalls to what lies above."""
+    """The terms of ``canary``'s samples (ops ``ops`` over ``ranks`` ranks,
+    bandwidth terms ``b``) at ``backend`` without its stalls (module doc):
+    calibration fits medians to them and stalls to what lies above."""
     backend = replace(backend, stall_probability=0.0, stall_mean_us=0.0)
     c = collective_us(canary, backend, iterations)
+    steps = floor_steps(backend, ops, ranks)
     stretch = np.ones_like(c)
     if backend.host_cpus > 0:
         raised = replace(
@@ -100,14 +123,16 @@ def model_terms(
             op_overrides=tuple((op, f + _FLOOR_STEP_US, bw) for op, f, bw in backend.op_overrides),
         )
         read = (collective_us(canary, raised, iterations) - c) / _FLOOR_STEP_US
-        stretch = _snap(read, backend.host_cpus)
+        stretch = _snap(read / steps, backend.host_cpus / backend.rank_cpu_share)
     floors, xs = op_floors(backend, ops)
     per_gbps = stretch * b
-    return ModelTerms(c - stretch * floors - per_gbps * xs, per_gbps, stretch)
+    per_floor = stretch * steps
+    return ModelTerms(c - per_floor * floors - per_gbps * xs, per_gbps, stretch, per_floor)
 
 
 def _snap(read: Floats, cpus: float) -> Floats:
-    """The stretch the host allows nearest each read one; where none is
+    """The stretch the host allows (a multiple of ``1/cpus``, ``cpus`` in
+    ranks' demand) nearest each read one; where none is
     near (the raised floors moved the schedule there), the median of those
     that are."""
     snapped = np.maximum(1.0, np.round(read * cpus) / cpus)

@@ -68,6 +68,16 @@ class Backend:
     #: gets ``host_cpus / ranks`` of a core, so every latency and stall
     #: stretches by ``max(1, ranks / host_cpus)`` (processor sharing).
     host_cpus: float = 0.0
+    #: The share of a core one rank keeps busy inside a collective (a
+    #: measured gloo run's; 1: a whole core). Sharing counts demand: the
+    #: stretch is ``max(1, rank_cpu_share * running / host_cpus)``.
+    rank_cpu_share: float = 1.0
+    #: The latency floor is paid once per step of the op's algorithm (a
+    #: ring all_reduce over ``n`` ranks ``2(n-1)`` steps, an all_gather
+    #: ``n-1``, a tree broadcast ``ceil(log2 n)``, a transfer one), the
+    #: latency term of the alpha-beta cost (a calibrated backend's; False:
+    #: once per occurrence, the spec's model).
+    floor_per_step: bool = False
 
 
 class Report:

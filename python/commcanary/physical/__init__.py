@@ -197,12 +197,13 @@ def replay_physical(
         }
         (directory / "options.json").write_text(json.dumps(options))
         _run_children(directory, nproc, engine, timeout_s)
-        ready, enter, leave = [], [], []
+        ready, enter, leave, cpu = [], [], [], []
         for r in range(nproc):
             with np.load(directory / f"rank{r}.npz") as z:
                 ready.append(z["ready"])
                 enter.append(z["enter"])
                 leave.append(z["exit"])
+                cpu.append(z["cpu"])
     host = platform.node() or "localhost"
     measurement = (
         engine,
@@ -216,8 +217,31 @@ def replay_physical(
         bytes_scale,
     )
     return measured_run(
-        name, ready, enter, leave, measurement, include_samples=include_samples, host_cpus=host_cpus()
+        name,
+        ready,
+        enter,
+        leave,
+        measurement,
+        include_samples=include_samples,
+        host_cpus=host_cpus(),
+        cpu=cpu if engine == "gloo" else None,
     )
+
+
+def rank_cpu_share(
+    cpu: list[npt.NDArray[np.float64]],
+    enter: list[npt.NDArray[np.float64]],
+    leave: list[npt.NDArray[np.float64]],
+    warmup: int,
+) -> float:
+    """The share of a core a rank kept busy inside its collectives: the
+    ranks' process CPU time inside the measured calls over their wall time
+    there (0 when nothing was timed), rounded to 4 digits, at most 1."""
+    busy = sum(float(np.nansum(c[warmup:])) for c in cpu)
+    wall = sum(float(np.nansum(b[warmup:] - a[warmup:])) for a, b in zip(enter, leave, strict=True))
+    if not wall > 0 or not busy > 0:
+        return 0.0
+    return round(min(1.0, busy / wall), 4)
 
 
 def host_cpus() -> int:
@@ -237,13 +261,16 @@ def measured_run(
     *,
     include_samples: bool = True,
     host_cpus: int = 0,
+    cpu: list[npt.NDArray[np.float64]] | None = None,
 ) -> MeasuredRun:
     """The report of a run from each rank's readiness, entries and exits
     (iterations x occurrences, warm-up first) and how it was made (engine,
     host, torch version, processes, iterations, warm-up, fill, fill scale,
     bytes scale), with ``host_cpus`` the cores the ranks shared on their one
-    host (0: unknown, or several hosts). Arrivals are readiness, as in the model: a member kept
-    late by earlier work queues."""
+    host (0: unknown, or several hosts), and ``cpu`` each rank's process CPU
+    time inside each call, where the ranks' collectives run on the host's
+    cores (gloo on one host). Arrivals are readiness, as in the model: a
+    member kept late by earlier work queues."""
     warmup = measurement[5]
     ready_us = np.vstack([e[warmup:].reshape(-1) for e in ready])
     enter_us = np.vstack([e[warmup:].reshape(-1) for e in enter])
@@ -262,6 +289,7 @@ def measured_run(
         measurement=measurement,
         include_samples=include_samples,
         host_cpus=host_cpus,
+        rank_cpu_share=0.0 if cpu is None else rank_cpu_share(cpu, enter, leave, warmup),
     )
     report = Report.of_run(raw, name, has_samples=include_samples)
     return MeasuredRun(report=report, ready_us=ready_us, enter_us=enter_us, exit_us=exit_us)

@@ -59,11 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         "bytes_scale": args.bytes_scale,
     }
     dist.init_process_group(engine, init_method="env://", timeout=datetime.timedelta(minutes=30))
-    ready, enter, leave = execute(program, rank, engine, options)
+    ready, enter, leave, cpu = execute(program, rank, engine, options)
     hosts: list[object] = [None] * world
     dist.all_gather_object(hosts, platform.node())
     times: list[object] | None = [None] * world if rank == 0 else None
-    dist.gather_object((ready, enter, leave), times, dst=0)
+    dist.gather_object((ready, enter, leave, cpu), times, dst=0)
     if rank == 0 and times is not None:
         names = sorted({str(h) for h in hosts})
         host = names[0] if len(names) == 1 else f"{len(names)} hosts"
@@ -78,9 +78,17 @@ def main(argv: list[str] | None = None) -> int:
             args.compute_fill_scale,
             args.bytes_scale,
         )
-        ready, enter, leave = ([t[j] for t in times] for j in range(3))  # type: ignore[index]
-        cpus = host_cpus() if len(names) == 1 else 0
-        run = measured_run(args.canary, ready, enter, leave, measurement, host_cpus=cpus)
+        ready, enter, leave, cpu = ([t[j] for t in times] for j in range(4))  # type: ignore[index]
+        one_host = len(names) == 1
+        run = measured_run(
+            args.canary,
+            ready,
+            enter,
+            leave,
+            measurement,
+            host_cpus=host_cpus() if one_host else 0,
+            cpu=cpu if one_host and engine == "gloo" else None,
+        )
         run.report.write(args.output)
         print(f"measured on {engine}: {run.report.summary_line()}")
     dist.destroy_process_group()

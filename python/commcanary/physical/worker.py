@@ -147,11 +147,13 @@ def clock_offset_ns(runner: _Runner, rounds: int = 7) -> int:
     return int(np.median(diffs))
 
 
-def execute(program: Program, rank: int, engine: str, options: dict[str, Any]) -> tuple[Any, Any, Any]:
+def execute(program: Program, rank: int, engine: str, options: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
     """Run ``program`` as ``rank`` in the initialised process group; returns
     each iteration's readiness, entry and exit per occurrence (µs from its
-    start). A rank is ready at its due time plus its arrival offset; it
-    enters then, or later when earlier work kept it busy."""
+    start), and the process's CPU time inside each call (µs, every thread:
+    the backend's own threads do the work). A rank is ready at its due time
+    plus its arrival offset; it enters then, or later when earlier work kept
+    it busy."""
     import torch.distributed as dist
 
     runner = _Runner(program, rank, engine, float(options.get("bytes_scale", 1.0)))
@@ -168,6 +170,7 @@ def execute(program: Program, rank: int, engine: str, options: dict[str, Any]) -
     ready = np.full((rounds, n), np.nan)
     enter = np.full((rounds, n), np.nan)
     leave = np.full((rounds, n), np.nan)
+    cpu = np.full((rounds, n), np.nan)
     for it in range(rounds):
         dist.barrier()
         origin = _iteration_start(runner, offset)
@@ -189,16 +192,17 @@ def execute(program: Program, rank: int, engine: str, options: dict[str, Any]) -
             at = int(program.offsets_at[k]) + program.signatures[s]["ranks"].index(rank)
             target = int(due + float(program.offsets_us[at]) * 1000.0)
             _wait_until(target, spin)
-            t0 = time.monotonic_ns()
+            c0, t0 = time.process_time_ns(), time.monotonic_ns()
             runner.run(s)
             if runner.device is not None:
                 runner.torch.cuda.synchronize()
-            t1 = time.monotonic_ns()
+            t1, c1 = time.monotonic_ns(), time.process_time_ns()
             ready[it, k] = (min(target, t0) - origin) / 1000.0
             enter[it, k] = (t0 - origin) / 1000.0
             leave[it, k] = (t1 - origin) / 1000.0
+            cpu[it, k] = (c1 - c0) / 1000.0
     dist.barrier()
-    return ready, enter, leave
+    return ready, enter, leave, cpu
 
 
 def run(directory: Path, rank: int, world: int, port: int, engine: str, options: dict[str, Any]) -> None:
@@ -216,8 +220,8 @@ def run(directory: Path, rank: int, world: int, port: int, engine: str, options:
         world_size=world,
         timeout=datetime.timedelta(seconds=float(options["timeout_s"])),
     )
-    ready, enter, leave = execute(program, rank, engine, options)
-    np.savez(directory / f"rank{rank}.npz", ready=ready, enter=enter, exit=leave)
+    ready, enter, leave, cpu = execute(program, rank, engine, options)
+    np.savez(directory / f"rank{rank}.npz", ready=ready, enter=enter, exit=leave, cpu=cpu)
     dist.destroy_process_group()
 
 

@@ -125,8 +125,8 @@ mod _core {
     use super::inputs::{check_canary, read_input_file, resource_limits, set_resource_limits};
     #[pymodule_export]
     use super::replay::{
-        PyReplayReport, PyReportDocument, measured_report, read_report_file, replay_canary,
-        verify_report_files,
+        PyReplayReport, PyReportDocument, algorithm_steps, measured_report, read_report_file,
+        replay_canary, verify_report_files,
     };
     #[pymodule_export]
     use super::research::{baseline_trace, reduce_trace};

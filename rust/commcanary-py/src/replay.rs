@@ -87,6 +87,8 @@ pub(crate) fn requested_settings(
         stall_probability: None,
         stall_mean_us: None,
         host_cpus: None,
+        rank_cpu_share: None,
+        floor_per_step: false,
     }
 }
 
@@ -192,7 +194,7 @@ impl PyReplayReport {
 /// Replays the canary at `path` (or `data`, when given) under the settings;
 /// a setting left `None` takes the model's default.
 #[pyfunction]
-#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new(), bytes_scale=None, gap_scale=None, serialize_groups=false, serialize_ranks=false, stall_probability=None, stall_mean_us=None, host_cpus=None))]
+#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new(), bytes_scale=None, gap_scale=None, serialize_groups=false, serialize_ranks=false, stall_probability=None, stall_mean_us=None, host_cpus=None, rank_cpu_share=None, floor_per_step=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay_canary(
     py: Python<'_>,
@@ -216,6 +218,8 @@ pub fn replay_canary(
     stall_probability: Option<f64>,
     stall_mean_us: Option<f64>,
     host_cpus: Option<f64>,
+    rank_cpu_share: Option<f64>,
+    floor_per_step: bool,
 ) -> PyResult<PyReplayReport> {
     let mut requested = requested_settings(
         label,
@@ -236,6 +240,8 @@ pub fn replay_canary(
     requested.stall_probability = stall_probability;
     requested.stall_mean_us = stall_mean_us;
     requested.host_cpus = host_cpus;
+    requested.rank_cpu_share = rank_cpu_share;
+    requested.floor_per_step = floor_per_step;
     let settings = detached(py, None, || Settings::checked(&requested))?;
     let bytes = read_bytes(py, data, &path)?;
     let run = detached(py, Some(&path), move || {
@@ -343,14 +349,22 @@ pub fn verify_report_files(
         .collect())
 }
 
+/// How many times a backend with `floor_per_step` charges its latency
+/// floor to one occurrence of `op` over `ranks` ranks.
+#[pyfunction]
+pub fn algorithm_steps(op: &str, ranks: u32) -> f64 {
+    commcanary_core::sim::cost::algorithm_steps(op.as_bytes(), f64::from(ranks))
+}
+
 /// The report of a measured run of the canary at `path` (or `data`): the
 /// five per-sample time columns (iteration-major, µs from each iteration's
 /// origin) and how the run was made, as `(engine, host, torch_version,
 /// nproc, iterations, warmup, compute_fill, compute_fill_scale, bytes_scale)`,
 /// with `host_cpus` the cores its processes could use on its one host (0:
-/// unknown, or several hosts).
+/// unknown, or several hosts) and `rank_cpu_share` the share of a core
+/// each rank kept busy inside its collectives (0: not measured).
 #[pyfunction]
-#[pyo3(signature = (path, *, first_arrival_us, last_arrival_us, last_entry_us, completion_us, avg_rank_wait_us, measurement, data=None, include_samples=true, host_cpus=0))]
+#[pyo3(signature = (path, *, first_arrival_us, last_arrival_us, last_entry_us, completion_us, avg_rank_wait_us, measurement, data=None, include_samples=true, host_cpus=0, rank_cpu_share=0.0))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn measured_report(
     py: Python<'_>,
@@ -364,6 +378,7 @@ pub fn measured_report(
     data: Option<PyBackedBytes>,
     include_samples: bool,
     host_cpus: u32,
+    rank_cpu_share: f64,
 ) -> PyResult<PyReplayReport> {
     use commcanary_core::report::measured::{Measurement, measured_run};
     use commcanary_core::sim::measured::MeasuredTimes;
@@ -380,6 +395,7 @@ pub fn measured_report(
         compute_fill_scale: scale,
         bytes_scale,
         host_cpus,
+        rank_cpu_share,
     };
     let bytes = read_bytes(py, data, &path)?;
     let run = detached(py, Some(&path), move || {

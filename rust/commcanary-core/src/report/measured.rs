@@ -57,6 +57,10 @@ pub struct Measurement {
     /// The cores this run's processes could use on its one host (0:
     /// unknown, or several hosts); `calibrate` models the sharing.
     pub host_cpus: u32,
+    /// The share of a core each rank kept busy inside its collectives
+    /// (process CPU time over wall time, summed over ranks and calls; 0:
+    /// not measured).
+    pub rank_cpu_share: f64,
 }
 
 fn protocol_members(m: &Measurement, o: &mut ObjectWriter<'_>) {
@@ -91,6 +95,9 @@ pub fn header(m: &Measurement) -> Header {
     o.str("label", &format!("{} on {}", m.engine, m.host));
     o.str("mode", MEASURED_MODE);
     o.i64("nproc", i64::from(m.nproc));
+    if m.rank_cpu_share > 0.0 {
+        o.f64("rank_cpu_share", m.rank_cpu_share);
+    }
     o.str("torch_version", &m.torch_version);
     o.end();
     let mut protocol = Vec::new();
@@ -219,6 +226,7 @@ pub fn declared_settings(r: &Report) -> Result<Settings> {
         compute_fill_scale: 1.0,
         bytes_scale: 1.0,
         host_cpus: 0,
+        rank_cpu_share: 0.0,
     };
     if m.iterations == 0 {
         return Err(bad("replay_protocol.iterations must be at least 1"));

@@ -182,6 +182,9 @@ pub fn backend_json(s: &Settings) -> Vec<u8> {
         o.f64("bytes_scale", s.bytes_scale);
     }
     o.f64("compute_pressure", s.compute_pressure);
+    if s.floor_per_step {
+        o.bool("floor_per_step", true);
+    }
     if s.gap_scale != 1.0 {
         o.f64("gap_scale", s.gap_scale);
     }
@@ -209,6 +212,9 @@ pub fn backend_json(s: &Settings) -> Vec<u8> {
     o.f64("overlap_efficiency", s.overlap_efficiency);
     if s.serialize_groups {
         o.bool("serialize_groups", true);
+    }
+    if s.rank_cpu_share != 1.0 {
+        o.f64("rank_cpu_share", s.rank_cpu_share);
     }
     if s.serialize_ranks {
         o.bool("serialize_ranks", true);

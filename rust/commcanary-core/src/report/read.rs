@@ -501,6 +501,8 @@ fn declared_settings(r: &Report) -> Result<Settings> {
         stall_probability: optional_num(backend, "stall_probability")?.unwrap_or(0.0),
         stall_mean_us: optional_num(backend, "stall_mean_us")?.unwrap_or(0.0),
         host_cpus: optional_num(backend, "host_cpus")?.unwrap_or(0.0),
+        rank_cpu_share: optional_num(backend, "rank_cpu_share")?.unwrap_or(1.0),
+        floor_per_step: optional_bool(backend, "floor_per_step")?,
     };
     settings
         .validate()

@@ -30,6 +30,22 @@ pub fn op_factor(sig: &Signature, n: f64) -> f64 {
     }
 }
 
+/// The steps of an operation's algorithm over `n` ranks, each paying the
+/// latency floor once under [`Settings::floor_per_step`] (the α term of
+/// the α–β cost): a ring all_reduce `2(n−1)` (reduce-scatter, then
+/// all-gather), a ring all_gather, reduce_scatter or all_to_all `n−1`, a
+/// tree broadcast, reduce, gather or scatter `⌈log2 n⌉`, a transfer 1.
+#[must_use]
+pub fn algorithm_steps(op: &[u8], n: f64) -> f64 {
+    let n = n.max(2.0);
+    match op {
+        b"all_reduce" => 2.0 * (n - 1.0),
+        b"reduce_scatter" | b"all_gather" | b"all_to_all" => n - 1.0,
+        b"broadcast" | b"reduce" | b"gather" | b"scatter" => n.log2().ceil(),
+        _ => 1.0,
+    }
+}
+
 /// Pressure the model applies: the backend's `compute_pressure` scaled by the
 /// record's pressure relative to the reference 0.55, clamped to `[0, 1.5]`.
 #[inline]
@@ -69,6 +85,10 @@ pub fn base_latency_us(sig: &Signature, settings: &Settings, pressure: f64) -> f
     let transfer = (sig.bytes as f64 * settings.bytes_scale * 8.0) / (bandwidth * 1000.0);
     let contention = 1.0 + 0.22 * other_groups_under(sig, settings);
     let penalty = 1.0 + 0.18 * pressure;
+    let floor = match settings.floor_per_step {
+        true => floor * algorithm_steps(&sig.op, nf),
+        false => floor,
+    };
     let startup = floor + 1.15 * log_ranks + 4.0;
     startup + transfer * op_factor(sig, nf) * contention * penalty
 }
@@ -199,6 +219,33 @@ mod tests {
         sig.op = b"all_reduce".to_vec();
         let other = base_latency_us(&sig, &settings, 0.0);
         assert!(send > 1000.0 && other < 20.0, "{send} {other}");
+    }
+
+    #[test]
+    fn a_floor_per_step_is_paid_once_per_algorithm_step() {
+        let per_step = Settings {
+            latency_floor_us: 100.0,
+            floor_per_step: true,
+            ..Settings::default()
+        };
+        let once = Settings {
+            floor_per_step: false,
+            ..per_step.clone()
+        };
+        let sig = |op: &[u8], n: i64| Signature {
+            op: op.to_vec(),
+            ranks: (0..n).collect(),
+            bytes: 0,
+            ..Signature::default()
+        };
+        let extra =
+            |s: &Signature| base_latency_us(s, &per_step, 0.0) - base_latency_us(s, &once, 0.0);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(close(extra(&sig(b"all_reduce", 4)), 500.0)); // 6 steps
+        assert!(close(extra(&sig(b"all_gather", 4)), 200.0)); // 3 steps
+        assert!(close(extra(&sig(b"all_gather", 2)), 0.0)); // 1 step
+        assert!(close(extra(&sig(b"broadcast", 5)), 200.0)); // ceil(log2 5) = 3
+        assert!(close(extra(&sig(b"send", 2)), 0.0));
     }
 
     #[test]

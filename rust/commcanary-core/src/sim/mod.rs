@@ -447,7 +447,8 @@ fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Resul
         settings.serialize_ranks || settings.host_cpus > 0.0,
     );
     // With no more ranks than cores nothing is ever stretched.
-    let sharing = settings.host_cpus > 0.0 && members.ranks as f64 > settings.host_cpus;
+    let cores = settings.shared_cores();
+    let sharing = cores > 0.0 && members.ranks as f64 > cores;
     for iteration in 0..settings.iterations {
         let mut available = vec![0.0f64; resource_id.len()];
         let mut ranks = RankTimes::new(members.ranks);
@@ -465,7 +466,7 @@ fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Resul
             };
             let start = last.max(busy);
             let stretch = match sharing {
-                true => cost::host_stretch(ranks.busy_at(start, mine), settings.host_cpus),
+                true => cost::host_stretch(ranks.busy_at(start, mine), cores),
                 false => 1.0,
             };
             let u = cost::uniforms(settings.seed, iteration, s.identity_hash);

@@ -141,6 +141,18 @@ pub struct Settings {
     /// `max(1, running / host_cpus)` (processor sharing), `running` its
     /// members and those of every occurrence in flight when it starts.
     pub host_cpus: f64,
+    /// The share of a core one rank keeps busy inside a collective (a
+    /// measured gloo run's `rank_cpu_share`; 1: a whole core). Processor
+    /// sharing counts demand, not ranks: the stretch is
+    /// `max(1, share·running / host_cpus)` ([`Settings::shared_cores`]).
+    pub rank_cpu_share: f64,
+    /// The latency floor is paid once per step of the op's algorithm
+    /// ([`super::cost::algorithm_steps`]: a ring all_reduce over `n` ranks
+    /// takes `2(n−1)` steps, an all_gather `n−1`, a transfer one), not
+    /// once per occurrence (a calibrated backend's; false: the spec's
+    /// model). The α–β cost of a ring: a floor fitted on groups of one
+    /// size then prices groups of another.
+    pub floor_per_step: bool,
 }
 
 /// One operation's own latency floor and bandwidth.
@@ -177,11 +189,20 @@ impl Default for Settings {
             stall_probability: 0.0,
             stall_mean_us: 0.0,
             host_cpus: 0.0,
+            rank_cpu_share: 1.0,
+            floor_per_step: false,
         }
     }
 }
 
 impl Settings {
+    /// The cores the host's ranks share, counted in ranks' demand:
+    /// `host_cpus / rank_cpu_share` (0: no sharing modelled).
+    #[must_use]
+    pub fn shared_cores(&self) -> f64 {
+        self.host_cpus / self.rank_cpu_share
+    }
+
     /// Checks the parameter ranges.
     ///
     /// # Errors
@@ -220,6 +241,9 @@ impl Settings {
         }
         if !(self.host_cpus >= 0.0 && self.host_cpus <= 1e6) {
             return bad("host_cpus", "must be between 0 and 1e6");
+        }
+        if !(self.rank_cpu_share > 0.0 && self.rank_cpu_share <= 1.0) {
+            return bad("rank_cpu_share", "must be above 0 and at most 1");
         }
         if self.op_overrides.len() > MAX_OP_OVERRIDES {
             return bad(
@@ -307,6 +331,8 @@ impl Settings {
             stall_probability: requested.stall_probability.unwrap_or(0.0),
             stall_mean_us: requested.stall_mean_us.unwrap_or(0.0),
             host_cpus: requested.host_cpus.unwrap_or(0.0),
+            rank_cpu_share: requested.rank_cpu_share.unwrap_or(1.0),
+            floor_per_step: requested.floor_per_step,
         };
         s.validate()?;
         Ok(s)
@@ -350,4 +376,8 @@ pub struct RequestedSettings {
     pub stall_mean_us: Option<f64>,
     /// `host_cpus`.
     pub host_cpus: Option<f64>,
+    /// `rank_cpu_share`.
+    pub rank_cpu_share: Option<f64>,
+    /// `floor_per_step`.
+    pub floor_per_step: bool,
 }
