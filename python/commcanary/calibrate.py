@@ -20,11 +20,15 @@ when its measured sizes span a factor of 4 or more and that fits its
 medians better with a bandwidth within a factor of 100 of the overall
 one: a bandwidth is not read off one size).
 
-For a gloo run the backend also records the host's cores
-(``host_cpus``, from the measured reports): while more ranks run
-collectives than there are cores, the model stretches each latency and
-stall by ``running ranks / host_cpus``, so ``F`` and ``B`` are fitted per
-unstretched core. Which ranks run together depends on the schedule, and
+The floor is paid once per step of each op's algorithm
+(``floor_per_step``: a ring all_reduce over ``n`` ranks ``2(n-1)`` steps,
+an all_gather ``n-1``), so a floor fitted on one group size prices
+another. For a gloo run the backend also records the host's cores
+(``host_cpus``) and the share of a core a rank keeps busy inside a
+collective (``rank_cpu_share``, the median of the reports'): while the
+running ranks' demand exceeds the cores, the model stretches each latency
+and stall by ``rank_cpu_share·running ranks / host_cpus``, so ``F`` and
+``B`` are fitted per unstretched rank. Which ranks run together depends on the schedule, and
 the schedule on the backend: the terms are read off the model at a
 backend (:mod:`commcanary.model_terms`), the backend fitted to them, and
 the two repeated until the backend stops changing (a few rounds; the

@@ -9,15 +9,15 @@ with ``F_i`` and ``x_i = 1/B_i`` the latency floor and inverse bandwidth
 ``β`` gives its operation (an ``op_overrides`` entry or the backend's own;
 a ``send`` or ``recv`` without one takes ``point_to_point``'s), ``m_i`` the
 steps of its algorithm that pay the floor (``_core.algorithm_steps`` under
-``floor_per_step``, else 1), ``b_i`` its
-bandwidth term at 1 Gbit/s, ``s_i`` the host stretch (``max(1, running
-ranks / host_cpus)`` when it starts; 1 without ``host_cpus``) and ``k_i``
+``floor_per_step``, else 1), ``b_i`` its bandwidth term at 1 Gbit/s,
+``s_i`` the host stretch (``max(1, rank_cpu_share·running ranks /
+host_cpus)`` when it starts; 1 without ``host_cpus``) and ``k_i``
 the rest (the per-rank start-up term, noise; stalls are left out, to be
 fitted to what the measurements show above their medians). Nothing of the model
 is restated: ``b_i`` is the difference of two replays without host sharing
 at floor 0 (a 1 Gbit/s and a vanishing bandwidth), ``s_i`` the change of a
-replay at ``β`` when every floor rises by 1 µs, snapped to the stretches
-the host allows (multiples of ``1/host_cpus``), and ``k_i`` what is left
+replay at ``β`` when every floor rises by 1 µs, over ``m_i``, snapped to
+the stretches the host allows (multiples of ``rank_cpu_share/host_cpus``), and ``k_i`` what is left
 of the replay at ``β``. With ``β``'s schedule held the latency is linear in
 ``(F, x)``; the stretch moves with the schedule, so calibration refits and
 replays until its backend stops changing.
