@@ -80,7 +80,14 @@ import orjson
 from commcanary import _core
 from commcanary.errors import InputError
 from commcanary.formats import MEASURED_MODE
-from commcanary.model_terms import VANISHING_BANDWIDTH, ModelTerms, bandwidth_term, collective_us, model_terms
+from commcanary.model_terms import (
+    VANISHING_BANDWIDTH,
+    ModelTerms,
+    algorithm_steps,
+    bandwidth_term,
+    collective_us,
+    model_terms,
+)
 from commcanary.replay import Backend, Report
 
 __all__ = ["BACKEND_FORMAT", "Calibration", "calibrate", "read_backend_file"]
@@ -172,8 +179,8 @@ class _Run:
     bytes: npt.NDArray[np.float64]
     key: list[str]
     occurrence: npt.NDArray[np.int64]
-    #: Each sample's group size.
-    ranks: npt.NDArray[np.int64]
+    #: Each sample's algorithm steps (:func:`model_terms.algorithm_steps`).
+    steps: npt.NDArray[np.float64]
     measured: npt.NDArray[np.float64]
     #: Each sample's bandwidth term at 1 Gbit/s, unstretched.
     bandwidth: npt.NDArray[np.float64]
@@ -243,7 +250,7 @@ def _measured(
     signatures = samples["signature"]
     key = [f"{o}|{g}|{s}" for o, g, s in zip(samples["op"], samples["group"], signatures, strict=True)]
     sizes = [float(s.get("bytes", 0)) for s in report.signatures]
-    group_sizes = [len(s.get("ranks", ())) for s in report.signatures]
+    group_sizes = np.array([len(s.get("ranks", ())) for s in report.signatures], dtype=np.int64)
     canary = canaries[sha]
     ops = np.asarray(samples["op"])
     scales = (_scale(backend, "bytes_scale", where), _scale(backend, "compute_fill_scale", where))
@@ -263,7 +270,7 @@ def _measured(
         bytes=np.array([sizes[int(i)] for i in signatures]) * scales[0],
         key=key,
         occurrence=np.arange(n) % max(1, per_iteration),
-        ranks=np.array([group_sizes[int(i)] for i in signatures], dtype=np.int64),
+        steps=algorithm_steps(ops, group_sizes[np.asarray(signatures, dtype=np.int64)]),
         measured=np.asarray(samples["collective_us"], dtype=np.float64),
         bandwidth=bandwidth,
         default=default,
@@ -292,7 +299,7 @@ def _at(runs: list[_Run], backend: Backend) -> list[_Run]:
         k = (run.canary, run.iterations, run.scales)
         if k not in cache:
             scaled = replace(backend, bytes_scale=run.scales[0], gap_scale=run.scales[1])
-            cache[k] = model_terms(run.path, scaled, run.iterations, run.op, run.ranks, run.bandwidth)
+            cache[k] = model_terms(run.path, scaled, run.iterations, run.op, run.steps, run.bandwidth)
         out.append(replace(run, terms=cache[k]))
     return out
 

@@ -94,11 +94,12 @@ def op_floors(backend: Backend, ops: npt.NDArray[np.str_]) -> tuple[Floats, Floa
     return pairs[:, 0], pairs[:, 1]
 
 
-def floor_steps(backend: Backend, ops: npt.NDArray[np.str_], ranks: npt.NDArray[np.int64]) -> Floats:
-    """``m_i`` per sample (module doc)."""
-    if not backend.floor_per_step:
-        return np.ones(len(ops))
-    return np.array([_core.algorithm_steps(str(o), int(n)) for o, n in zip(ops, ranks, strict=True)])
+def algorithm_steps(ops: npt.NDArray[np.str_], ranks: npt.NDArray[np.int64]) -> Floats:
+    """Per sample, the steps of its op's algorithm over its group
+    (``_core.algorithm_steps``, asked once per distinct op and size)."""
+    pairs = list(zip((str(o) for o in ops), (int(n) for n in ranks), strict=True))
+    known = {pair: _core.algorithm_steps(*pair) for pair in set(pairs)}
+    return np.array([known[pair] for pair in pairs], dtype=np.float64)
 
 
 def model_terms(
@@ -106,15 +107,15 @@ def model_terms(
     backend: Backend,
     iterations: int,
     ops: npt.NDArray[np.str_],
-    ranks: npt.NDArray[np.int64],
+    algorithm: Floats,
     b: Floats,
 ) -> ModelTerms:
-    """The terms of ``canary``'s samples (ops ``ops`` over ``ranks`` ranks,
-    bandwidth terms ``b``) at ``backend`` without its stalls (module doc):
-    calibration fits medians to them and stalls to what lies above."""
+    """The terms of ``canary``'s samples (ops ``ops`` of ``algorithm``
+    steps, bandwidth terms ``b``) at ``backend`` without its stalls (module
+    doc): calibration fits medians to them and stalls to what lies above."""
     backend = replace(backend, stall_probability=0.0, stall_mean_us=0.0)
     c = collective_us(canary, backend, iterations)
-    steps = floor_steps(backend, ops, ranks)
+    steps = algorithm if backend.floor_per_step else np.ones_like(c)
     stretch = np.ones_like(c)
     if backend.host_cpus > 0:
         raised = replace(
