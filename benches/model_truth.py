@@ -16,6 +16,11 @@
    time a GPU moves the generated ones, inside the fixture's range);
    compiled losslessly; replayed ``--runs`` times physically and once in
    the model with the calibrated backend.
+Every physical run of steps 1 and 2 goes round by round (each round: the
+fixture's canary once at each scale, then each predicted canary once), so
+the host's drift over the campaign falls on calibration and prediction
+alike; validate-model goes round by round over its configurations too.
+
 3. Figures, each beside the run-to-run noise of the same statistic over the
    physical runs (one run against the pooled others):
    * per signature (op, size, group): the absolute percentage error of the
@@ -138,19 +143,36 @@ def signature_row(model: Any, measured: list[Any], tag: str) -> tuple[str, float
     return ("per-signature median collective_us, median APE" + tag, error, max(noise))
 
 
-def predict(canary: Path, fit: Any, runs: int, events: int, divisor: int) -> list[tuple[str, float, float]]:
+def predict(canary: Path, fit: Any, measured: list[Path], divisor: int) -> list[tuple[str, float, float]]:
     """The prediction figures of one canary: per signature, p50 and p95."""
-    t0 = time.perf_counter()
-    measured = [replay_physical(canary, iterations=1, warmup=1).report for _ in range(runs)]
-    print(
-        f"prediction (bytes / {divisor}): {runs} physical runs of the {events}-event generated canary "
-        f"in {time.perf_counter() - t0:.0f} s"
-    )
-    for j, report in enumerate(measured):
-        report.write(canary.with_name(f"{canary.stem}.measured.{j}.json"))
+    from commcanary.replay import Report
+
     model = commcanary.replay(canary, backend=fit.backend, include_samples=True)
     tag = f" (bytes / {divisor})"
-    return [signature_row(model, measured, tag), *quantile_rows(model, measured, "", tag)]
+    runs = [Report.from_file(r) for r in measured]
+    return [signature_row(model, runs, tag), *quantile_rows(model, runs, "", tag)]
+
+
+def measure_rounds(
+    d: Path, runs: int, scales: list[tuple[float, float]], predicted: dict[int, Path]
+) -> tuple[dict[tuple[float, float], list[Path]], dict[int, list[Path]]]:
+    """Every physical run, round by round: in each round the fixture's canary
+    once at each calibration scale, then each predicted canary once, so the
+    host's drift over the campaign falls on calibration and prediction alike."""
+    calibration: dict[tuple[float, float], list[Path]] = {s: [] for s in scales}
+    prediction: dict[int, list[Path]] = {k: [] for k in predicted}
+    for j in range(runs):
+        t0 = time.perf_counter()
+        for scale, gaps in scales:
+            run = replay_physical(
+                d / "fixture.canary.json", iterations=1, warmup=1, bytes_scale=scale, compute_fill_scale=gaps
+            )
+            calibration[(scale, gaps)].append(run.report.write(d / f"fixture.x{scale:g}g{gaps:g}.{j}.json"))
+        for divisor, canary in predicted.items():
+            run = replay_physical(canary, iterations=1, warmup=1)
+            prediction[divisor].append(run.report.write(canary.with_name(f"{canary.stem}.measured.{j}.json")))
+        print(f"round {j + 1} of {runs}: {time.perf_counter() - t0:.0f} s", flush=True)
+    return calibration, prediction
 
 
 def main() -> int:
@@ -188,32 +210,6 @@ def main() -> int:
         commcanary.compile(d / "fixture.trace.json", lossless_timing=True, timing_sample_limit=1000).write(
             d / "fixture.canary.json"
         )
-        t0 = time.perf_counter()
-        scales = [
-            tuple(float(v) for v in [*x.split(":"), "1"][:2]) for x in args.calibration_scales.split(",")
-        ]
-        reports: dict[tuple[float, float], list[Path]] = {}
-        for scale, gaps in scales:
-            for j in range(args.runs):
-                run = replay_physical(
-                    d / "fixture.canary.json",
-                    iterations=1,
-                    warmup=1,
-                    bytes_scale=scale,
-                    compute_fill_scale=gaps,
-                )
-                path = d / f"fixture.x{scale:g}g{gaps:g}.{j}.json"
-                reports.setdefault((scale, gaps), []).append(run.report.write(path))
-        fit = calibrate([r for runs in reports.values() for r in runs], [d / "fixture.canary.json"])
-        fit.write(d / "backend.json")
-        print(
-            f"calibration: {args.runs} runs of the fixture canary at message scales "
-            f"{args.calibration_scales} in {time.perf_counter() - t0:.0f} s"
-        )
-        for line in fit.lines():
-            print("  " + line)
-        rows = in_sample(d / "fixture.canary.json", reports[scales[0]], fit, scales[0][0])
-
         import subprocess
 
         subprocess.run(
@@ -221,9 +217,26 @@ def main() -> int:
             check=True,
             capture_output=True,
         )
-        for divisor in (int(x) for x in args.bytes_divisors.split(",")):
-            canary = predicted_canary(d, args.gap_scale, divisor)
-            rows.extend(predict(canary, fit, args.runs, args.events, divisor))
+        divisors = [int(x) for x in args.bytes_divisors.split(",")]
+        predicted = {k: predicted_canary(d, args.gap_scale, k) for k in divisors}
+        scales = [
+            (float(m), float(g))
+            for m, g in ([*x.split(":"), "1"][:2] for x in args.calibration_scales.split(","))
+        ]
+        t0 = time.perf_counter()
+        reports, measured = measure_rounds(d, args.runs, scales, predicted)
+        print(
+            f"measured: {args.runs} rounds of the fixture canary at message scales {args.calibration_scales} "
+            f"and the {args.events}-event generated canary at bytes / {args.bytes_divisors} "
+            f"in {time.perf_counter() - t0:.0f} s"
+        )
+        fit = calibrate([r for runs in reports.values() for r in runs], [d / "fixture.canary.json"])
+        fit.write(d / "backend.json")
+        for line in fit.lines():
+            print("  " + line)
+        rows = in_sample(d / "fixture.canary.json", reports[scales[0]], fit, scales[0][0])
+        for divisor, canary in predicted.items():
+            rows.extend(predict(canary, fit, measured[divisor], divisor))
         canary = d / "gen.1.canary.json"
         if args.validate:
             from commcanary.validate import validate_model

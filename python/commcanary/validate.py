@@ -16,7 +16,9 @@ measurements (the median over runs): the share that agree is the ranking
 agreement. Kendall's tau per metric compares the two orders whole. The
 same agreement between every two physical runs is the run-to-run noise:
 no model can agree with the measurements more reliably than they agree
-with themselves.
+with themselves. The physical runs go round by round, each configuration
+once per round, so a host that drifts over the campaign (other load,
+throttling) shifts every configuration alike instead of reordering them.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import itertools
 import os
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -128,6 +130,14 @@ def _kendall(x: list[float], y: list[float]) -> float:
     return score / len(pairs) if pairs else 1.0
 
 
+def _scaled(base: Backend, config: Mapping[str, Any]) -> Backend:
+    """``base`` at ``config``'s message and gap scales and group setting."""
+    off = config["concurrent_groups"] == "off"
+    return replace(
+        base, bytes_scale=config["bytes_scale"], gap_scale=config["compute_fill_scale"], serialize_groups=off
+    )
+
+
 def validate_model(
     canary: str | os.PathLike[str],
     configurations: Sequence[Mapping[str, Any]],
@@ -140,8 +150,11 @@ def validate_model(
     tie_us: float = 0.001,
     nproc: int | None = None,
     timeout_s: float = 600.0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ModelValidation:
-    """Rank ``configurations`` in the model and on ``engine``; see the module."""
+    """Rank ``configurations`` in the model and on ``engine``; see the module.
+
+    ``progress(done, total)`` is called after each physical run."""
     from commcanary.physical import replay_physical
 
     configs = check_configurations(configurations)
@@ -149,17 +162,16 @@ def validate_model(
         raise InputError("validate-model needs at least 2 physical runs per configuration (for its noise)")
     base = backend or Backend()
     model: dict[str, dict[str, float]] = {}
-    measured: dict[str, list[dict[str, float]]] = {}
     for c in configs:
-        off = c["concurrent_groups"] == "off"
-        scaled = replace(
-            base, bytes_scale=c["bytes_scale"], gap_scale=c["compute_fill_scale"], serialize_groups=off
-        )
         model[c["name"]] = {
-            m: replay(canary, backend=scaled, iterations=iterations).metrics[m] for m in METRICS
+            m: replay(canary, backend=_scaled(base, c), iterations=iterations).metrics[m] for m in METRICS
         }
-        measured[c["name"]] = []
-        for _ in range(runs):
+    # Round by round, every configuration once per round: the host's drift
+    # over the campaign falls on every configuration alike, not on whichever
+    # was measured last.
+    measured: dict[str, list[dict[str, float]]] = {c["name"]: [] for c in configs}
+    for _ in range(runs):
+        for c in configs:
             run = replay_physical(
                 canary,
                 engine=engine,
@@ -169,11 +181,13 @@ def validate_model(
                 compute_fill=c["compute_fill"],
                 compute_fill_scale=c["compute_fill_scale"],
                 bytes_scale=c["bytes_scale"],
-                serialize_groups=off,
+                serialize_groups=c["concurrent_groups"] == "off",
                 timeout_s=timeout_s,
                 include_samples=False,
             )
             measured[c["name"]].append({m: run.report.metrics[m] for m in METRICS})
+            if progress is not None:
+                progress(sum(map(len, measured.values())), runs * len(configs))
     names = sorted(model)
     centre = {n: {m: statistics.median(r[m] for r in measured[n]) for m in METRICS} for n in names}
     mine, theirs = _relations(model, names, tie_us), _relations(centre, names, tie_us)

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from commcanary.cli import EXIT_CHILD, check_paths, errors_exit, fail
+from commcanary.cli._output import progress
 
 __all__ = ["validate_model_command"]
 
@@ -67,15 +68,17 @@ def validate_model_command(
 
             backend = read_backend_file(backend_file)
         try:
-            result = validate_model(
-                canary,
-                configs,
-                engine=physical,
-                backend=backend,
-                runs=runs,
-                iterations=iterations,
-                warmup=warmup,
-            )
+            with progress(f"validate-model: {physical} runs") as update:
+                result = validate_model(
+                    canary,
+                    configs,
+                    engine=physical,
+                    backend=backend,
+                    runs=runs,
+                    iterations=iterations,
+                    warmup=warmup,
+                    progress=update,
+                )
         except ChildFailed as exc:
             fail(str(exc), EXIT_CHILD)
         if output is not None:
