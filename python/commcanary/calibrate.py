@@ -45,15 +45,15 @@ communicator enters the next late. Nothing is hidden
 collective, never beside it. And the host's stalls (``stall_probability``,
 ``stall_mean_us``): on a host with more processes than cores, a collective
 now and then waits a scheduling quantum or several for a descheduled
-member, so its latency exceeds its signature's median by an amount that
-is close to exponential. With ``e`` the excesses over their signature's
-median in the same report, ``P(e > t) = q·exp(-t/S)`` through the 75th
-and 95th percentiles gives ``S = (t95 - t75) / ln 5`` and
-``q = min(0.45, 0.25·exp(t75 / S))``, each the median over the reports
-of its value in one (one run disturbed throughout by another load on the
-host does not set every replay's tail): below one half, so medians stay
-where they were fitted, while means and tails grow (and a queue grows
-with the mean, not the median).
+member, at any step of its algorithm, so its latency exceeds its
+signature's median by a sum of waits. Each step stalls with ``q`` for an
+exponential time of mean ``S``, fitted to the excesses' upper percentiles
+(:mod:`commcanary.host_stalls`), each the median over the reports of its
+value in one (one run disturbed throughout by another load on the host
+does not set every replay's tail). The operation with the most steps
+stalls on under one half of its occurrences, so medians stay where they
+were fitted, while means and tails grow (and a queue grows with the mean,
+not the median).
 
 Errors are reported per operation as the median absolute percentage error
 of the model's per-occurrence collective latency against each measurement,
@@ -80,6 +80,7 @@ import orjson
 from commcanary import _core
 from commcanary.errors import InputError
 from commcanary.formats import MEASURED_MODE
+from commcanary.host_stalls import fit_stalls
 from commcanary.model_terms import (
     VANISHING_BANDWIDTH,
     ModelTerms,
@@ -143,7 +144,7 @@ class Calibration:
             f"calibrated: bandwidth={_core.float_repr(b.bandwidth_gbps)} Gbit/s "
             f"latency floor={_core.float_repr(b.latency_floor_us)} us from {sum(r['samples'] for r in self.runs)} "
             f"measured occurrences in {len(self.runs)} report(s)",
-            f"- host stalls: {b.stall_probability * 100:.1f}% of occurrences, "
+            f"- host stalls: {b.stall_probability * 100:.1f}% of algorithm steps, "
             f"{_core.float_repr(b.stall_mean_us)} us mean; each rank runs one operation at a time; "
             "nothing hidden (the measured runs fill compute before each collective)",
         ]
@@ -526,25 +527,22 @@ def _host_stalls(runs: list[_Run]) -> tuple[float, float]:
 
 
 def _stalls(runs: list[_Run]) -> tuple[float, float]:
-    """The host's stalls ``(q, S)``: an exponential tail ``q·exp(-t/S)``
+    """The host's per-step stalls ``(q, S)`` (:func:`host_stalls.fit_stalls`)
     of the latencies' excess over their signature's median in the same
-    report, over the run's host stretch (the model stretches stalls by it),
-    through its 75th and 95th percentiles (module doc)."""
-    excess: list[float] = []
+    report, over the run's host stretch (the model stretches stalls by it)."""
+    excess: list[npt.NDArray[np.float64]] = []
+    steps: list[npt.NDArray[np.float64]] = []
     for run in runs:
         keys = np.asarray(run.key)
         for k in np.unique(keys):
-            values = run.measured[keys == k]
+            mine = keys == k
+            values = run.measured[mine]
             if len(values) >= 3:
-                stretch = run.terms.stretch[keys == k]
-                excess.extend((values - np.median(values)) / stretch)
-    if len(excess) < 20:
+                excess.append((values - np.median(values)) / run.terms.stretch[mine])
+                steps.append(run.steps[mine])
+    if not excess:
         return 0.0, 0.0
-    t75, t95 = (float(v) for v in np.percentile(excess, [75, 95]))
-    if not t95 > t75 > 0:
-        return 0.0, 0.0
-    mean = (t95 - t75) / float(np.log(5.0))
-    return round(min(0.45, 0.25 * float(np.exp(t75 / mean))), 6), round(mean, 3)
+    return fit_stalls(np.concatenate(excess), np.concatenate(steps))
 
 
 def _canary_sha(data: bytes) -> str:

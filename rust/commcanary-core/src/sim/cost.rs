@@ -113,16 +113,62 @@ fn op_override<'a>(settings: &'a Settings, sig: &Signature) -> Option<&'a super:
     })
 }
 
-/// A host stall of an occurrence (see [`Settings::stall_probability`]):
-/// `−ln(1 − u4)·mean` when `u3 < probability`, else 0, with `u3, u4` lanes 3
-/// and 4 of its counter (independent of the three uniforms).
+/// A host stall of an occurrence (see [`Settings::stall_probability`]),
+/// `steps` the steps of its algorithm ([`stall_steps`]). Each step stalls
+/// with the probability and each stall is exponential with the mean, so
+/// the occurrence stalls with `1 − (1 − q)^steps` and its delay is the sum
+/// of its stalls. Lane 3 of its counter decides whether any step stalls,
+/// lane 4 draws the first stall (one step: `−ln(1 − u4)·mean` when
+/// `u3 < q`), lane 5 how many more, lanes 6 and up their delays.
 #[must_use]
-pub fn stall_us(settings: &Settings, iteration: u32, identity_hash: u64) -> f64 {
-    let [u3, u4] = lanes::<2>(settings.seed, iteration, identity_hash, 3);
-    if u3 < settings.stall_probability {
-        -(1.0 - u4).max(1e-15).ln() * settings.stall_mean_us
-    } else {
-        0.0
+pub fn stall_us(settings: &Settings, iteration: u32, identity_hash: u64, steps: u32) -> f64 {
+    let q = settings.stall_probability;
+    let steps = steps.max(1);
+    let [u3, u4, u5] = lanes::<3>(settings.seed, iteration, identity_hash, 3);
+    let any = 1.0 - (1.0 - q).powi(steps as i32);
+    if u3 >= any {
+        return 0.0;
+    }
+    let exp = |u: f64| -(1.0 - u).max(1e-15).ln() * settings.stall_mean_us;
+    let mut total = exp(u4);
+    for lane in 0..stalls_beyond_one(q, steps, u5 * any) {
+        let [u] = lanes::<1>(settings.seed, iteration, identity_hash, 6 + u64::from(lane));
+        total += exp(u);
+    }
+    total
+}
+
+/// How many stalls beyond the first, of `steps` steps each stalling with
+/// `q`, by inversion of the binomial: `target` is a uniform times
+/// `P(at least one)`, and the count is the first `m ≥ 1` whose
+/// `P(1 ≤ stalls ≤ m)` reaches it, minus one.
+fn stalls_beyond_one(q: f64, steps: u32, target: f64) -> u32 {
+    if steps == 1 || q <= 0.0 {
+        return 0;
+    }
+    let ratio = q / (1.0 - q).max(1e-15);
+    // P(exactly 1) = steps·q·(1 − q)^(steps − 1).
+    let mut pmf = f64::from(steps) * q * (1.0 - q).powi(steps as i32 - 1);
+    let mut cumulative = pmf;
+    let mut m = 1u32;
+    while cumulative < target && m < steps {
+        pmf *= f64::from(steps - m) / f64::from(m + 1) * ratio;
+        cumulative += pmf;
+        m += 1;
+    }
+    m - 1
+}
+
+/// The steps over which an occurrence of `sig` can stall: its algorithm's
+/// ([`algorithm_steps`]) when the floor is paid per step (each step hands
+/// off to a peer that may be descheduled), else one.
+#[must_use]
+pub fn stall_steps(sig: &Signature, settings: &Settings) -> u32 {
+    match settings.floor_per_step {
+        true => algorithm_steps(&sig.op, sig.rank_count() as f64)
+            .round()
+            .clamp(1.0, 1e6) as u32,
+        false => 1,
     }
 }
 
@@ -174,21 +220,52 @@ mod tests {
     #[test]
     fn stalls_follow_their_probability_and_mean_and_none_is_the_spec() {
         let none = Settings::default();
-        assert!((0..1000u64).all(|h| stall_us(&none, 0, h) == 0.0));
+        assert!((0..1000u64).all(|h| stall_us(&none, 0, h, 6) == 0.0));
         let settings = Settings {
             stall_probability: 0.25,
             stall_mean_us: 100.0,
             ..none
         };
         let draws: Vec<f64> = (0..20_000u64)
-            .map(|h| stall_us(&settings, 1, h * 7919))
+            .map(|h| stall_us(&settings, 1, h * 7919, 1))
             .collect();
         let stalled: Vec<f64> = draws.iter().copied().filter(|d| *d > 0.0).collect();
         let share = stalled.len() as f64 / draws.len() as f64;
         let mean = stalled.iter().sum::<f64>() / stalled.len() as f64;
         assert!((share - 0.25).abs() < 0.02, "{share}");
         assert!((mean - 100.0).abs() < 8.0, "{mean}");
-        assert_eq!(stall_us(&settings, 1, 42), stall_us(&settings, 1, 42));
+        assert_eq!(stall_us(&settings, 1, 42, 1), stall_us(&settings, 1, 42, 1));
+    }
+
+    #[test]
+    fn each_step_stalls_with_the_probability_and_the_stalls_add_up() {
+        let settings = Settings {
+            stall_probability: 0.1,
+            stall_mean_us: 100.0,
+            ..Settings::default()
+        };
+        let n = 40_000u64;
+        let draws: Vec<f64> = (0..n)
+            .map(|h| stall_us(&settings, 2, h * 7919, 6))
+            .collect();
+        let share = draws.iter().filter(|d| **d > 0.0).count() as f64 / n as f64;
+        let mean = draws.iter().sum::<f64>() / n as f64;
+        // P(any of 6) = 1 - 0.9^6 = 0.4686; the mean delay 6 * 0.1 * 100.
+        assert!((share - 0.4686).abs() < 0.015, "{share}");
+        assert!((mean - 60.0).abs() < 3.0, "{mean}");
+        // A stall over one step is the first draw alone, as before steps.
+        let one: Vec<f64> = (0..n)
+            .map(|h| stall_us(&settings, 2, h * 7919, 1))
+            .collect();
+        let one_share = one.iter().filter(|d| **d > 0.0).count() as f64 / n as f64;
+        assert!((one_share - 0.1).abs() < 0.01, "{one_share}");
+    }
+
+    #[test]
+    fn the_binomial_inversion_counts_every_step_at_most() {
+        assert_eq!(stalls_beyond_one(0.3, 1, 0.99), 0);
+        assert_eq!(stalls_beyond_one(0.99, 4, 1.0), 3);
+        assert_eq!(stalls_beyond_one(0.1, 6, 0.0), 0);
     }
 
     #[test]

@@ -440,6 +440,9 @@ fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Resul
     let other_groups: Vec<f64> = (program.signatures.iter())
         .map(|s| cost::other_groups_under(s, settings))
         .collect();
+    let stall_steps: Vec<u32> = (program.signatures.iter())
+        .map(|s| cost::stall_steps(s, settings))
+        .collect();
     let no_tail = settings.ablations.rare_tail_windows;
     let eta = settings.overlap_efficiency;
     let members = rank_members(
@@ -474,7 +477,8 @@ fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Resul
             let mut collective =
                 s.base_us * stretch + cost::noise_us(u, s.skew, s.pressure, g, no_tail);
             if settings.stall_probability > 0.0 {
-                collective += cost::stall_us(settings, iteration, s.identity_hash) * stretch;
+                let steps = stall_steps[s.signature as usize];
+                collective += cost::stall_us(settings, iteration, s.identity_hash, steps) * stretch;
             }
             let collective = collective.max(0.5);
             let completion = start + collective;

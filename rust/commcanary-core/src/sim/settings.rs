@@ -128,9 +128,11 @@ pub struct Settings {
     pub serialize_ranks: bool,
     /// Host stalls (a calibrated backend's; 0: none, the spec's model): with
     /// this probability an occurrence's latency gains an exponential delay
-    /// of mean [`Settings::stall_mean_us`], drawn from two more
-    /// deterministic uniforms. A process descheduled on an oversubscribed
-    /// host; at most 0.5, so the median latency is unchanged.
+    /// of mean [`Settings::stall_mean_us`], drawn from more deterministic
+    /// uniforms of its counter. A process descheduled on an oversubscribed
+    /// host; at most 0.5. Under [`Settings::floor_per_step`] each step of the
+    /// algorithm stalls with it and the delays add up
+    /// ([`super::cost::stall_us`]): every step hands off to a peer.
     pub stall_probability: f64,
     /// Mean of a host stall, µs.
     pub stall_mean_us: f64,
