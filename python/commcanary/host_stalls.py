@@ -26,6 +26,7 @@ occurrence.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -38,6 +39,15 @@ MAX_STALLED_SHARE = 0.45
 #: Binomial terms beyond this many stalls are dropped (their mass is
 #: below 1e-12 for the probabilities fitted here).
 _MAX_STALLS = 64
+
+
+@functools.cache
+def _log_binomials(k: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Stall counts ``m = 1..min(k, _MAX_STALLS)`` and ``ln C(k, m)``: the
+    same for every ``(q, S)`` of the grid, so computed once per ``k``."""
+    m = np.arange(1, min(k, _MAX_STALLS) + 1, dtype=np.float64)
+    coef = np.array([math.lgamma(k + 1) - math.lgamma(i + 1) - math.lgamma(k - i + 1) for i in m])
+    return m, coef
 
 
 def stalled_survival(
@@ -57,12 +67,8 @@ def stalled_survival(
     erlang = np.cumsum(terms, axis=0)  # row m-1: sum_{j<m}
     total = np.zeros_like(t)
     for k, w in zip(steps, weights, strict=True):
-        m = np.arange(1, min(int(k), _MAX_STALLS) + 1)
-        log_pmf = (
-            np.array([math.lgamma(k + 1) - math.lgamma(i + 1) - math.lgamma(k - i + 1) for i in m])
-            + m * math.log(q)
-            + (k - m) * math.log1p(-q)
-        )
+        m, log_binomial = _log_binomials(int(k))
+        log_pmf = log_binomial + m * math.log(q) + (k - m) * math.log1p(-q)
         total += w * (np.exp(log_pmf) @ erlang[: len(m)])
     return total / float(np.sum(weights))
 
