@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -202,7 +204,13 @@ def test_a_point_to_point_override_prices_sends_and_recvs(tmp_path: Path) -> Non
 
 def test_a_backend_file_carries_ranks_and_stalls(canary: Path, tmp_path: Path) -> None:
     file = tmp_path / "backend.json"
-    extra = {"serialize_ranks": True, "stall_probability": 0.2, "stall_mean_us": 900.0}
+    extra = {
+        "serialize_ranks": True,
+        "stall_probability": 0.2,
+        "stall_mean_us": 900.0,
+        "rate_spread": 0.2,
+        "independent_groups": True,
+    }
     file.write_text(json.dumps({"format": "commcanary.backend.v1", "backend": {**BACKEND, **extra}}))
     out = tmp_path / "r.json"
     result = runner.invoke(app, ["replay", str(canary), "--backend-file", str(file), "-o", str(out)])
@@ -327,3 +335,62 @@ def test_the_message_scale_is_a_physical_option(canary: Path, tmp_path: Path) ->
         result.output
     )
     assert not out.exists()
+
+
+def test_a_rate_spread_keeps_the_median_and_spreads_the_transfer_term(canary: Path, tmp_path: Path) -> None:
+    # At 0.01 Gbit/s the bandwidth term is nearly all of each latency.
+    slow = commcanary.Backend(bandwidth_gbps=0.01, latency_floor_us=1.0)
+    plain = commcanary.replay(canary, backend=slow, include_samples=True, iterations=100)
+    spread_backend = replace(slow, rate_spread=0.3)
+    spread = commcanary.replay(canary, backend=spread_backend, include_samples=True, iterations=100)
+    assert plain.samples is not None and spread.samples is not None
+    ratio = np.log(spread.samples["collective_us"] / plain.samples["collective_us"])
+    assert abs(float(np.median(ratio))) < 0.03
+    assert float(np.std(ratio)) == pytest.approx(0.3, abs=0.03)
+    _echoed_and_recomputed(spread, plain, ("rate_spread", 0.3), canary, tmp_path)
+    with pytest.raises(commcanary.InputError, match="rate_spread"):
+        commcanary.replay(canary, backend=commcanary.Backend(rate_spread=2.5))
+
+
+def test_independent_groups_drop_the_contention_of_concurrent_groups(tmp_path: Path) -> None:
+    events = [
+        {
+            "op": "all_reduce",
+            "ranks": [0, 1],
+            "bytes": 8 << 20,
+            "group": "a",
+            "gap_us": 10.0,
+            "concurrent_groups": 3,
+        },
+        {"op": "all_reduce", "ranks": [2, 3], "bytes": 8 << 20, "group": "b", "gap_us": 1e5},
+    ]
+    trace = tmp_path / "groups.trace.json"
+    trace.write_text(json.dumps({"format": "commcanary.trace.v1", "events": events}))
+    canary = commcanary.compile(trace, lossless_timing=True).write(tmp_path / "groups.canary.json")
+    plain = commcanary.replay(canary, include_samples=True)
+    alone = commcanary.replay(
+        canary, backend=commcanary.Backend(independent_groups=True), include_samples=True
+    )
+    assert plain.samples is not None and alone.samples is not None
+    contended, single = plain.samples["collective_us"], alone.samples["collective_us"]
+    # The spec's contention 1 + 0.22 (g - 1) on the bandwidth term, gone.
+    assert float(single[0]) < float(contended[0]) / 1.3
+    assert single[1] == contended[1]
+    _echoed_and_recomputed(alone, plain, ("independent_groups", True), canary, tmp_path)
+
+
+def _echoed_and_recomputed(
+    report: commcanary.Report,
+    plain: commcanary.Report,
+    setting: tuple[str, Any],
+    canary: Path,
+    tmp_path: Path,
+) -> None:
+    """``report``'s backend section carries ``setting``, ``plain``'s does
+    not, and ``report`` written out recomputes from ``canary``."""
+    key, value = setting
+    assert report.section("backend")[key] == value
+    assert key not in plain.section("backend")
+    out = tmp_path / f"{key}.json"
+    report.write(out)
+    assert commcanary.verify_report(out, canary)["status"] == "model_recomputed"

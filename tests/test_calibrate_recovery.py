@@ -33,12 +33,12 @@ TRUTH = commcanary.Backend(
 )
 
 
-def _canary(directory: Path) -> Path:
+def _canary(directory: Path, rounds: int = 40) -> Path:
     """Two pairs of ranks gathering 200 µs apart (overlapping, four ranks on
     two cores, only once latencies are the host's, not the default GPU's), then
     all four reducing, at two sizes each."""
     events = []
-    for i in range(40):
+    for i in range(rounds):
         size = 256 << 10 if i % 2 else 1 << 20
         events += [
             {"op": "all_gather", "ranks": [0, 1], "bytes": size, "group": "a", "gap_us": 20_000.0},
@@ -50,8 +50,8 @@ def _canary(directory: Path) -> Path:
     return commcanary.compile(trace, lossless_timing=True).write(directory / "c.json")
 
 
-def _measured_by_the_model(canary: Path, scale: float, out: Path) -> Path:
-    run = commcanary.replay(canary, backend=replace(TRUTH, bytes_scale=scale), include_samples=True)
+def _measured_by_the_model(canary: Path, scale: float, out: Path, truth: commcanary.Backend = TRUTH) -> Path:
+    run = commcanary.replay(canary, backend=replace(truth, bytes_scale=scale), include_samples=True)
     s = run.samples
     assert s is not None
     raw = _core.measured_report(
@@ -88,3 +88,15 @@ def test_calibration_recovers_the_backend_of_a_shared_host(tmp_path: Path) -> No
     replayed = commcanary.replay(canary, backend=fit.backend, include_samples=True).samples
     assert replayed is not None
     assert np.median(np.abs(replayed["collective_us"] / stretched["collective_us"] - 1)) < 0.02
+
+
+def test_calibration_recovers_the_spread_of_the_transfer_rate(tmp_path: Path) -> None:
+    truth = replace(TRUTH, rate_spread=0.2, independent_groups=True)
+    canary = _canary(tmp_path, rounds=150)
+    reports = [_measured_by_the_model(canary, 8.0, tmp_path / "m8.json", truth)]
+    fit = calibrate(reports, [canary])
+    assert fit.backend.independent_groups is True
+    assert fit.backend.rate_spread == pytest.approx(0.2, abs=0.05)
+    own = {op: (f, bw) for op, f, bw in fit.backend.op_overrides}
+    assert own["all_reduce"][1] == pytest.approx(15.0, rel=0.1)
+    assert "transfer rate spread: sigma" in "\n".join(fit.lines())

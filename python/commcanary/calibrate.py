@@ -37,7 +37,7 @@ gap scales it was measured at (``backend.bytes_scale``,
 ``backend.compute_fill_scale``), so one canary measured at several scales
 calibrates each operation's bandwidth over the sizes it spans.
 
-Three more properties of the measured system go into the backend file.
+Five more properties of the measured system go into the backend file.
 Each rank runs one operation at a time (``serialize_ranks``): the physical
 replay calls every collective blocking, so a rank still busy on one
 communicator enters the next late. Nothing is hidden
@@ -53,12 +53,20 @@ value in one (one run disturbed throughout by another load on the host
 does not set every replay's tail). The operation with the most steps
 stalls on under one half of its occurrences, so medians stay where they
 were fitted, while means and tails grow (and a queue grows with the mean,
-not the median).
+not the median). Stalls are fitted on the signatures whose bandwidth term
+is under 80% of their latency; above it, the spread of the host's transfer
+rate (``rate_spread``): each occurrence's bandwidth term times
+``exp(sigma·z)``, ``sigma`` fitted to the lower half of those signatures'
+latencies (:mod:`commcanary.rate_spread`), again the median over reports.
+And on a host shared by every rank, concurrent communicators contend for
+its cores, not for a link (``independent_groups``): the spec's
+``1 + 0.22·(g-1)`` would price two 2-rank groups running at once above
+one 4-rank group, though both keep four processes on the same cores.
 
 Errors are reported per operation as the median absolute percentage error
 of the model's per-occurrence collective latency against each measurement,
-with the default backend and the calibrated one (without its stalls, which
-no model of one occurrence can place), beside the measurements'
+with the default backend and the calibrated one (without its stalls and
+rate spread, which no model of one occurrence can place), beside the measurements'
 own run-to-run noise: the median absolute percentage deviation of each
 occurrence's measurements from their median over iterations and reports
 (the floor no model of medians can beat).
@@ -88,7 +96,9 @@ from commcanary.model_terms import (
     bandwidth_term,
     collective_us,
     model_terms,
+    op_floors,
 )
+from commcanary.rate_spread import MIN_OCCURRENCES, fit_rate_spread, lower_spread, transfer_dominated
 from commcanary.replay import Backend, Report
 
 __all__ = ["BACKEND_FORMAT", "Calibration", "calibrate", "read_backend_file"]
@@ -122,9 +132,11 @@ class Calibration:
                     {"op": op, "latency_floor_us": f, "bandwidth_gbps": bw} for op, f, bw in b.op_overrides
                 ],
                 "serialize_ranks": b.serialize_ranks,
+                "independent_groups": b.independent_groups,
                 "floor_per_step": b.floor_per_step,
                 "stall_mean_us": b.stall_mean_us,
                 "stall_probability": b.stall_probability,
+                "rate_spread": b.rate_spread,
                 "host_cpus": b.host_cpus,
                 "rank_cpu_share": b.rank_cpu_share,
             },
@@ -148,6 +160,11 @@ class Calibration:
             f"{_core.float_repr(b.stall_mean_us)} us mean; each rank runs one operation at a time; "
             "nothing hidden (the measured runs fill compute before each collective)",
         ]
+        if b.rate_spread > 0:
+            out.append(
+                f"- transfer rate spread: sigma {b.rate_spread:g} (large messages take exp(sigma*z) times their "
+                "median bandwidth term, z standard normal)"
+            )
         if b.floor_per_step:
             out.append(
                 "- the latency floor is paid once per step of each op's algorithm (ring: n-1 per pass)"
@@ -259,7 +276,7 @@ def _measured(
         scaled = replace(Backend(), bytes_scale=scales[0], gap_scale=scales[1])
         fixed[(sha, iterations, scales)] = (
             collective_us(canary, scaled, iterations),
-            bandwidth_term(canary, scaled, iterations),
+            bandwidth_term(canary, replace(scaled, independent_groups=cpus > 0), iterations),
         )
     default, bandwidth = fixed[(sha, iterations, scales)]
     run = _Run(
@@ -474,6 +491,8 @@ def calibrate(
         host_cpus=float(cpus[0]),
         rank_cpu_share=_cpu_share([m[1] for m in measured]),
         floor_per_step=True,
+        # Ranks sharing one host contend for its cores, not for a link.
+        independent_groups=cpus[0] > 0,
     )
     for _ in range(_ROUNDS if cpus[0] > 0 else 1):
         runs = _at(runs, backend)
@@ -498,7 +517,6 @@ def _fit_backend(runs: list[_Run], base: Backend) -> tuple[dict[str, tuple[float
     for op in sorted({str(o) for run in runs for o in run.op}):
         f_op, x_op = _fit_op(runs, op, x)
         fitted[op] = (round(f_op, 3), 1.0 / round(1.0 / x_op, 6))
-    stall_p, stall_mean = _host_stalls(runs)
     backend = replace(
         base,
         bandwidth_gbps=round(1.0 / x, 6),
@@ -509,40 +527,82 @@ def _fit_backend(runs: list[_Run], base: Backend) -> tuple[dict[str, tuple[float
         op_overrides=tuple((op, f, round(1.0 / xo, 6)) for op, (f, xo) in fitted.items()),
         serialize_ranks=True,
         floor_per_step=True,
-        stall_probability=stall_p,
-        stall_mean_us=stall_mean,
     )
-    return fitted, backend
+    split = [_split(run, backend) for run in runs]
+    stall_p, stall_mean = _host_stalls(runs, split)
+    spread = _rate_spread(runs, split)
+    return fitted, replace(backend, stall_probability=stall_p, stall_mean_us=stall_mean, rate_spread=spread)
 
 
-def _host_stalls(runs: list[_Run]) -> tuple[float, float]:
+#: Per run, per sample: the model's start-up term (floors and the rest)
+#: and bandwidth term at a backend, and whether its signature is
+#: transfer-dominated (:func:`rate_spread.transfer_dominated`).
+_Split = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]]
+
+
+def _split(run: _Run, backend: Backend) -> _Split:
+    floors, xs = op_floors(backend, run.op)
+    startup = run.terms.constant + run.terms.per_floor * floors
+    transfer = run.terms.per_gbps * xs
+    dominated = np.zeros(len(startup), dtype=bool)
+    keys = np.asarray(run.key)
+    for k in np.unique(keys):
+        mine = keys == k
+        dominated[mine] = transfer_dominated(np.median(startup[mine]), np.median(transfer[mine]))
+    return startup, transfer, dominated
+
+
+def _rate_spread(runs: list[_Run], split: list[_Split]) -> float:
+    """The spread of the transfer rate: the median over reports of each
+    one's fit (:func:`rate_spread.fit_rate_spread`) to its
+    transfer-dominated signatures seen at least ``MIN_OCCURRENCES`` times;
+    0 when no report has one."""
+    fits = []
+    for run, (startup, transfer, dominated) in zip(runs, split, strict=True):
+        keys = np.asarray(run.key)
+        rows = []
+        for k in np.unique(keys[dominated]):
+            mine = keys == k
+            if int(mine.sum()) >= MIN_OCCURRENCES:
+                a, t = float(np.median(startup[mine])), float(np.median(transfer[mine]))
+                rows.append((lower_spread(run.measured[mine]), a, t, float(mine.sum())))
+        if rows:
+            cols = np.array(rows).T
+            fits.append(fit_rate_spread(cols[0], cols[1], cols[2], cols[3]))
+    return round(float(np.median(fits)), 3) if fits else 0.0
+
+
+def _host_stalls(runs: list[_Run], split: list[_Split]) -> tuple[float, float]:
     """The host's stalls: the median over reports of each one's ``(q, S)``
     (:func:`_stalls`), so one run disturbed throughout (another load on
     the host) does not set the tail of every replay."""
-    fits = [f for f in (_stalls([run]) for run in runs) if f[1] > 0]
+    most = max(float(run.steps.max(initial=1.0)) for run in runs)
+    fits = [f for f in (_stalls(run, s[2], most) for run, s in zip(runs, split, strict=True)) if f[1] > 0]
     if not fits:
         return 0.0, 0.0
     q, s = np.median(np.array(fits), axis=0)
     return round(float(q), 6), round(float(s), 3)
 
 
-def _stalls(runs: list[_Run]) -> tuple[float, float]:
+def _stalls(run: _Run, dominated: npt.NDArray[np.bool_], most_steps: float) -> tuple[float, float]:
     """The host's per-step stalls ``(q, S)`` (:func:`host_stalls.fit_stalls`)
-    of the latencies' excess over their signature's median in the same
-    report, over the run's host stretch (the model stretches stalls by it)."""
+    of the latencies' excess over their signature's median in one report,
+    over the run's host stretch (the model stretches stalls by it), on the
+    signatures that are not transfer-dominated (``dominated``: there the
+    spread of the rate sets the excess), ``q`` bounded for an operation of
+    ``most_steps`` steps."""
     excess: list[npt.NDArray[np.float64]] = []
     steps: list[npt.NDArray[np.float64]] = []
-    for run in runs:
-        keys = np.asarray(run.key)
-        for k in np.unique(keys):
-            mine = keys == k
-            values = run.measured[mine]
-            if len(values) >= 3:
-                excess.append((values - np.median(values)) / run.terms.stretch[mine])
-                steps.append(run.steps[mine])
+    keys = np.asarray(run.key)
+    for k in np.unique(keys[~dominated]):
+        mine = keys == k
+        values = run.measured[mine]
+        if len(values) >= 3:
+            excess.append((values - np.median(values)) / run.terms.stretch[mine])
+            steps.append(run.steps[mine])
     if not excess:
         return 0.0, 0.0
-    return fit_stalls(np.concatenate(excess), np.concatenate(steps))
+    return fit_stalls(np.concatenate(excess), np.concatenate(steps), most_steps)
 
 
 def _canary_sha(data: bytes) -> str:
@@ -565,25 +625,32 @@ def read_backend_file(path: str | os.PathLike[str]) -> Backend:
     optional = {
         "op_overrides",
         "serialize_ranks",
+        "independent_groups",
         "floor_per_step",
         "stall_mean_us",
         "stall_probability",
+        "rate_spread",
         "host_cpus",
         "rank_cpu_share",
     }
     if not isinstance(b, dict) or set(b) - optional != set(keys):
         raise InputError(
             f"{where} field 'backend' must have exactly {', '.join(keys)} "
-            "(and op_overrides, serialize_ranks, floor_per_step, stall_mean_us, stall_probability, host_cpus, rank_cpu_share)"
+            "(and op_overrides, serialize_ranks, independent_groups, floor_per_step, stall_mean_us, stall_probability, rate_spread, host_cpus, rank_cpu_share)"
         )
-    for key, top in (("stall_probability", 0.5), ("stall_mean_us", 1e9), ("host_cpus", 1e6)):
+    for key, top in (
+        ("stall_probability", 0.5),
+        ("stall_mean_us", 1e9),
+        ("rate_spread", 2.0),
+        ("host_cpus", 1e6),
+    ):
         v = b.get(key, 0.0)
         if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= top:
             raise InputError(f"{where} field 'backend.{key}' must be a number between 0 and {top:g}")
     share = b.get("rank_cpu_share", 1.0)
     if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
         raise InputError(f"{where} field 'backend.rank_cpu_share' must be a number above 0 and at most 1")
-    for key in ("serialize_ranks", "floor_per_step"):
+    for key in ("serialize_ranks", "independent_groups", "floor_per_step"):
         if not isinstance(b.get(key, False), bool):
             raise InputError(f"{where} field 'backend.{key}' must be a boolean")
     overrides = b.get("op_overrides", [])
@@ -606,9 +673,11 @@ def read_backend_file(path: str | os.PathLike[str]) -> Backend:
             (str(o["op"]), float(o["latency_floor_us"]), float(o["bandwidth_gbps"])) for o in overrides
         ),
         serialize_ranks=bool(b.get("serialize_ranks", False)),
+        independent_groups=bool(b.get("independent_groups", False)),
         floor_per_step=bool(b.get("floor_per_step", False)),
         stall_probability=float(b.get("stall_probability", 0.0)),
         stall_mean_us=float(b.get("stall_mean_us", 0.0)),
+        rate_spread=float(b.get("rate_spread", 0.0)),
         host_cpus=float(b.get("host_cpus", 0.0)),
         rank_cpu_share=float(share),
     )

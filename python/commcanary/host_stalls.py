@@ -73,10 +73,14 @@ def stalled_survival(
     return total / float(np.sum(weights))
 
 
-def fit_stalls(excess: npt.NDArray[np.float64], steps: npt.NDArray[np.float64]) -> tuple[float, float]:
+def fit_stalls(
+    excess: npt.NDArray[np.float64], steps: npt.NDArray[np.float64], most_steps: float = 1.0
+) -> tuple[float, float]:
     """The per-step ``(q, S)`` of the excesses (µs over their signature's
-    median, one per occurrence) of occurrences of ``steps`` steps; ``(0, 0)``
-    when fewer than 20 or no tail."""
+    median, one per occurrence) of occurrences of ``steps`` steps, ``q``
+    bounded for ``most_steps`` or the most of ``steps`` if more (the
+    calibrated operation with the most steps); ``(0, 0)`` when fewer than
+    20 or no tail."""
     if len(excess) < 20:
         return 0.0, 0.0
     t = np.percentile(excess, PERCENTILES)
@@ -84,7 +88,7 @@ def fit_stalls(excess: npt.NDArray[np.float64], steps: npt.NDArray[np.float64]) 
         return 0.0, 0.0
     measured = np.log(1.0 - np.array(PERCENTILES) / 100.0)
     ks, counts = np.unique(np.maximum(1.0, np.round(steps)), return_counts=True)
-    q_top = 1.0 - (1.0 - MAX_STALLED_SHARE) ** (1.0 / float(ks.max()))
+    q_top = 1.0 - (1.0 - MAX_STALLED_SHARE) ** (1.0 / max(float(ks.max()), round(most_steps)))
     best = (math.inf, 0.0, 0.0)
     weights = counts.astype(np.float64)
     for q in np.geomspace(1e-3, q_top, 40):

@@ -12,8 +12,9 @@ steps of its algorithm that pay the floor (``_core.algorithm_steps`` under
 ``floor_per_step``, else 1), ``b_i`` its bandwidth term at 1 Gbit/s,
 ``s_i`` the host stretch (``max(1, rank_cpu_share·running ranks /
 host_cpus)`` when it starts; 1 without ``host_cpus``) and ``k_i``
-the rest (the per-rank start-up term, noise; stalls are left out, to be
-fitted to what the measurements show above their medians). Nothing of the model
+the rest (the per-rank start-up term, noise; stalls and the rate spread
+are left out, to be fitted to what the measurements show about their
+medians). Nothing of the model
 is restated: ``b_i`` is the difference of two replays without host sharing
 at floor 0 (a 1 Gbit/s and a vanishing bandwidth), ``s_i`` the change of a
 replay at ``β`` when every floor rises by 1 µs, over ``m_i``, snapped to
@@ -111,9 +112,10 @@ def model_terms(
     b: Floats,
 ) -> ModelTerms:
     """The terms of ``canary``'s samples (ops ``ops`` of ``algorithm``
-    steps, bandwidth terms ``b``) at ``backend`` without its stalls (module
-    doc): calibration fits medians to them and stalls to what lies above."""
-    backend = replace(backend, stall_probability=0.0, stall_mean_us=0.0)
+    steps, bandwidth terms ``b``) at ``backend`` without its stalls and
+    rate spread (module doc): calibration fits medians to them, and stalls
+    and spread to what lies about them."""
+    backend = replace(backend, stall_probability=0.0, stall_mean_us=0.0, rate_spread=0.0)
     c = collective_us(canary, backend, iterations)
     steps = algorithm if backend.floor_per_step else np.ones_like(c)
     stretch = np.ones_like(c)

@@ -53,6 +53,10 @@ class Backend:
     #: Collectives of different communicators never overlap (one queue for
     #: all, no contention between groups).
     serialize_groups: bool = False
+    #: Concurrent communicators do not slow each other's transfers (a
+    #: calibrated backend's): on one host shared by every rank they contend
+    #: for its cores, which ``host_cpus`` prices, not for a link.
+    independent_groups: bool = False
     #: A rank takes part in one operation at a time (blocking calls, as the
     #: physical replay makes them): an occurrence starts only once every
     #: member is done with its previous one, on any communicator.
@@ -60,9 +64,15 @@ class Backend:
     #: Host stalls (a calibrated backend's; 0: none): with this probability
     #: (at most 0.5) a collective's latency gains an exponential delay of
     #: mean ``stall_mean_us``, as a process descheduled on an oversubscribed
-    #: host. Medians are unchanged; means and tails, and so queues, grow.
+    #: host; under ``floor_per_step`` each step of its algorithm stalls with
+    #: it and the delays add up. Medians stay; means, tails and queues grow.
     stall_probability: float = 0.0
     stall_mean_us: float = 0.0
+    #: The spread of the host's transfer rate (a calibrated backend's; 0:
+    #: none, at most 2): each occurrence's bandwidth term is multiplied by
+    #: ``exp(rate_spread * z)``, ``z`` standard normal. Medians stay; large
+    #: messages spread as copies on a shared host do.
+    rate_spread: float = 0.0
     #: The cores of the one host every rank runs on (a calibrated CPU
     #: backend's; 0: not modelled). With more ranks than cores, each rank
     #: gets ``host_cpus / ranks`` of a core, so every latency and stall

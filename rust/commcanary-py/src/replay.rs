@@ -83,9 +83,11 @@ pub(crate) fn requested_settings(
         bytes_scale: None,
         gap_scale: None,
         serialize_groups: false,
+        independent_groups: false,
         serialize_ranks: false,
         stall_probability: None,
         stall_mean_us: None,
+        rate_spread: None,
         host_cpus: None,
         rank_cpu_share: None,
         floor_per_step: false,
@@ -194,7 +196,7 @@ impl PyReplayReport {
 /// Replays the canary at `path` (or `data`, when given) under the settings;
 /// a setting left `None` takes the model's default.
 #[pyfunction]
-#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new(), bytes_scale=None, gap_scale=None, serialize_groups=false, serialize_ranks=false, stall_probability=None, stall_mean_us=None, host_cpus=None, rank_cpu_share=None, floor_per_step=false))]
+#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new(), bytes_scale=None, gap_scale=None, serialize_groups=false, independent_groups=false, serialize_ranks=false, stall_probability=None, stall_mean_us=None, rate_spread=None, host_cpus=None, rank_cpu_share=None, floor_per_step=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay_canary(
     py: Python<'_>,
@@ -214,9 +216,11 @@ pub fn replay_canary(
     bytes_scale: Option<f64>,
     gap_scale: Option<f64>,
     serialize_groups: bool,
+    independent_groups: bool,
     serialize_ranks: bool,
     stall_probability: Option<f64>,
     stall_mean_us: Option<f64>,
+    rate_spread: Option<f64>,
     host_cpus: Option<f64>,
     rank_cpu_share: Option<f64>,
     floor_per_step: bool,
@@ -236,9 +240,11 @@ pub fn replay_canary(
     requested.bytes_scale = bytes_scale;
     requested.gap_scale = gap_scale;
     requested.serialize_groups = serialize_groups;
+    requested.independent_groups = independent_groups;
     requested.serialize_ranks = serialize_ranks;
     requested.stall_probability = stall_probability;
     requested.stall_mean_us = stall_mean_us;
+    requested.rate_spread = rate_spread;
     requested.host_cpus = host_cpus;
     requested.rank_cpu_share = rank_cpu_share;
     requested.floor_per_step = floor_per_step;

@@ -191,6 +191,9 @@ pub fn backend_json(s: &Settings) -> Vec<u8> {
     if s.host_cpus != 0.0 {
         o.f64("host_cpus", s.host_cpus);
     }
+    if s.independent_groups {
+        o.bool("independent_groups", true);
+    }
     o.str("label", &s.label);
     o.f64("latency_floor_us", s.latency_floor_us);
     o.str("mode", "deterministic-simulation");
@@ -210,11 +213,14 @@ pub fn backend_json(s: &Settings) -> Vec<u8> {
         list.push(b']');
     }
     o.f64("overlap_efficiency", s.overlap_efficiency);
-    if s.serialize_groups {
-        o.bool("serialize_groups", true);
-    }
     if s.rank_cpu_share != 1.0 {
         o.f64("rank_cpu_share", s.rank_cpu_share);
+    }
+    if s.rate_spread != 0.0 {
+        o.f64("rate_spread", s.rate_spread);
+    }
+    if s.serialize_groups {
+        o.bool("serialize_groups", true);
     }
     if s.serialize_ranks {
         o.bool("serialize_ranks", true);

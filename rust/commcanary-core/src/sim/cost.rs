@@ -61,11 +61,12 @@ pub fn other_groups(sig: &Signature) -> f64 {
     (sig.concurrent_groups - 1).max(0) as f64
 }
 
-/// [`other_groups`], or 0 when the settings serialize communicators.
+/// [`other_groups`], or 0 when the settings serialize communicators or
+/// make them independent ([`Settings::independent_groups`]).
 #[inline]
 #[must_use]
 pub fn other_groups_under(sig: &Signature, settings: &Settings) -> f64 {
-    if settings.serialize_groups {
+    if settings.serialize_groups || settings.independent_groups {
         0.0
     } else {
         other_groups(sig)
@@ -76,6 +77,15 @@ pub fn other_groups_under(sig: &Signature, settings: &Settings) -> f64 {
 #[inline]
 #[must_use]
 pub fn base_latency_us(sig: &Signature, settings: &Settings, pressure: f64) -> f64 {
+    let (startup, transfer) = base_terms(sig, settings, pressure);
+    startup + transfer
+}
+
+/// [`base_latency_us`] in its two terms: the start-up (the floors and the
+/// per-rank term) and the transfer (the bandwidth term), µs.
+#[inline]
+#[must_use]
+pub fn base_terms(sig: &Signature, settings: &Settings, pressure: f64) -> (f64, f64) {
     let nf = sig.rank_count() as f64;
     let log_ranks = nf.max(2.0).log2();
     let (floor, bandwidth) = op_override(settings, sig)
@@ -90,7 +100,29 @@ pub fn base_latency_us(sig: &Signature, settings: &Settings, pressure: f64) -> f
         false => floor,
     };
     let startup = floor + 1.15 * log_ranks + 4.0;
-    startup + transfer * op_factor(sig, nf) * contention * penalty
+    (
+        startup,
+        transfer * op_factor(sig, nf) * contention * penalty,
+    )
+}
+
+/// The counter lane of an occurrence's transfer-rate draw: past every lane
+/// [`stall_us`] can use (one per algorithm step, at most 1e6 steps).
+const RATE_LANE: u64 = 1 << 32;
+
+/// The factor on an occurrence's transfer term (see
+/// [`Settings::rate_spread`]): `exp(σ·z)`, `z` standard normal by
+/// Box–Muller from lanes `RATE_LANE` and `RATE_LANE + 1` of its counter;
+/// exactly 1 without a spread. Its median is 1 and its mean `exp(σ²/2)`.
+#[must_use]
+pub fn rate_factor(settings: &Settings, iteration: u32, identity_hash: u64) -> f64 {
+    let sigma = settings.rate_spread;
+    if sigma == 0.0 {
+        return 1.0;
+    }
+    let [u, v] = lanes::<2>(settings.seed, iteration, identity_hash, RATE_LANE);
+    let radius = (-2.0 * (1.0 - u).max(1e-15).ln()).sqrt();
+    (sigma * radius * (std::f64::consts::TAU * v).cos()).exp()
 }
 
 /// How much a host of `host_cpus` cores stretches a latency while `busy`
@@ -235,6 +267,38 @@ mod tests {
         assert!((share - 0.25).abs() < 0.02, "{share}");
         assert!((mean - 100.0).abs() < 8.0, "{mean}");
         assert_eq!(stall_us(&settings, 1, 42, 1), stall_us(&settings, 1, 42, 1));
+    }
+
+    #[test]
+    fn the_rate_factor_is_lognormal_with_median_one_and_none_is_the_spec() {
+        let none = Settings::default();
+        assert!((0..1000u64).all(|h| rate_factor(&none, 0, h) == 1.0));
+        let settings = Settings {
+            rate_spread: 0.25,
+            ..none
+        };
+        let n = 40_000u64;
+        let mut logs: Vec<f64> = (0..n)
+            .map(|h| rate_factor(&settings, 3, h * 7919).ln())
+            .collect();
+        logs.sort_by(f64::total_cmp);
+        let median = logs[logs.len() / 2];
+        let mean = logs.iter().sum::<f64>() / n as f64;
+        let sd = (logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
+        assert!(median.abs() < 0.01, "{median}");
+        assert!((sd - 0.25).abs() < 0.005, "{sd}");
+        assert_eq!(rate_factor(&settings, 3, 42), rate_factor(&settings, 3, 42));
+        // Its own lanes: the stall draws of the same occurrence are untouched.
+        let stalled = Settings {
+            stall_probability: 0.2,
+            stall_mean_us: 50.0,
+            ..settings.clone()
+        };
+        let plain = Settings {
+            rate_spread: 0.0,
+            ..stalled.clone()
+        };
+        assert!((0..200u64).all(|h| stall_us(&stalled, 1, h, 6) == stall_us(&plain, 1, h, 6)));
     }
 
     #[test]

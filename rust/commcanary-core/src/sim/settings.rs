@@ -121,6 +121,11 @@ pub struct Settings {
     /// all, and no concurrent groups' contention (the physical replay's
     /// `concurrent_groups: off`).
     pub serialize_groups: bool,
+    /// Concurrent communicators do not slow each other's transfers (a
+    /// calibrated backend's; false: the spec's `1 + 0.22·(g−1)` contention
+    /// and tail share): on one host shared by every rank they contend for
+    /// its cores, which the host sharing term prices, not for a link.
+    pub independent_groups: bool,
     /// A rank takes part in one operation at a time: an occurrence starts
     /// only when every member is done with its previous one, whatever the
     /// resource (blocking calls, as the physical replay and most gloo
@@ -136,6 +141,13 @@ pub struct Settings {
     pub stall_probability: f64,
     /// Mean of a host stall, µs.
     pub stall_mean_us: f64,
+    /// The spread of the host's transfer rate (a calibrated backend's; 0:
+    /// none, the spec's model): each occurrence's bandwidth term is
+    /// multiplied by `exp(σ·z)`, `z` a standard normal drawn from its
+    /// counter ([`super::cost::rate_factor`]), so medians stay where the
+    /// bandwidth put them while large messages spread as a shared host's
+    /// copies do. At most 2.
+    pub rate_spread: f64,
     /// The cores of the one host every rank of the canary runs on (a
     /// calibrated CPU backend's; 0: not modelled, the spec's model). While
     /// more ranks run than there are cores, each runs at `cores / running`
@@ -187,9 +199,11 @@ impl Default for Settings {
             bytes_scale: 1.0,
             gap_scale: 1.0,
             serialize_groups: false,
+            independent_groups: false,
             serialize_ranks: false,
             stall_probability: 0.0,
             stall_mean_us: 0.0,
+            rate_spread: 0.0,
             host_cpus: 0.0,
             rank_cpu_share: 1.0,
             floor_per_step: false,
@@ -240,6 +254,9 @@ impl Settings {
         }
         if !(self.stall_mean_us >= 0.0 && self.stall_mean_us <= 1e9) {
             return bad("stall_mean_us", "must be between 0 and 1e9");
+        }
+        if !(self.rate_spread >= 0.0 && self.rate_spread <= 2.0) {
+            return bad("rate_spread", "must be between 0 and 2");
         }
         if !(self.host_cpus >= 0.0 && self.host_cpus <= 1e6) {
             return bad("host_cpus", "must be between 0 and 1e6");
@@ -329,9 +346,11 @@ impl Settings {
             bytes_scale: requested.bytes_scale.unwrap_or(1.0),
             gap_scale: requested.gap_scale.unwrap_or(1.0),
             serialize_groups: requested.serialize_groups,
+            independent_groups: requested.independent_groups,
             serialize_ranks: requested.serialize_ranks,
             stall_probability: requested.stall_probability.unwrap_or(0.0),
             stall_mean_us: requested.stall_mean_us.unwrap_or(0.0),
+            rate_spread: requested.rate_spread.unwrap_or(0.0),
             host_cpus: requested.host_cpus.unwrap_or(0.0),
             rank_cpu_share: requested.rank_cpu_share.unwrap_or(1.0),
             floor_per_step: requested.floor_per_step,
@@ -370,12 +389,16 @@ pub struct RequestedSettings {
     pub gap_scale: Option<f64>,
     /// `serialize_groups`.
     pub serialize_groups: bool,
+    /// `independent_groups`.
+    pub independent_groups: bool,
     /// `serialize_ranks`.
     pub serialize_ranks: bool,
     /// `stall_probability`.
     pub stall_probability: Option<f64>,
     /// `stall_mean_us`.
     pub stall_mean_us: Option<f64>,
+    /// `rate_spread`.
+    pub rate_spread: Option<f64>,
     /// `host_cpus`.
     pub host_cpus: Option<f64>,
     /// `rank_cpu_share`.
