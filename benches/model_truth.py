@@ -14,8 +14,10 @@
    its schedule, and its messages divided by each of ``--bytes-divisors``
    (1: the GPU sizes as generated; 8: sizes this host moves in about the
    time a GPU moves the generated ones, inside the fixture's range);
-   compiled losslessly; replayed ``--runs`` times physically and once in
-   the model with the calibrated backend.
+   compiled losslessly; replayed ``--runs`` times physically and in the
+   model with the calibrated backend (``--model-iterations`` iterations at
+   ``--seed``, so the model's own sampling error is small beside the
+   measurements'; each model figure is also given over seeds 1..``--seeds``).
 Every physical run of steps 1 and 2 goes round by round (each round: the
 fixture's canary once at each scale, then each predicted canary once), so
 the host's drift over the campaign falls on calibration and prediction
@@ -33,10 +35,13 @@ alike; validate-model goes round by round over its configurations too.
      beside the runs' agreement with each other (for this row the second
      column is agreement, not error).
 
-Prints a table and writes ``--json`` when asked. Needs torch.
+Prints a table and writes ``--json`` when asked. Needs torch, except with
+``--from DIR``, which measures nothing and re-evaluates the runs a previous
+``--keep DIR`` left (a model change checked against the same measurements).
 
     python benches/model_truth.py [--runs 3] [--events 400] [--gap-scale 100] [--bytes-divisors 1,8]
-        [--calibration-scales 1,8,64:16] [--validate] [--json out.json] [--keep DIR]
+        [--calibration-scales 1,8,64:16] [--model-iterations 20] [--seed 7] [--seeds 20]
+        [--validate] [--json out.json] [--keep DIR | --from DIR]
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +64,16 @@ from commcanary.physical import replay_physical
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
+
+
+@dataclass(frozen=True)
+class ModelDraw:
+    """How the stochastic model is replayed for a figure: ``iterations``
+    repetitions of the canary (so its own sampling error is small beside
+    the measurements') at ``seed``."""
+
+    iterations: int
+    seed: int
 
 
 def ape(model: float, measured: float) -> float:
@@ -118,7 +134,15 @@ def quantile_rows(
     return rows
 
 
-def in_sample(canary: Path, reports: list[Path], fit: Any, scale: float) -> list[tuple[str, float, float]]:
+def model_replay(canary: Path, backend: Any, model: ModelDraw) -> Any:
+    return commcanary.replay(
+        canary, backend=backend, include_samples=True, iterations=model.iterations, seed=model.seed
+    )
+
+
+def in_sample(
+    canary: Path, reports: list[Path], fit: Any, scale: float, draw: ModelDraw
+) -> list[tuple[str, float, float]]:
     """The report-level figures on the calibration canary itself, at the
     message scale ``scale`` it was measured at in ``reports``."""
     from dataclasses import replace
@@ -127,7 +151,7 @@ def in_sample(canary: Path, reports: list[Path], fit: Any, scale: float) -> list
 
     measured = [Report.from_file(r) for r in reports]
     backend = replace(fit.backend, bytes_scale=scale)
-    model = commcanary.replay(canary, backend=backend, include_samples=True)
+    model = model_replay(canary, backend, draw)
     tag = f"in sample, the fixture x{scale:g}"
     signature = signature_row(model, measured, f" ({tag})")
     return [signature, *quantile_rows(model, measured, f"{tag}: ")]
@@ -143,11 +167,13 @@ def signature_row(model: Any, measured: list[Any], tag: str) -> tuple[str, float
     return ("per-signature median collective_us, median APE" + tag, error, max(noise))
 
 
-def predict(canary: Path, fit: Any, measured: list[Path], divisor: int) -> list[tuple[str, float, float]]:
+def predict(
+    canary: Path, fit: Any, measured: list[Path], divisor: int, draw: ModelDraw
+) -> list[tuple[str, float, float]]:
     """The prediction figures of one canary: per signature, p50 and p95."""
     from commcanary.replay import Report
 
-    model = commcanary.replay(canary, backend=fit.backend, include_samples=True)
+    model = model_replay(canary, fit.backend, draw)
     tag = f" (bytes / {divisor})"
     runs = [Report.from_file(r) for r in measured]
     return [signature_row(model, runs, tag), *quantile_rows(model, runs, "", tag)]
@@ -175,7 +201,7 @@ def measure_rounds(
     return calibration, prediction
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--events", type=int, default=400)
@@ -193,89 +219,180 @@ def main() -> int:
             "SCALE:GAPS also scales its gaps, so the host keeps the schedule at large sizes."
         ),
     )
+    ap.add_argument(
+        "--model-iterations",
+        type=int,
+        default=20,
+        help="Replay the model this many iterations of each canary for its figures (its own sampling error).",
+    )
+    ap.add_argument("--seed", type=int, default=7, help="The model's seed for the headline figures.")
+    ap.add_argument(
+        "--seeds",
+        type=int,
+        default=20,
+        help="Also give each model figure's median and range over seeds 1..SEEDS (0: skip).",
+    )
     ap.add_argument("--json", default=None)
     ap.add_argument(
         "--keep",
         default=None,
         help="Keep the canaries, measured reports and backend file in this directory (default: a temporary one).",
     )
+    ap.add_argument(
+        "--from",
+        dest="reuse",
+        default=None,
+        help="Measure nothing: recalibrate and evaluate the runs a previous --keep left in this directory.",
+    )
     ap.add_argument("--validate", action="store_true", help="Also rank six configurations (validate-model).")
-    args = ap.parse_args()
-    fixture = SHARED / "fixtures" / "kineto" / "gloo_tp4_decode"
-    generator = SHARED / "bench" / "gen_trace.py"
-    with tempfile.TemporaryDirectory(prefix="commcanary-model-truth-") as tmp:
-        d = Path(args.keep or tmp)
-        d.mkdir(parents=True, exist_ok=True)
-        commcanary.import_kineto(sorted(fixture.glob("rank*.json.gz"))).write(d / "fixture.trace.json")
-        commcanary.compile(d / "fixture.trace.json", lossless_timing=True, timing_sample_limit=1000).write(
-            d / "fixture.canary.json"
-        )
-        import subprocess
+    return ap.parse_args()
 
-        subprocess.run(
-            [sys.executable, str(generator), str(args.events), str(d / "gen.json")],
-            check=True,
-            capture_output=True,
-        )
-        divisors = [int(x) for x in args.bytes_divisors.split(",")]
-        predicted = {k: predicted_canary(d, args.gap_scale, k) for k in divisors}
-        scales = [
-            (float(m), float(g))
-            for m, g in ([*x.split(":"), "1"][:2] for x in args.calibration_scales.split(","))
-        ]
-        t0 = time.perf_counter()
-        reports, measured = measure_rounds(d, args.runs, scales, predicted)
-        print(
-            f"measured: {args.runs} rounds of the fixture canary at message scales {args.calibration_scales} "
-            f"and the {args.events}-event generated canary at bytes / {args.bytes_divisors} "
-            f"in {time.perf_counter() - t0:.0f} s"
-        )
+
+def prepare(d: Path, args: argparse.Namespace) -> dict[int, Path]:
+    """The fixture's canary and the generated canaries to predict, in ``d``."""
+    import subprocess
+
+    fixture = SHARED / "fixtures" / "kineto" / "gloo_tp4_decode"
+    commcanary.import_kineto(sorted(fixture.glob("rank*.json.gz"))).write(d / "fixture.trace.json")
+    commcanary.compile(d / "fixture.trace.json", lossless_timing=True, timing_sample_limit=1000).write(
+        d / "fixture.canary.json"
+    )
+    generator = SHARED / "bench" / "gen_trace.py"
+    subprocess.run(
+        [sys.executable, str(generator), str(args.events), str(d / "gen.json")],
+        check=True,
+        capture_output=True,
+    )
+    return {k: predicted_canary(d, args.gap_scale, k) for k in divisors(args)}
+
+
+def divisors(args: argparse.Namespace) -> list[int]:
+    return [int(x) for x in args.bytes_divisors.split(",")]
+
+
+def kept_runs(
+    d: Path, scales: list[tuple[float, float]], divisors: list[int]
+) -> tuple[dict[tuple[float, float], list[Path]], dict[int, list[Path]]]:
+    """The measured reports a previous ``--keep`` left in ``d``."""
+    calibration = {(m, g): sorted(d.glob(f"fixture.x{m:g}g{g:g}.*.json")) for m, g in scales}
+    prediction = {k: sorted(d.glob(f"gen.{k}.canary.measured.*.json")) for k in divisors}
+    for runs in [*calibration.values(), *prediction.values()]:
+        if not runs:
+            raise SystemExit(f"{d}: no kept runs for every scale and divisor asked")
+    return calibration, prediction
+
+
+def figures(
+    d: Path,
+    fit: Any,
+    reports: dict[tuple[float, float], list[Path]],
+    measured: dict[int, list[Path]],
+    draw: ModelDraw,
+) -> list[tuple[str, float, float]]:
+    """Every model-against-measurement row but the ranking."""
+    first = next(iter(reports))
+    rows = in_sample(d / "fixture.canary.json", reports[first], fit, first[0], draw)
+    for divisor, runs in measured.items():
+        rows.extend(predict(d / f"gen.{divisor}.canary.json", fit, runs, divisor, draw))
+    return rows
+
+
+def seed_spread(rows_at: Any, seeds: int) -> list[tuple[float, float, float]]:
+    """Each row's model error over seeds 1..``seeds``: (min, median, max)."""
+    by_seed = [rows_at(seed) for seed in range(1, seeds + 1)]
+    columns = zip(*[[err for _, err, _ in rows] for rows in by_seed], strict=True)
+    return [(min(c), statistics.median(c), max(c)) for c in columns]
+
+
+def validation(d: Path, fit: Any, args: argparse.Namespace) -> tuple[str, float, float]:
+    from commcanary.validate import validate_model
+
+    configs = [
+        {"name": "a-as-recorded"},
+        {"name": "b-bytes-x4", "bytes_scale": 4},
+        {"name": "c-bytes-x0.25", "bytes_scale": 0.25},
+        {"name": "d-gaps-x2", "compute_fill_scale": 2},
+        {"name": "e-gaps-x0.5", "compute_fill_scale": 0.5},
+        {"name": "f-bytes-x4-gaps-x2", "bytes_scale": 4, "compute_fill_scale": 2},
+    ]
+    t0 = time.perf_counter()
+    canary = d / "gen.1.canary.json"
+    if not canary.exists():
+        canary = predicted_canary(d, args.gap_scale, 1)
+    v = validate_model(canary, configs, backend=fit.backend, runs=args.runs)
+    print(f"validation: {len(configs)} configurations x {args.runs} runs in {time.perf_counter() - t0:.0f} s")
+    for line in v.lines():
+        print("  " + line)
+    return ("pairwise ranking agreement, %", v.agreement * 100, v.document["run_to_run_agreement"] * 100)
+
+
+def main() -> int:
+    args = arguments()
+    scales = [
+        (float(m), float(g))
+        for m, g in ([*x.split(":"), "1"][:2] for x in args.calibration_scales.split(","))
+    ]
+    with tempfile.TemporaryDirectory(prefix="commcanary-model-truth-") as tmp:
+        d = Path(args.reuse or args.keep or tmp)
+        d.mkdir(parents=True, exist_ok=True)
+        if args.reuse:
+            reports, measured = kept_runs(d, scales, divisors(args))
+        else:
+            predicted = prepare(d, args)
+            t0 = time.perf_counter()
+            reports, measured = measure_rounds(d, args.runs, scales, predicted)
+            print(
+                f"measured: {args.runs} rounds of the fixture canary at message scales {args.calibration_scales} "
+                f"and the {args.events}-event generated canary at bytes / {args.bytes_divisors} "
+                f"in {time.perf_counter() - t0:.0f} s"
+            )
         fit = calibrate([r for runs in reports.values() for r in runs], [d / "fixture.canary.json"])
         fit.write(d / "backend.json")
         for line in fit.lines():
             print("  " + line)
-        rows = in_sample(d / "fixture.canary.json", reports[scales[0]], fit, scales[0][0])
-        for divisor, canary in predicted.items():
-            rows.extend(predict(canary, fit, measured[divisor], divisor))
-        canary = d / "gen.1.canary.json"
-        if args.validate:
-            from commcanary.validate import validate_model
 
-            configs = [
-                {"name": "a-as-recorded"},
-                {"name": "b-bytes-x4", "bytes_scale": 4},
-                {"name": "c-bytes-x0.25", "bytes_scale": 0.25},
-                {"name": "d-gaps-x2", "compute_fill_scale": 2},
-                {"name": "e-gaps-x0.5", "compute_fill_scale": 0.5},
-                {"name": "f-bytes-x4-gaps-x2", "bytes_scale": 4, "compute_fill_scale": 2},
-            ]
-            t0 = time.perf_counter()
-            if not canary.exists():
-                canary = predicted_canary(d, args.gap_scale, 1)
-            v = validate_model(canary, configs, backend=fit.backend, runs=args.runs)
-            print(
-                f"validation: {len(configs)} configurations x {args.runs} runs in {time.perf_counter() - t0:.0f} s"
-            )
-            for line in v.lines():
-                print("  " + line)
-            rows.append(
-                ("pairwise ranking agreement, %", v.agreement * 100, v.document["run_to_run_agreement"] * 100)
-            )
-        print(f"{'figure':<50} {'model error %':>14} {'run-to-run %':>13}")
-        for name, err, noise in rows:
-            print(f"{name:<50} {err:>14.1f} {noise:>13.1f}")
+        def rows_at(seed: int) -> list[tuple[str, float, float]]:
+            return figures(d, fit, reports, measured, ModelDraw(args.model_iterations, seed))
+
+        rows = rows_at(args.seed)
+        spread = seed_spread(rows_at, args.seeds) if args.seeds > 0 else [(e, e, e) for _, e, _ in rows]
+        if args.validate and not args.reuse:
+            rows.append(validation(d, fit, args))
+            spread.append((rows[-1][1],) * 3)
+        report(rows, spread, args)
         if args.json:
             Path(args.json).write_text(
                 json.dumps(
                     {
                         "backend": fit.document()["backend"],
                         "calibration_errors": fit.errors,
-                        "figures": [{"figure": n, "model_error_pct": e, "noise_pct": v} for n, e, v in rows],
+                        "model_iterations": args.model_iterations,
+                        "seed": args.seed,
+                        "figures": [
+                            {
+                                "figure": n,
+                                "model_error_pct": e,
+                                "noise_pct": v,
+                                "over_seeds_pct": {"min": lo, "median": mid, "max": hi},
+                            }
+                            for (n, e, v), (lo, mid, hi) in zip(rows, spread, strict=True)
+                        ],
                     },
                     indent=1,
                 )
             )
     return 0
+
+
+def report(
+    rows: list[tuple[str, float, float]], spread: list[tuple[float, float, float]], args: argparse.Namespace
+) -> None:
+    seeds = f"seeds 1..{args.seeds}: median (range)" if args.seeds > 0 else ""
+    print(f"model replayed {args.model_iterations} iterations at seed {args.seed}")
+    print(f"{'figure':<50} {'model error %':>14} {'run-to-run %':>13}  {seeds}")
+    for (name, err, noise), (lo, mid, hi) in zip(rows, spread, strict=True):
+        over = f"{mid:.1f} ({lo:.1f}-{hi:.1f})" if args.seeds > 0 and "ranking" not in name else ""
+        print(f"{name:<50} {err:>14.1f} {noise:>13.1f}  {over}")
 
 
 if __name__ == "__main__":
