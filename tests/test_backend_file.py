@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 import commcanary
+from commcanary.calibrate import read_backend_file
 from commcanary.cli import app
 from conftest import EXAMPLES
 
@@ -377,6 +378,50 @@ def test_independent_groups_drop_the_contention_of_concurrent_groups(tmp_path: P
     assert float(single[0]) < float(contended[0]) / 1.3
     assert single[1] == contended[1]
     _echoed_and_recomputed(alone, plain, ("independent_groups", True), canary, tmp_path)
+
+
+def test_a_pipelined_op_pays_the_longer_of_its_floors_and_its_transfer(tmp_path: Path) -> None:
+    # Two 4-rank all_reduces (6 ring steps), one small and one large.
+    events = [
+        {"op": "all_reduce", "ranks": [0, 1, 2, 3], "bytes": size, "group": "w", "gap_us": 1e5}
+        for size in (1 << 10, 64 << 20)
+    ]
+    trace = tmp_path / "sizes.trace.json"
+    trace.write_text(json.dumps({"format": "commcanary.trace.v1", "events": events}))
+    canary = commcanary.compile(trace, lossless_timing=True).write(tmp_path / "sizes.canary.json")
+    summed = commcanary.Backend(latency_floor_us=500.0, bandwidth_gbps=8.0, floor_per_step=True)
+    piped = replace(summed, pipelined_ops=("all_reduce",))
+    plain = commcanary.replay(canary, backend=summed, include_samples=True).samples
+    both = commcanary.replay(canary, backend=piped, include_samples=True)
+    assert plain is not None and both.samples is not None
+    small, large = both.samples["collective_us"]
+    floors, transfer = 6 * 500.0, (64 << 20) * 1.5 * 8 / 8000 * (1 + 0.18 * 0.55)
+    # The small one's transfer hides in its floors, the large one's floors in its transfer.
+    assert small == pytest.approx(plain["collective_us"][0], abs=2.0)
+    assert small == pytest.approx(floors, rel=0.01)
+    assert large == pytest.approx(plain["collective_us"][1] - floors, abs=2.0)
+    assert large == pytest.approx(transfer, rel=0.01)
+    _echoed_and_recomputed(
+        both, commcanary.replay(canary, backend=summed), ("pipelined_ops", ["all_reduce"]), canary, tmp_path
+    )
+    file = tmp_path / "backend.json"
+    file.write_text(
+        json.dumps(
+            {"format": "commcanary.backend.v1", "backend": {**BACKEND, "pipelined_ops": ["all_reduce"]}}
+        )
+    )
+    assert read_backend_file(file).pipelined_ops == ("all_reduce",)
+    for bad in (["all_reduce", "all_reduce"], "all_reduce", [""], [3]):
+        file.write_text(
+            json.dumps({"format": "commcanary.backend.v1", "backend": {**BACKEND, "pipelined_ops": bad}})
+        )
+        result = runner.invoke(
+            app, ["replay", str(canary), "--backend-file", str(file), "-o", str(tmp_path / "x.json")]
+        )
+        assert result.exit_code == 3 and "backend.pipelined_ops" in result.output, result.output
+    assert not (tmp_path / "x.json").exists()
+    with pytest.raises(commcanary.InputError, match="pipelined_ops"):
+        commcanary.replay(canary, backend=commcanary.Backend(pipelined_ops=("b", "a", "a")))
 
 
 def _echoed_and_recomputed(

@@ -14,7 +14,7 @@ import pytest
 
 import commcanary
 from commcanary import _core
-from commcanary.calibrate import calibrate
+from commcanary.calibrate import calibrate, read_backend_file
 from commcanary.replay import Report
 
 #: The backend the "measurements" come from: one core, each rank keeping
@@ -100,3 +100,25 @@ def test_calibration_recovers_the_spread_of_the_transfer_rate(tmp_path: Path) ->
     own = {op: (f, bw) for op, f, bw in fit.backend.op_overrides}
     assert own["all_reduce"][1] == pytest.approx(15.0, rel=0.1)
     assert "transfer rate spread: sigma" in "\n".join(fit.lines())
+
+
+def test_calibration_finds_an_op_whose_floors_and_transfer_overlap(tmp_path: Path) -> None:
+    # The all_reduce's six floors of 1 ms outlast the transfer of 1 MiB at
+    # 15 Gbit/s (0.8 ms) but not of 8 MiB (6.7 ms): summed, no floor and
+    # bandwidth price both sizes.
+    truth = replace(TRUTH, pipelined_ops=("all_reduce",))
+    canary = _canary(tmp_path)
+    reports = [_measured_by_the_model(canary, k, tmp_path / f"m{k:g}.json", truth) for k in (1.0, 8.0)]
+    fit = calibrate(reports, [canary])
+    assert fit.backend.pipelined_ops == ("all_reduce",)
+    own = {op: (f, bw) for op, f, bw in fit.backend.op_overrides}
+    assert own["all_reduce"] == pytest.approx((1000.0, 15.0), rel=0.03)
+    assert own["all_gather"] == pytest.approx((300.0, 10.0), rel=0.03)
+    errors = {e["op"]: e["mdape_after_pct"] for e in fit.errors}
+    assert max(errors.values()) < 1.5, errors
+    assert "pipelined steps: all_reduce" in "\n".join(fit.lines())
+    written = read_backend_file(fit.write(tmp_path / "backend.json"))
+    assert written.pipelined_ops == ("all_reduce",)
+    # Measurements of the summed model keep the sum.
+    summed = [_measured_by_the_model(canary, k, tmp_path / f"s{k:g}.json") for k in (1.0, 8.0)]
+    assert calibrate(summed, [canary]).backend.pipelined_ops == ()

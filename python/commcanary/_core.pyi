@@ -202,6 +202,7 @@ def replay_canary(
     host_cpus: float | None = None,
     rank_cpu_share: float | None = None,
     floor_per_step: bool = False,
+    pipelined_ops: list[str] = ...,
 ) -> ReplayReport: ...
 def read_report_file(path: str, *, samples: bool = True, data: bytes | None = None) -> ReportDocument: ...
 def verify_report_files(

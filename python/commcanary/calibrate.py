@@ -37,7 +37,14 @@ gap scales it was measured at (``backend.bytes_scale``,
 ``backend.compute_fill_scale``), so one canary measured at several scales
 calibrates each operation's bandwidth over the sizes it spans.
 
-Five more properties of the measured system go into the backend file.
+Six more properties of the measured system go into the backend file.
+An op's floors and transfer may overlap (``pipelined_ops``): its latency
+is then ``max(F·steps, transfer)`` plus the per-rank term, each step
+taking the longer of its hand-off and its chunk's transfer. Each op
+measured at three sizes or more is also fitted that way (the floors and
+bandwidths that fit one signature exactly, searched in pairs: the error
+is piecewise linear in each), and keeps the shape that cuts the error of
+its medians by a tenth or more; two sizes fit either shape exactly.
 Each rank runs one operation at a time (``serialize_ranks``): the physical
 replay calls every collective blocking, so a rank still busy on one
 communicator enters the next late. Nothing is hidden
@@ -97,6 +104,7 @@ from commcanary.model_terms import (
     collective_us,
     model_terms,
     op_floors,
+    pipelined,
 )
 from commcanary.rate_spread import MIN_OCCURRENCES, fit_rate_spread, lower_spread, transfer_dominated
 from commcanary.replay import Backend, Report
@@ -134,6 +142,7 @@ class Calibration:
                 "serialize_ranks": b.serialize_ranks,
                 "independent_groups": b.independent_groups,
                 "floor_per_step": b.floor_per_step,
+                "pipelined_ops": list(b.pipelined_ops),
                 "stall_mean_us": b.stall_mean_us,
                 "stall_probability": b.stall_probability,
                 "rate_spread": b.rate_spread,
@@ -168,6 +177,11 @@ class Calibration:
         if b.floor_per_step:
             out.append(
                 "- the latency floor is paid once per step of each op's algorithm (ring: n-1 per pass)"
+            )
+        if b.pipelined_ops:
+            out.append(
+                f"- pipelined steps: {', '.join(b.pipelined_ops)} (each step takes the longer of its hand-off "
+                "and its chunk's transfer: max(floors, transfer), not their sum)"
             )
         if b.host_cpus > 0:
             out.append(
@@ -334,11 +348,20 @@ class _Medians:
     per_floor: npt.NDArray[np.float64]
     count: npt.NDArray[np.float64]
 
-    def error(self, floor: float, x: float) -> float:
-        """The count-weighted mean absolute relative error at ``(F, 1/B)``."""
-        model = floor * self.per_floor + self.constant + self.per_gbps * x
-        rel = np.abs(model - self.measured) / np.maximum(self.measured, 1e-3)
-        return float(np.sum(self.count * rel) / max(float(np.sum(self.count)), 1.0))
+    def error(self, floor: float, x: float, pipelined: bool = False) -> float:
+        """The count-weighted mean absolute relative error at ``(F, 1/B)``
+        (pipelined: ``max`` of the two terms, not their sum)."""
+        return float(self.errors(np.array([floor]), np.array([x]), pipelined)[0])
+
+    def errors(
+        self, floor: npt.NDArray[np.float64], x: npt.NDArray[np.float64], pipelined: bool
+    ) -> npt.NDArray[np.float64]:
+        """:meth:`error` at each pair ``(floor[j], x[j])``."""
+        a = floor[:, None] * self.per_floor[None, :]
+        b = x[:, None] * self.per_gbps[None, :]
+        model = self.constant[None, :] + (np.maximum(a, b) if pipelined else a + b)
+        rel = np.abs(model - self.measured[None, :]) / np.maximum(self.measured, 1e-3)[None, :]
+        return np.asarray(rel @ self.count / max(float(np.sum(self.count)), 1.0))
 
 
 def _medians(runs: list[_Run], op: str | None) -> _Medians:
@@ -402,19 +425,61 @@ def _least_squares(
     return float(floor), max(float(x), 1.0 / VANISHING_BANDWIDTH)
 
 
-def _fit_op(runs: list[_Run], op: str, overall_x: float) -> tuple[float, float]:
-    """One op's ``(F, 1/B)``: both when it was measured at two sizes or more,
-    else its own ``F`` at the overall bandwidth."""
+#: An op is fitted pipelined only when that cuts its medians' error by at
+#: least this share: the shape is one choice per op, not a free parameter
+#: to chase noise with.
+_PIPELINED_GAIN = 0.1
+
+
+def _fit_op(runs: list[_Run], op: str, overall_x: float) -> tuple[float, float, bool]:
+    """One op's ``(F, 1/B, pipelined)``: both when it was measured at sizes
+    a factor of 4 apart or more (and the shape too at three sizes or more),
+    else its own ``F`` at the overall bandwidth, its floors and transfer
+    summed."""
     med = _medians(runs, op)
     sizes = np.concatenate([run.bytes[run.op == op] for run in runs])
-    own = (_robust_fit(med, overall_x)[0], overall_x)
-    if sizes.min() > 0 and sizes.max() / sizes.min() >= 4:
-        both = _robust_fit(med)
-        # Two sizes close together extrapolate badly: keep the bandwidth
-        # within a factor of 100 of the overall one, and only when it helps.
-        if 0.01 <= both[1] / overall_x <= 100 and med.error(*both) < med.error(*own):
-            return both
-    return own
+    best = (_robust_fit(med, overall_x)[0], overall_x)
+    if not (sizes.min() > 0 and sizes.max() / sizes.min() >= 4):
+        return (*best, False)
+    both = _robust_fit(med)
+    if _plausible(both[1], overall_x) and med.error(*both) < med.error(*best):
+        best = both
+    # Two sizes fit either shape exactly: a shape is read off three or more.
+    piped = _pipelined_fit(med, overall_x) if len(np.unique(sizes)) >= 3 else None
+    if piped is not None and med.error(*piped, pipelined=True) <= (1 - _PIPELINED_GAIN) * med.error(*best):
+        return (*piped, True)
+    return (*best, False)
+
+
+def _plausible(x: float, overall_x: float) -> bool:
+    """Two sizes close together extrapolate badly: an op's own bandwidth
+    stays within a factor of 100 of the overall one."""
+    return 0.01 <= x / overall_x <= 100
+
+
+#: At most this many candidate floors and as many inverse bandwidths.
+_PIPELINED_CANDIDATES = 200
+
+
+def _pipelined_fit(med: _Medians, overall_x: float) -> tuple[float, float] | None:
+    """``(F, 1/B)`` minimising the count-weighted absolute relative error of
+    the pipelined medians ``k + max(s·m·F, s·b·x)`` (:meth:`_Medians.error`),
+    over the floors and inverse bandwidths that fit one signature exactly
+    (the error is piecewise linear in each, so its minimum lies at such a
+    value or where a signature changes term); None when no signature
+    pins both."""
+    excess = med.measured - med.constant
+    floors = np.unique(excess[med.per_floor > 0] / med.per_floor[med.per_floor > 0])
+    xs = np.unique(excess[med.per_gbps > 0] / med.per_gbps[med.per_gbps > 0])
+    floors = floors[floors >= 0]
+    xs = xs[(xs > 0) & (xs >= 0.01 * overall_x) & (xs <= 100 * overall_x)]
+    if len(floors) == 0 or len(xs) == 0:
+        return None
+    q = np.linspace(0.0, 1.0, _PIPELINED_CANDIDATES)
+    floors, xs = (np.unique(np.quantile(a, q, method="nearest")) for a in (floors, xs))
+    f_grid, x_grid = (a.ravel() for a in np.meshgrid(floors, xs, indexing="ij"))
+    j = int(np.argmin(med.errors(f_grid, x_grid, pipelined=True)))
+    return float(f_grid[j]), float(x_grid[j])
 
 
 def _fit(runs: list[_Run]) -> tuple[float, float]:
@@ -422,9 +487,9 @@ def _fit(runs: list[_Run]) -> tuple[float, float]:
     return _robust_fit(_medians(runs, None))
 
 
-def _errors(runs: list[_Run], fitted: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
+def _errors(runs: list[_Run], fitted: dict[str, tuple[float, float, bool]]) -> list[dict[str, Any]]:
     out = []
-    for op, (floor, x) in sorted(fitted.items()):
+    for op, (floor, x, piped) in sorted(fitted.items()):
         err_before, err_after = [], []
         # Each occurrence's measurements over iterations and reports of its canary.
         repeats: dict[tuple[str, tuple[float, float], int], list[float]] = {}
@@ -433,7 +498,7 @@ def _errors(runs: list[_Run], fitted: dict[str, tuple[float, float]]) -> list[di
             m = run.measured[sel]
             ok = m > 0
             y_before = run.default[sel]
-            y_after = run.terms.latency(floor, x)[sel]
+            y_after = run.terms.latency(floor, x, piped)[sel]
             err_before.extend(np.abs(y_before[ok] - m[ok]) / m[ok])
             err_after.extend(np.abs(y_after[ok] - m[ok]) / m[ok])
             for k, v in zip(run.occurrence[sel], m, strict=True):
@@ -508,15 +573,15 @@ def calibrate(
 _ROUNDS = 6
 
 
-def _fit_backend(runs: list[_Run], base: Backend) -> tuple[dict[str, tuple[float, float]], Backend]:
-    """The per-op ``(F, 1/B)`` and the backend fitted to ``runs``' terms
-    (``base`` gives its label and host)."""
+def _fit_backend(runs: list[_Run], base: Backend) -> tuple[dict[str, tuple[float, float, bool]], Backend]:
+    """The per-op ``(F, 1/B, pipelined)`` and the backend fitted to
+    ``runs``' terms (``base`` gives its label and host)."""
     floor, x = _fit(runs)
     floor, x = round(floor, 3), 1.0 / round(1.0 / x, 6)
     fitted = {}
     for op in sorted({str(o) for run in runs for o in run.op}):
-        f_op, x_op = _fit_op(runs, op, x)
-        fitted[op] = (round(f_op, 3), 1.0 / round(1.0 / x_op, 6))
+        f_op, x_op, piped = _fit_op(runs, op, x)
+        fitted[op] = (round(f_op, 3), 1.0 / round(1.0 / x_op, 6), piped)
     backend = replace(
         base,
         bandwidth_gbps=round(1.0 / x, 6),
@@ -524,7 +589,8 @@ def _fit_backend(runs: list[_Run], base: Backend) -> tuple[dict[str, tuple[float
         # The physical replay fills compute before each collective, never
         # beside it: what it measured hid nothing.
         overlap_efficiency=0.0,
-        op_overrides=tuple((op, f, round(1.0 / xo, 6)) for op, (f, xo) in fitted.items()),
+        op_overrides=tuple((op, f, round(1.0 / xo, 6)) for op, (f, xo, _) in fitted.items()),
+        pipelined_ops=tuple(op for op, (_, _, piped) in fitted.items() if piped),
         serialize_ranks=True,
         floor_per_step=True,
     )
@@ -541,9 +607,13 @@ _Split = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.
 
 
 def _split(run: _Run, backend: Backend) -> _Split:
+    """A pipelined op's start-up is what its floors add beyond its
+    transfer, so that start-up and transfer still sum to its latency."""
     floors, xs = op_floors(backend, run.op)
-    startup = run.terms.constant + run.terms.per_floor * floors
+    hand_off = run.terms.per_floor * floors
     transfer = run.terms.per_gbps * xs
+    piped = pipelined(backend, run.op)
+    startup = run.terms.constant + np.where(piped, np.maximum(hand_off - transfer, 0.0), hand_off)
     dominated = np.zeros(len(startup), dtype=bool)
     keys = np.asarray(run.key)
     for k in np.unique(keys):
@@ -611,6 +681,17 @@ def _canary_sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _pipelined_ops(b: dict[str, Any], where: str) -> tuple[str, ...]:
+    """A backend file's ``pipelined_ops``: distinct op names, at most 64."""
+    ops = b.get("pipelined_ops", [])
+    ok = isinstance(ops, list) and len(ops) <= 64 and len(set(map(str, ops))) == len(ops)
+    if not ok or not all(isinstance(op, str) and 0 < len(op) <= 64 for op in ops):
+        raise InputError(
+            f"{where} field 'backend.pipelined_ops' must be a list of at most 64 distinct op names"
+        )
+    return tuple(sorted(ops))
+
+
 def read_backend_file(path: str | os.PathLike[str]) -> Backend:
     """The backend of a backend file (``commcanary calibrate -o``)."""
     where = os.fspath(path)
@@ -627,6 +708,7 @@ def read_backend_file(path: str | os.PathLike[str]) -> Backend:
         "serialize_ranks",
         "independent_groups",
         "floor_per_step",
+        "pipelined_ops",
         "stall_mean_us",
         "stall_probability",
         "rate_spread",
@@ -636,7 +718,8 @@ def read_backend_file(path: str | os.PathLike[str]) -> Backend:
     if not isinstance(b, dict) or set(b) - optional != set(keys):
         raise InputError(
             f"{where} field 'backend' must have exactly {', '.join(keys)} "
-            "(and op_overrides, serialize_ranks, independent_groups, floor_per_step, stall_mean_us, stall_probability, rate_spread, host_cpus, rank_cpu_share)"
+            "(and op_overrides, serialize_ranks, independent_groups, floor_per_step, pipelined_ops, stall_mean_us, "
+            "stall_probability, rate_spread, host_cpus, rank_cpu_share)"
         )
     for key, top in (
         ("stall_probability", 0.5),
@@ -675,6 +758,7 @@ def read_backend_file(path: str | os.PathLike[str]) -> Backend:
         serialize_ranks=bool(b.get("serialize_ranks", False)),
         independent_groups=bool(b.get("independent_groups", False)),
         floor_per_step=bool(b.get("floor_per_step", False)),
+        pipelined_ops=_pipelined_ops(b, where),
         stall_probability=float(b.get("stall_probability", 0.0)),
         stall_mean_us=float(b.get("stall_mean_us", 0.0)),
         rate_spread=float(b.get("rate_spread", 0.0)),

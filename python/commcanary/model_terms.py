@@ -21,7 +21,11 @@ replay at ``β`` when every floor rises by 1 µs, over ``m_i``, snapped to
 the stretches the host allows (multiples of ``rank_cpu_share/host_cpus``), and ``k_i`` what is left
 of the replay at ``β``. With ``β``'s schedule held the latency is linear in
 ``(F, x)``; the stretch moves with the schedule, so calibration refits and
-replays until its backend stops changing.
+replays until its backend stops changing. The terms are read with every
+op's floors and transfer summed: an op the backend pipelines
+(``pipelined_ops``) costs ``s_i·max(m_i·F_i, b_i·x_i) + k_i`` of the same
+terms, its stretch read off the summed schedule (a floor hidden under a
+transfer moves nothing to read it by).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import numpy.typing as npt
 from commcanary import _core
 from commcanary.replay import Backend, replay
 
-__all__ = ["ModelTerms", "bandwidth_term", "model_terms"]
+__all__ = ["ModelTerms", "bandwidth_term", "model_terms", "pipelined"]
 
 #: A bandwidth whose term is negligible (Gbit/s).
 VANISHING_BANDWIDTH = 1e9
@@ -58,8 +62,11 @@ class ModelTerms(NamedTuple):
     stretch: Floats
     per_floor: Floats
 
-    def latency(self, floor: float | Floats, x: float | Floats) -> Floats:
-        """The model's latency per sample at floor ``F`` and ``1/B = x``."""
+    def latency(self, floor: float | Floats, x: float | Floats, pipelined: bool = False) -> Floats:
+        """The model's latency per sample at floor ``F`` and ``1/B = x``:
+        ``k + s·m·F + s·b·x``, or pipelined ``k + max(s·m·F, s·b·x)``."""
+        if pipelined:
+            return self.constant + np.maximum(self.per_floor * floor, self.per_gbps * x)
         return self.constant + self.per_floor * floor + self.per_gbps * x
 
     @classmethod
@@ -95,6 +102,14 @@ def op_floors(backend: Backend, ops: npt.NDArray[np.str_]) -> tuple[Floats, Floa
     return pairs[:, 0], pairs[:, 1]
 
 
+def pipelined(backend: Backend, ops: npt.NDArray[np.str_]) -> npt.NDArray[np.bool_]:
+    """Per sample, whether the backend pipelines its op (a ``send`` or
+    ``recv`` as ``point_to_point``)."""
+    named = set(backend.pipelined_ops)
+    p2p = "point_to_point" in named
+    return np.array([str(op) in named or (p2p and str(op) in ("send", "recv")) for op in ops], dtype=bool)
+
+
 def algorithm_steps(ops: npt.NDArray[np.str_], ranks: npt.NDArray[np.int64]) -> Floats:
     """Per sample, the steps of its op's algorithm over its group
     (``_core.algorithm_steps``, asked once per distinct op and size)."""
@@ -115,7 +130,7 @@ def model_terms(
     steps, bandwidth terms ``b``) at ``backend`` without its stalls and
     rate spread (module doc): calibration fits medians to them, and stalls
     and spread to what lies about them."""
-    backend = replace(backend, stall_probability=0.0, stall_mean_us=0.0, rate_spread=0.0)
+    backend = replace(backend, stall_probability=0.0, stall_mean_us=0.0, rate_spread=0.0, pipelined_ops=())
     c = collective_us(canary, backend, iterations)
     steps = algorithm if backend.floor_per_step else np.ones_like(c)
     stretch = np.ones_like(c)

@@ -88,6 +88,12 @@ class Backend:
     #: latency term of the alpha-beta cost (a calibrated backend's; False:
     #: once per occurrence, the spec's model).
     floor_per_step: bool = False
+    #: Operations whose steps are pipelined (a calibrated backend's; empty:
+    #: the spec's start-up plus transfer): each step takes the longer of its
+    #: hand-off and its chunk's transfer, so the op costs
+    #: ``max(floors, transfer)`` plus the per-rank term. ``send`` and
+    #: ``recv`` follow ``point_to_point``.
+    pipelined_ops: tuple[str, ...] = ()
 
 
 class Report:
@@ -239,6 +245,7 @@ def replay(
 
     settings = asdict(backend or Backend())
     settings["op_overrides"] = [tuple(o) for o in settings["op_overrides"]]
+    settings["pipelined_ops"] = list(settings["pipelined_ops"])
     if isinstance(canary, CanaryType):
         name, data = "<canary>", canary.to_bytes()
     elif isinstance(canary, bytes | bytearray | memoryview):

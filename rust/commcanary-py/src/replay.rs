@@ -91,6 +91,7 @@ pub(crate) fn requested_settings(
         host_cpus: None,
         rank_cpu_share: None,
         floor_per_step: false,
+        pipelined_ops: Vec::new(),
     }
 }
 
@@ -196,7 +197,7 @@ impl PyReplayReport {
 /// Replays the canary at `path` (or `data`, when given) under the settings;
 /// a setting left `None` takes the model's default.
 #[pyfunction]
-#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new(), bytes_scale=None, gap_scale=None, serialize_groups=false, independent_groups=false, serialize_ranks=false, stall_probability=None, stall_mean_us=None, rate_spread=None, host_cpus=None, rank_cpu_share=None, floor_per_step=false))]
+#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new(), bytes_scale=None, gap_scale=None, serialize_groups=false, independent_groups=false, serialize_ranks=false, stall_probability=None, stall_mean_us=None, rate_spread=None, host_cpus=None, rank_cpu_share=None, floor_per_step=false, pipelined_ops=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay_canary(
     py: Python<'_>,
@@ -224,6 +225,7 @@ pub fn replay_canary(
     host_cpus: Option<f64>,
     rank_cpu_share: Option<f64>,
     floor_per_step: bool,
+    pipelined_ops: Vec<String>,
 ) -> PyResult<PyReplayReport> {
     let mut requested = requested_settings(
         label,
@@ -248,6 +250,7 @@ pub fn replay_canary(
     requested.host_cpus = host_cpus;
     requested.rank_cpu_share = rank_cpu_share;
     requested.floor_per_step = floor_per_step;
+    requested.pipelined_ops = pipelined_ops;
     let settings = detached(py, None, || Settings::checked(&requested))?;
     let bytes = read_bytes(py, data, &path)?;
     let run = detached(py, Some(&path), move || {

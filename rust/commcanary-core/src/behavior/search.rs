@@ -746,17 +746,7 @@ fn write_rows(out: &mut Vec<u8>, rows: &[Row], selected: Option<usize>) {
                     "rejected"
                 };
                 o.str("decision", decision);
-                {
-                    let list = o.key("failed_configurations");
-                    list.push(b'[');
-                    for (k, name) in v.failed_configurations.iter().enumerate() {
-                        if k > 0 {
-                            list.push(b',');
-                        }
-                        canon::write_str(list, name);
-                    }
-                    list.push(b']');
-                }
+                o.str_list("failed_configurations", &v.failed_configurations);
                 if let Some(g) = row.group {
                     o.i64("group_id", g as i64);
                     o.i64("group_timing_sample_limit", row.limit_of(g) as i64);

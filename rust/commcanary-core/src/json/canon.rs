@@ -328,6 +328,19 @@ impl<'o> ObjectWriter<'o> {
         write_str(self.key(key), v);
     }
 
+    /// Member whose value is a list of strings, in the order given.
+    pub fn str_list<S: AsRef<str>>(&mut self, key: &str, items: &[S]) {
+        let out = self.key(key);
+        out.push(b'[');
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_str(out, item.as_ref());
+        }
+        out.push(b']');
+    }
+
     /// Member with a boolean value.
     pub fn bool(&mut self, key: &str, v: bool) {
         self.key(key)

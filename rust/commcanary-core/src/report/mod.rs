@@ -128,15 +128,7 @@ pub fn calibration_json(c: &Calibration) -> Vec<u8> {
 /// The replay protocol object without `sha256` and `max_replay_events` (the
 /// projection its hash covers).
 fn protocol_core(s: &Settings, out: &mut ObjectWriter<'_>) {
-    let list = out.key("ablations");
-    list.push(b'[');
-    for (i, name) in s.ablations.names().iter().enumerate() {
-        if i > 0 {
-            list.push(b',');
-        }
-        canon::write_str(list, name);
-    }
-    list.push(b']');
+    out.str_list("ablations", &s.ablations.names());
     out.str("bandwidth_unit", "Gbit/s");
     out.i64("iterations", i64::from(s.iterations));
 }
@@ -213,6 +205,9 @@ pub fn backend_json(s: &Settings) -> Vec<u8> {
         list.push(b']');
     }
     o.f64("overlap_efficiency", s.overlap_efficiency);
+    if !s.pipelined_ops.is_empty() {
+        o.str_list("pipelined_ops", &s.pipelined_ops);
+    }
     if s.rank_cpu_share != 1.0 {
         o.f64("rank_cpu_share", s.rank_cpu_share);
     }

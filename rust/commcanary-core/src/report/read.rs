@@ -505,6 +505,7 @@ fn declared_settings(r: &Report) -> Result<Settings> {
         host_cpus: optional_num(backend, "host_cpus")?.unwrap_or(0.0),
         rank_cpu_share: optional_num(backend, "rank_cpu_share")?.unwrap_or(1.0),
         floor_per_step: optional_bool(backend, "floor_per_step")?,
+        pipelined_ops: declared_pipelined_ops(backend)?,
     };
     settings
         .validate()
@@ -562,6 +563,19 @@ fn declared_op_overrides(backend: Value<'_>) -> Result<Vec<crate::sim::OpOverrid
                 )?,
             })
         })
+        .collect()
+}
+
+/// `backend.pipelined_ops`, when present: a short list of op names.
+fn declared_pipelined_ops(backend: Value<'_>) -> Result<Vec<String>> {
+    let Some(list) = backend.get("pipelined_ops") else {
+        return Ok(Vec::new());
+    };
+    if !list.is_array() || list.len().is_some_and(|n| n > crate::sim::MAX_OP_OVERRIDES) {
+        return Err(bad("backend.pipelined_ops must be a short list"));
+    }
+    list.elements()
+        .map(|op| Ok(text(Some(op), "backend.pipelined_ops[]")?.to_owned()))
         .collect()
 }
 

@@ -13,6 +13,10 @@
 //! The uniforms `u0, u1, u2` come from SplitMix64 over the seed, the
 //! iteration and the occurrence's identity hash ([`uniforms`]). The
 //! expressions are evaluated in exactly this order: reports are byte-exact.
+//! An op a calibrated backend pipelines ([`Settings::pipelined_ops`]) costs
+//! `1.15·log2(max(2, n)) + 4 + max(F·steps, transfer)` instead: on a host
+//! where each step waits on a peer being scheduled, the chunk's copy runs
+//! inside that wait.
 
 use super::Settings;
 use crate::trace::Signature;
@@ -77,15 +81,53 @@ pub fn other_groups_under(sig: &Signature, settings: &Settings) -> f64 {
 #[inline]
 #[must_use]
 pub fn base_latency_us(sig: &Signature, settings: &Settings, pressure: f64) -> f64 {
-    let (startup, transfer) = base_terms(sig, settings, pressure);
-    startup + transfer
+    base_terms(sig, settings, pressure).latency(1.0)
 }
 
-/// [`base_latency_us`] in its two terms: the start-up (the floors and the
-/// per-rank term) and the transfer (the bandwidth term), µs.
+/// An occurrence's noise-free cost in its terms, µs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BaseTerms {
+    /// The start-up: the floors and the per-rank term `1.15·log2(n) + 4`.
+    pub startup: f64,
+    /// The floors alone (the α term, once per step under
+    /// [`Settings::floor_per_step`]).
+    pub floors: f64,
+    /// The per-rank term alone.
+    pub per_rank: f64,
+    /// The transfer (the bandwidth term).
+    pub transfer: f64,
+    /// Its op's steps are pipelined ([`Settings::pipelined_ops`]).
+    pub pipelined: bool,
+}
+
+impl BaseTerms {
+    /// The latency with the transfer term times `factor` (the rate
+    /// spread's, 1 without it): `startup + transfer·factor`, or for a
+    /// pipelined op `per_rank + max(floors, transfer·factor)`, each step
+    /// taking the longer of its hand-off and its chunk's transfer.
+    #[inline]
+    #[must_use]
+    pub fn latency(&self, factor: f64) -> f64 {
+        match (self.pipelined, factor == 1.0) {
+            (true, _) => self.per_rank + self.floors.max(self.transfer * factor),
+            (false, true) => self.startup + self.transfer,
+            (false, false) => (self.startup + self.transfer) + self.transfer * (factor - 1.0),
+        }
+    }
+}
+
+/// Whether `sig`'s op is pipelined: named in [`Settings::pipelined_ops`],
+/// or for a `send` or `recv`, `point_to_point` is.
+#[must_use]
+pub fn pipelined(settings: &Settings, sig: &Signature) -> bool {
+    let named = |op: &[u8]| (settings.pipelined_ops.iter()).any(|o| o.as_bytes() == op);
+    named(&sig.op) || matches!(sig.op.as_slice(), b"send" | b"recv") && named(b"point_to_point")
+}
+
+/// [`base_latency_us`] in its terms ([`BaseTerms`]).
 #[inline]
 #[must_use]
-pub fn base_terms(sig: &Signature, settings: &Settings, pressure: f64) -> (f64, f64) {
+pub fn base_terms(sig: &Signature, settings: &Settings, pressure: f64) -> BaseTerms {
     let nf = sig.rank_count() as f64;
     let log_ranks = nf.max(2.0).log2();
     let (floor, bandwidth) = op_override(settings, sig)
@@ -99,11 +141,13 @@ pub fn base_terms(sig: &Signature, settings: &Settings, pressure: f64) -> (f64, 
         true => floor * algorithm_steps(&sig.op, nf),
         false => floor,
     };
-    let startup = floor + 1.15 * log_ranks + 4.0;
-    (
-        startup,
-        transfer * op_factor(sig, nf) * contention * penalty,
-    )
+    BaseTerms {
+        startup: floor + 1.15 * log_ranks + 4.0,
+        floors: floor,
+        per_rank: 1.15 * log_ranks + 4.0,
+        transfer: transfer * op_factor(sig, nf) * contention * penalty,
+        pipelined: pipelined(settings, sig),
+    }
 }
 
 /// The counter lane of an occurrence's transfer-rate draw: past every lane
@@ -387,6 +431,44 @@ mod tests {
         assert!(close(extra(&sig(b"all_gather", 2)), 0.0)); // 1 step
         assert!(close(extra(&sig(b"broadcast", 5)), 200.0)); // ceil(log2 5) = 3
         assert!(close(extra(&sig(b"send", 2)), 0.0));
+    }
+
+    #[test]
+    fn a_pipelined_op_pays_the_longer_of_its_floors_and_its_transfer() {
+        let sig = |op: &[u8], bytes: i64| Signature {
+            op: op.to_vec(),
+            ranks: (0..4).collect(),
+            bytes,
+            ..Signature::default()
+        };
+        let summed = Settings {
+            latency_floor_us: 100.0,
+            bandwidth_gbps: 8.0,
+            floor_per_step: true,
+            ..Settings::default()
+        };
+        let piped = Settings {
+            pipelined_ops: vec!["all_reduce".to_owned(), "point_to_point".to_owned()],
+            ..summed.clone()
+        };
+        let per_rank = 1.15 * 2.0 + 4.0;
+        // 6 steps of 100 µs; 1000 bytes · 1.5 at 8 Gbit/s is 1.5 µs: floors win.
+        let small = base_terms(&sig(b"all_reduce", 1000), &piped, 0.0);
+        assert!((small.latency(1.0) - (per_rank + 600.0)).abs() < 1e-9);
+        // 8 MB · 1.5 at 8 Gbit/s is 12000 µs: the transfer wins, floors hidden.
+        let big = base_terms(&sig(b"all_reduce", 8_000_000), &piped, 0.0);
+        assert!((big.latency(1.0) - (per_rank + 12_000.0)).abs() < 1e-6);
+        assert!((big.latency(0.5) - (per_rank + 6_000.0)).abs() < 1e-6);
+        let sum = base_terms(&sig(b"all_reduce", 8_000_000), &summed, 0.0);
+        assert!((sum.latency(1.0) - (per_rank + 12_600.0)).abs() < 1e-6);
+        // Other ops keep the sum; a send follows point_to_point.
+        let gather = sig(b"all_gather", 1000);
+        assert_eq!(
+            base_latency_us(&gather, &piped, 0.0),
+            base_latency_us(&gather, &summed, 0.0)
+        );
+        assert!(pipelined(&piped, &sig(b"send", 10)));
+        assert!(!pipelined(&summed, &sig(b"send", 10)));
     }
 
     #[test]

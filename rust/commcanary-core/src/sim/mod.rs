@@ -18,8 +18,9 @@
 //! depend on how the compiler grouped events. Everything is deterministic:
 //! the same canary and settings give bit-identical results.
 //!
-//! A calibrated backend may add four terms, all off by default (the
-//! spec's model): host stalls (an exponential delay on a share of
+//! A calibrated backend may add five terms, all off by default (the
+//! spec's model): pipelined steps (an op's floors and transfer overlap,
+//! `max` rather than their sum, [`cost::BaseTerms::latency`]); host stalls (an exponential delay on a share of
 //! occurrences, [`cost::stall_us`]); a spread of the transfer rate (the
 //! bandwidth term times a lognormal factor of median 1,
 //! [`cost::rate_factor`]); a host shared by more ranks than
@@ -96,9 +97,8 @@ struct Static {
     before: f64,
     observed: f64,
     uncertain: bool,
-    base_us: f64,
-    /// The transfer (bandwidth) term within `base_us`.
-    transfer_us: f64,
+    /// The noise-free cost in its terms.
+    terms: cost::BaseTerms,
     identity_hash: u64,
 }
 
@@ -383,7 +383,7 @@ fn static_of(
     let pressure = cost::effective_pressure(settings.compute_pressure, record_pressure);
     let identity_hash =
         templates[p.signature as usize].hash(offsets, p.occurrence, &mut scratch.identity);
-    let (startup, transfer) = cost::base_terms(sig, settings, pressure);
+    let terms = cost::base_terms(sig, settings, pressure);
     Static {
         signature: p.signature,
         gap: if ablate.queue_reset_gaps {
@@ -406,8 +406,7 @@ fn static_of(
             point.observed_exposed_us
         },
         uncertain: p.uncertain,
-        base_us: startup + transfer,
-        transfer_us: transfer,
+        terms,
         identity_hash,
     }
 }
@@ -480,13 +479,10 @@ fn schedule(program: &Program, settings: &Settings, statics: &[Static]) -> Resul
             };
             let u = cost::uniforms(settings.seed, iteration, s.identity_hash);
             let g = other_groups[s.signature as usize];
-            let base = match settings.rate_spread > 0.0 {
-                true => {
-                    let factor = cost::rate_factor(settings, iteration, s.identity_hash);
-                    s.base_us + s.transfer_us * (factor - 1.0)
-                }
-                false => s.base_us,
-            };
+            let base = s.terms.latency(match settings.rate_spread > 0.0 {
+                true => cost::rate_factor(settings, iteration, s.identity_hash),
+                false => 1.0,
+            });
             let mut collective = base * stretch + cost::noise_us(u, s.skew, s.pressure, g, no_tail);
             if settings.stall_probability > 0.0 {
                 let steps = stall_steps[s.signature as usize];

@@ -167,6 +167,14 @@ pub struct Settings {
     /// model). The α–β cost of a ring: a floor fitted on groups of one
     /// size then prices groups of another.
     pub floor_per_step: bool,
+    /// Operations whose steps are pipelined (a calibrated backend's; empty:
+    /// the spec's model, start-up plus transfer): each step takes the
+    /// longer of its hand-off (the floor) and its chunk's transfer, so the
+    /// occurrence's floors and transfer overlap and its latency is
+    /// `max(floors, transfer)` plus the per-rank term
+    /// ([`super::cost::base_terms`]). A `send` or `recv` follows
+    /// `point_to_point`. Sorted, distinct, at most [`MAX_OP_OVERRIDES`].
+    pub pipelined_ops: Vec<String>,
 }
 
 /// One operation's own latency floor and bandwidth.
@@ -207,6 +215,7 @@ impl Default for Settings {
             host_cpus: 0.0,
             rank_cpu_share: 1.0,
             floor_per_step: false,
+            pipelined_ops: Vec::new(),
         }
     }
 }
@@ -283,6 +292,16 @@ impl Settings {
                 );
             }
         }
+        let named = |op: &String| !op.is_empty() && op.len() <= 64;
+        if self.pipelined_ops.len() > MAX_OP_OVERRIDES
+            || !self.pipelined_ops.iter().all(named)
+            || self.pipelined_ops.windows(2).any(|w| w[0] >= w[1])
+        {
+            return bad(
+                "pipelined_ops",
+                &format!("must name at most {MAX_OP_OVERRIDES} distinct ops"),
+            );
+        }
         if self.max_replay_events < 1 || self.max_replay_events > MAX_REPLAY_EVENTS_LIMIT {
             return bad(
                 "max_replay_events",
@@ -354,6 +373,11 @@ impl Settings {
             host_cpus: requested.host_cpus.unwrap_or(0.0),
             rank_cpu_share: requested.rank_cpu_share.unwrap_or(1.0),
             floor_per_step: requested.floor_per_step,
+            pipelined_ops: {
+                let mut ops = requested.pipelined_ops.clone();
+                ops.sort();
+                ops
+            },
         };
         s.validate()?;
         Ok(s)
@@ -405,4 +429,6 @@ pub struct RequestedSettings {
     pub rank_cpu_share: Option<f64>,
     /// `floor_per_step`.
     pub floor_per_step: bool,
+    /// `pipelined_ops`.
+    pub pipelined_ops: Vec<String>,
 }
