@@ -451,10 +451,11 @@ def _fit_op(runs: list[_Run], op: str, overall_x: float) -> tuple[float, float, 
     return (*best, False)
 
 
-def _plausible(x: float, overall_x: float) -> bool:
+def _plausible(x: Any, overall_x: float) -> Any:
     """Two sizes close together extrapolate badly: an op's own bandwidth
-    stays within a factor of 100 of the overall one."""
-    return 0.01 <= x / overall_x <= 100
+    (one ``1/B`` or an array of them) stays within a factor of 100 of the
+    overall one."""
+    return (x >= 0.01 * overall_x) & (x <= 100 * overall_x)
 
 
 #: At most this many candidate floors and as many inverse bandwidths.
@@ -469,10 +470,9 @@ def _pipelined_fit(med: _Medians, overall_x: float) -> tuple[float, float] | Non
     value or where a signature changes term); None when no signature
     pins both."""
     excess = med.measured - med.constant
-    floors = np.unique(excess[med.per_floor > 0] / med.per_floor[med.per_floor > 0])
-    xs = np.unique(excess[med.per_gbps > 0] / med.per_gbps[med.per_gbps > 0])
-    floors = floors[floors >= 0]
-    xs = xs[(xs > 0) & (xs >= 0.01 * overall_x) & (xs <= 100 * overall_x)]
+    floors = excess[med.per_floor > 0] / med.per_floor[med.per_floor > 0]
+    xs = excess[med.per_gbps > 0] / med.per_gbps[med.per_gbps > 0]
+    floors, xs = floors[floors >= 0], xs[_plausible(xs, overall_x)]
     if len(floors) == 0 or len(xs) == 0:
         return None
     q = np.linspace(0.0, 1.0, _PIPELINED_CANDIDATES)

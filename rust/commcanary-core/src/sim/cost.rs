@@ -87,7 +87,8 @@ pub fn base_latency_us(sig: &Signature, settings: &Settings, pressure: f64) -> f
 /// An occurrence's noise-free cost in its terms, µs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BaseTerms {
-    /// The start-up: the floors and the per-rank term `1.15·log2(n) + 4`.
+    /// The start-up: the floors and the per-rank term `1.15·log2(n) + 4`,
+    /// summed in the spec's order (not `floors + per_rank`: byte-exact).
     pub startup: f64,
     /// The floors alone (the α term, once per step under
     /// [`Settings::floor_per_step`]).
@@ -108,10 +109,10 @@ impl BaseTerms {
     #[inline]
     #[must_use]
     pub fn latency(&self, factor: f64) -> f64 {
-        match (self.pipelined, factor == 1.0) {
-            (true, _) => self.per_rank + self.floors.max(self.transfer * factor),
-            (false, true) => self.startup + self.transfer,
-            (false, false) => (self.startup + self.transfer) + self.transfer * (factor - 1.0),
+        match self.pipelined {
+            true => self.per_rank + self.floors.max(self.transfer * factor),
+            // At factor 1 the second term is +0.0: exactly the sum.
+            false => (self.startup + self.transfer) + self.transfer * (factor - 1.0),
         }
     }
 }

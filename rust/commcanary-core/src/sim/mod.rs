@@ -20,8 +20,9 @@
 //!
 //! A calibrated backend may add five terms, all off by default (the
 //! spec's model): pipelined steps (an op's floors and transfer overlap,
-//! `max` rather than their sum, [`cost::BaseTerms::latency`]); host stalls (an exponential delay on a share of
-//! occurrences, [`cost::stall_us`]); a spread of the transfer rate (the
+//! `max` rather than their sum, [`cost::BaseTerms::latency`]); host
+//! stalls (an exponential delay on a share of occurrences,
+//! [`cost::stall_us`]); a spread of the transfer rate (the
 //! bandwidth term times a lognormal factor of median 1,
 //! [`cost::rate_factor`]); a host shared by more ranks than
 //! cores, which stretches each base latency and stall by
