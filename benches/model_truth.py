@@ -29,7 +29,7 @@ alike; validate-model goes round by round over its configurations too.
      model's median ``collective_us`` against the measured median; the
      median over signatures;
    * the report's p50 and p95 of exposed latency: the model's against the
-     mean of the runs' (also in sample, on the fixture's own runs);
+     mean of the runs' (also in sample, on the fixture's own runs as recorded);
    * with ``--validate``: the pairwise ranking agreement of six
      configurations (message sizes x4 and x0.25, gaps x2 and x0.5, both),
      beside the runs' agreement with each other (for this row the second
@@ -40,8 +40,8 @@ Prints a table and writes ``--json`` when asked. Needs torch, except with
 ``--keep DIR`` left (a model change checked against the same measurements).
 
     python benches/model_truth.py [--runs 3] [--events 400] [--gap-scale 100] [--bytes-divisors 1,8]
-        [--calibration-scales 1,8,64:16] [--model-iterations 20] [--seed 7] [--seeds 20]
-        [--validate] [--json out.json] [--keep DIR | --from DIR]
+        [--calibration-scales 0.125,1,8,64:16] [--model-iterations 20] [--seed 7] [--seeds 20]
+        [--validate] [--signatures] [--json out.json] [--keep DIR | --from DIR]
 """
 
 from __future__ import annotations
@@ -179,6 +179,34 @@ def predict(
     return [signature_row(model, runs, tag), *quantile_rows(model, runs, "", tag)]
 
 
+def signature_table(canary: Path, fit: Any, measured: list[Path], draw: ModelDraw) -> list[str]:
+    """Per signature of ``canary``: occurrences per run, the measured median
+    (pooled, and each run's range), the model's median and its error."""
+    from commcanary.replay import Report
+
+    doc = json.loads(canary.read_text())
+    model = per_signature(model_replay(canary, fit.backend, draw).samples)
+    runs = [Report.from_file(r).samples for r in measured]
+    each = [per_signature(s) for s in runs]
+    centre = pooled(runs)
+    counts: dict[str, int] = {}
+    for o, g, x in zip(runs[0]["op"], runs[0]["group"], runs[0]["signature"], strict=True):
+        counts[f"{o}|{g}|{x}"] = counts.get(f"{o}|{g}|{x}", 0) + 1
+    lines = [f"  {'signature':<44} {'n':>4} {'measured ms (runs)':>24} {'model ms':>9} {'error %':>8}"]
+    for key in sorted(centre, key=lambda k: (k.split("|")[0], int(k.split("|")[2]))):
+        op, group, index = key.split("|")
+        sig = doc["signatures"][int(index)]
+        ranks = sig["ranks"]
+        name = f"{op} {sig['bytes'] / 1024:g} KiB {group} ranks {ranks[0]}..{ranks[-1]}"
+        lo, hi = (f(e[key] for e in each if key in e) / 1e3 for f in (min, max))
+        mine = model.get(key, float("nan"))
+        lines.append(
+            f"  {name:<44} {counts.get(key, 0):>4} {centre[key] / 1e3:>9.2f} ({lo:.2f}-{hi:.2f}) "
+            f"{mine / 1e3:>9.2f} {ape(mine, centre[key]):>8.1f}"
+        )
+    return lines
+
+
 def measure_rounds(
     d: Path, runs: int, scales: list[tuple[float, float]], predicted: dict[int, Path]
 ) -> tuple[dict[tuple[float, float], list[Path]], dict[int, list[Path]]]:
@@ -213,7 +241,7 @@ def arguments() -> argparse.Namespace:
     )
     ap.add_argument(
         "--calibration-scales",
-        default="1,8,64:16",
+        default="0.125,1,8,64:16",
         help=(
             "Measure the fixture's canary with its messages times each of these to calibrate; "
             "SCALE:GAPS also scales its gaps, so the host keeps the schedule at large sizes."
@@ -245,6 +273,11 @@ def arguments() -> argparse.Namespace:
         help="Measure nothing: recalibrate and evaluate the runs a previous --keep left in this directory.",
     )
     ap.add_argument("--validate", action="store_true", help="Also rank six configurations (validate-model).")
+    ap.add_argument(
+        "--signatures",
+        action="store_true",
+        help="Also print each predicted canary's signatures: measured and model medians at --seed.",
+    )
     return ap.parse_args()
 
 
@@ -290,8 +323,8 @@ def figures(
     draw: ModelDraw,
 ) -> list[tuple[str, float, float]]:
     """Every model-against-measurement row but the ranking."""
-    first = next(iter(reports))
-    rows = in_sample(d / "fixture.canary.json", reports[first], fit, first[0], draw)
+    recorded = next((s for s in reports if s == (1.0, 1.0)), next(iter(reports)))
+    rows = in_sample(d / "fixture.canary.json", reports[recorded], fit, recorded[0], draw)
     for divisor, runs in measured.items():
         rows.extend(predict(d / f"gen.{divisor}.canary.json", fit, runs, divisor, draw))
     return rows
@@ -360,6 +393,12 @@ def main() -> int:
             rows.append(validation(d, fit, args))
             spread.append((rows[-1][1],) * 3)
         report(rows, spread, args)
+        if args.signatures:
+            draw = ModelDraw(args.model_iterations, args.seed)
+            for divisor, runs in measured.items():
+                print(f"per signature, bytes / {divisor}:")
+                for line in signature_table(d / f"gen.{divisor}.canary.json", fit, runs, draw):
+                    print(line)
         if args.json:
             Path(args.json).write_text(
                 json.dumps(
