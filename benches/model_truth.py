@@ -52,6 +52,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,14 +81,15 @@ def ape(model: float, measured: float) -> float:
     return abs(model - measured) / measured * 100.0
 
 
-def per_signature(samples: dict[str, Any]) -> dict[str, float]:
-    keys = [
-        f"{o}|{g}|{s}" for o, g, s in zip(samples["op"], samples["group"], samples["signature"], strict=True)
+def signature_keys(samples: dict[str, Any]) -> list[str]:
+    """Each sample's signature key: ``op|group|signature index``."""
+    return [
+        f"{o}|{g}|{x}" for o, g, x in zip(samples["op"], samples["group"], samples["signature"], strict=True)
     ]
-    values: dict[str, list[float]] = {}
-    for k, v in zip(keys, samples["collective_us"], strict=True):
-        values.setdefault(k, []).append(float(v))
-    return {k: float(np.median(v)) for k, v in values.items()}
+
+
+def per_signature(samples: dict[str, Any]) -> dict[str, float]:
+    return pooled([samples])
 
 
 def pooled(runs: list[dict[str, Any]], skip: int | None = None) -> dict[str, float]:
@@ -95,8 +97,7 @@ def pooled(runs: list[dict[str, Any]], skip: int | None = None) -> dict[str, flo
     for j, s in enumerate(runs):
         if j == skip:
             continue
-        keys = [f"{o}|{g}|{x}" for o, g, x in zip(s["op"], s["group"], s["signature"], strict=True)]
-        for k, v in zip(keys, s["collective_us"], strict=True):
+        for k, v in zip(signature_keys(s), s["collective_us"], strict=True):
             merged.setdefault(k, []).append(float(v))
     return {k: float(np.median(v)) for k, v in merged.items()}
 
@@ -189,9 +190,7 @@ def signature_table(canary: Path, fit: Any, measured: list[Path], draw: ModelDra
     runs = [Report.from_file(r).samples for r in measured]
     each = [per_signature(s) for s in runs]
     centre = pooled(runs)
-    counts: dict[str, int] = {}
-    for o, g, x in zip(runs[0]["op"], runs[0]["group"], runs[0]["signature"], strict=True):
-        counts[f"{o}|{g}|{x}"] = counts.get(f"{o}|{g}|{x}", 0) + 1
+    counts = Counter(signature_keys(runs[0]))
     lines = [f"  {'signature':<44} {'n':>4} {'measured ms (runs)':>24} {'model ms':>9} {'error %':>8}"]
     for key in sorted(centre, key=lambda k: (k.split("|")[0], int(k.split("|")[2]))):
         op, group, index = key.split("|")
@@ -323,7 +322,7 @@ def figures(
     draw: ModelDraw,
 ) -> list[tuple[str, float, float]]:
     """Every model-against-measurement row but the ranking."""
-    recorded = next((s for s in reports if s == (1.0, 1.0)), next(iter(reports)))
+    recorded = (1.0, 1.0) if (1.0, 1.0) in reports else next(iter(reports))
     rows = in_sample(d / "fixture.canary.json", reports[recorded], fit, recorded[0], draw)
     for divisor, runs in measured.items():
         rows.extend(predict(d / f"gen.{divisor}.canary.json", fit, runs, divisor, draw))
