@@ -6,8 +6,11 @@ examples, derandomized so a run is reproducible).
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -16,7 +19,15 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "traces"
 DATA = Path(__file__).resolve().parent / "data"
 GOLDEN = Path(__file__).resolve().parent / "golden"
+#: Real captured fixtures, gzipped (tests/data/fixtures/README.md).
+FIXTURES = DATA / "fixtures"
 SHARED = ROOT.parent / "shared"
+
+
+def fixture_json(path: Path) -> Any:
+    """A gzipped JSON file of ``FIXTURES`` (ground truths, op logs, PARAM traces)."""
+    return json.loads(gzip.decompress(path.read_bytes()))
+
 
 settings.register_profile("dev", max_examples=60, deadline=None)
 settings.register_profile(

@@ -18,11 +18,10 @@ from typer.testing import CliRunner
 import commcanary
 import hang_jobs as hj
 from commcanary.cli import app
-from conftest import SHARED
+from conftest import FIXTURES
 
-HANG = SHARED / "fixtures" / "hang" / "gloo_tp4_rank3_skips_allreduce"
+HANG = FIXTURES / "hang" / "gloo_tp4_rank3_skips_allreduce"
 runner = CliRunner()
-needs_fixture = pytest.mark.skipif(not HANG.exists(), reason="shared fixtures not present")
 
 
 def schema() -> dict[str, Any]:
@@ -72,10 +71,9 @@ def assert_fixture_hang(doc: dict[str, Any]) -> None:
     }
 
 
-@needs_fixture
 @pytest.mark.parametrize("encoding", ["pickle", "json"])
 def test_fixture_from_the_flight_recorder_dumps_alone(encoding: str) -> None:
-    names = [f"fr_trace_rank_{r}" + ("" if encoding == "pickle" else ".json") for r in range(4)]
+    names = [f"fr_trace_rank_{r}" + ("" if encoding == "pickle" else ".json") + ".gz" for r in range(4)]
     doc = check(commcanary.diagnose_hang([HANG / "fr_during_hang" / n for n in names]))
     assert_fixture_hang(doc)
     assert doc["sequence_numbers"] == "flight_recorder"
@@ -86,15 +84,13 @@ def test_fixture_from_the_flight_recorder_dumps_alone(encoding: str) -> None:
         assert frame == {"file": "/opt/workload/comm_workload.py", "line": 275, "func": "<lambda>"}
 
 
-@needs_fixture
 def test_fixture_from_the_windowed_traces_alone() -> None:
-    doc = check(commcanary.diagnose_hang(sorted(HANG.glob("rank*.window*.json"))))
+    doc = check(commcanary.diagnose_hang(sorted(HANG.glob("rank*.window*.json.gz"))))
     assert_fixture_hang(doc)
     assert doc["sequence_numbers"] == "estimated from the traces"
     assert doc["step"]["source"].startswith("ProfilerStep")
 
 
-@needs_fixture
 def test_fixture_from_everything_in_the_directory() -> None:
     report = commcanary.diagnose_hang(HANG)
     doc = check(report)
@@ -105,13 +101,12 @@ def test_fixture_from_everything_in_the_directory() -> None:
     kinds = {e["kind"] for e in doc["evidence"] if e["used"]}
     assert kinds == {"flight_recorder", "kineto", "stacks", "exception"}
     skipped = {Path(e["file"]).name for e in doc["evidence"] if not e["used"]}
-    assert {"README.md", "ground_truth.json", "oplog.json"} <= skipped
+    assert {"README.md", "ground_truth.json.gz", "oplog.json.gz"} <= skipped
     assert report.data == commcanary.diagnose_hang(HANG).data  # same evidence, same bytes
 
 
-@needs_fixture
 def test_fixture_from_the_stacks_alone() -> None:
-    doc = check(commcanary.diagnose_hang(sorted(HANG.glob("rank*_stacks.txt"))))
+    doc = check(commcanary.diagnose_hang(sorted(HANG.glob("rank*_stacks.txt.gz"))))
     assert doc["verdict"] == "inconclusive"
     assert doc["root"] == [] and doc["partial_collectives"] == []
     calls = {p["rank"]: (p["stack"]["call"], p["stack"]["op"]) for p in doc["ranks"]}
@@ -125,15 +120,13 @@ def test_fixture_from_the_stacks_alone() -> None:
     assert "rank 3 is in a different call" in text and "cannot be concluded" in text
 
 
-@needs_fixture
 def test_fixture_from_the_exceptions_alone() -> None:
-    doc = check(commcanary.diagnose_hang(sorted(HANG.glob("rank*_exception.txt"))))
+    doc = check(commcanary.diagnose_hang(sorted(HANG.glob("rank*_exception.txt.gz"))))
     assert doc["verdict"] == "hang" and doc["confidence"] == "low" and doc["root"] == []
     timeouts = {p["rank"]: p["exception"]["timeout_ms"] for p in doc["ranks"]}
     assert timeouts == {0: 10000, 1: 10000, 2: 10000, 3: 10000}
 
 
-@needs_fixture
 def test_cli_prints_the_answer_first_and_exits_1(tmp_path: Path) -> None:
     out, page = tmp_path / "hang.json", tmp_path / "hang.html"
     result = runner.invoke(
@@ -273,15 +266,36 @@ def test_a_malicious_pickle_runs_nothing(
     evil = pickle.loads(dumps[3].read_bytes())
     evil["entries"][0]["frames"] = _System()
     dumps[3].write_bytes(pickle.dumps(evil, protocol=protocol))
-    line = refused(tmp_path, tmp_path / "d")
+    # Alone, it is all the evidence there is: refused, naming the file.
+    line = refused(tmp_path, dumps[3])
     assert "fr_trace_rank_3" in line and "refuses" in line
+    assert not (tmp_path / "PWNED").exists()
+    # Among good dumps, it is a skipped input, said so, and never run.
+    out = tmp_path / "skipped.json"
+    result = runner.invoke(app, ["diagnose", "hang", str(tmp_path / "d"), "-o", str(out)])
+    assert result.exit_code in (0, 1), result.output
+    assert "skipped a damaged file" in result.output and "fr_trace_rank_3" in result.output
+    doc = json.loads(out.read_text())
+    assert doc["confidence"] != "high"
+    skipped = [f for f in doc["evidence"] if f["kind"] == "skipped"]
+    assert [Path(f["file"]).name for f in skipped] == ["fr_trace_rank_3"]
+    assert "refuses" in skipped[0]["reason"]
     assert not (tmp_path / "PWNED").exists()
 
 
 def test_a_truncated_pickle(tmp_path: Path) -> None:
     dumps = hj.write(hj.dumps(hj.Job()), tmp_path / "d")
     dumps[1].write_bytes(dumps[1].read_bytes()[:-100])
-    assert "fr_trace_rank_1" in refused(tmp_path, *dumps)
+    assert "fr_trace_rank_1" in refused(tmp_path, dumps[1])
+    report = commcanary.diagnose_hang(dumps)
+    assert any("skipped a damaged file" in line and "fr_trace_rank_1" in line for line in report.lines)
+
+
+def test_only_damaged_files_are_refused_naming_the_first(tmp_path: Path) -> None:
+    dumps = hj.write(hj.dumps(hj.Job()), tmp_path / "d")
+    for d in dumps:
+        d.write_bytes(d.read_bytes()[:-100])
+    assert "fr_trace_rank_0" in refused(tmp_path, tmp_path / "d")
 
 
 def test_a_json_dump_without_entries(tmp_path: Path) -> None:
@@ -289,8 +303,20 @@ def test_a_json_dump_without_entries(tmp_path: Path) -> None:
     data = json.loads(dumps[2].read_text())
     del data["entries"]
     dumps[2].write_text(json.dumps(data))
-    line = refused(tmp_path, *dumps)
-    assert "fr_trace_rank_2.json" in line and "'entries'" in line
+    # Without `entries` it is no dump at all: JSON that is not evidence.
+    line = refused(tmp_path, dumps[2])
+    assert "fr_trace_rank_2.json" in line and "neither a profiler trace nor a Flight Recorder dump" in line
+
+
+def test_unrelated_json_beside_the_evidence_is_skipped_and_listed(tmp_path: Path) -> None:
+    hj.write(hj.dumps(hj.Job()), tmp_path / "d")
+    # A ground truth or config that mentions the dump's fields is no dump.
+    (tmp_path / "d" / "ground_truth.json").write_text(json.dumps({"note": "pg_config", "entries": []}))
+    (tmp_path / "d" / "README.md").write_text("# a job\n")
+    doc = commcanary.diagnose_hang(tmp_path / "d").document
+    skipped = {Path(f["file"]).name: f["reason"] for f in doc["evidence"] if f["kind"] == "skipped"}
+    assert set(skipped) == {"ground_truth.json", "README.md"}
+    assert doc["confidence"] == "high"
 
 
 def test_dumps_of_two_runs(tmp_path: Path) -> None:

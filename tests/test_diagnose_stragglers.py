@@ -18,12 +18,11 @@ from typer.testing import CliRunner
 import commcanary
 import kineto_jobs
 from commcanary.cli import app
-from conftest import SHARED
+from conftest import FIXTURES
 
-DECODE = SHARED / "fixtures" / "kineto" / "gloo_tp4_decode"
+DECODE = FIXTURES / "kineto" / "gloo_tp4_decode"
 TRACES = [DECODE / f"rank{r}.json.gz" for r in range(4)]
 runner = CliRunner()
-needs_fixture = pytest.mark.skipif(not DECODE.exists(), reason="shared fixtures not present")
 
 #: ProfilerStep#N of each injected sleep on rank 2, and its length in ms.
 INJECTED = {7: 60, 8: 60, 14: 30, 22: 120, 23: 120, 24: 120, 31: 30, 38: 60}
@@ -35,7 +34,6 @@ def check(report: commcanary.StragglerReport) -> dict[str, Any]:
     return report.document
 
 
-@needs_fixture
 def test_the_injected_straggler_is_found_on_its_steps_only() -> None:
     report = commcanary.diagnose_stragglers(TRACES)
     doc = check(report)
@@ -61,7 +59,6 @@ def test_the_injected_straggler_is_found_on_its_steps_only() -> None:
     assert report.lines[0].startswith("stragglers: 1 of 4 ranks slowed 8 of 40 steps")
 
 
-@needs_fixture
 def test_cli_prints_lines_writes_the_document_and_exits_1(tmp_path: Path) -> None:
     out = tmp_path / "stragglers.json"
     result = runner.invoke(app, ["diagnose", "stragglers", str(DECODE), "-o", str(out), "--no-cache"])
@@ -72,7 +69,6 @@ def test_cli_prints_lines_writes_the_document_and_exits_1(tmp_path: Path) -> Non
     assert out.read_bytes() == again.data  # same input, same bytes
 
 
-@needs_fixture
 def test_ranks_in_step_have_no_stragglers(tmp_path: Path) -> None:
     # Rank 0's real trace twice, the copy as rank 1: every pair collective
     # has both members arriving together.
@@ -99,7 +95,6 @@ def no_markers(e: dict[str, Any]) -> bool:
     return not str(e.get("name", "")).startswith("ProfilerStep#")
 
 
-@needs_fixture
 def test_without_step_markers_the_recovered_steps_give_the_same_stragglers(tmp_path: Path) -> None:
     marked = commcanary.diagnose_stragglers(TRACES)
     bare = [write_trace(tmp_path / t.name, t, no_markers) for t in TRACES]
@@ -122,7 +117,6 @@ def write_trace(path: Path, source: Path, keep: Any, rank: int | None = None) ->
     return path
 
 
-@needs_fixture
 @pytest.mark.parametrize(
     ("case", "message"),
     [
@@ -135,7 +129,8 @@ def test_bad_input_is_refused_and_nothing_is_written(tmp_path: Path, case: str, 
     if case == "single":
         paths = [TRACES[0]]
     elif case == "bad_marker":
-        paths = [write_trace(tmp_path / "rank1.json.gz", TRACES[1], rename_markers), *TRACES[2:]]
+        # Alone (a damaged file among good ones is skipped: see below).
+        paths = [write_trace(tmp_path / "rank1.json.gz", TRACES[1], rename_markers)]
     else:
         comm = ("c10d::", "gloo:", "nccl:", "record_param_comms")
         paths = [
@@ -183,3 +178,10 @@ def test_a_constructed_slow_collective_is_labelled_and_its_bandwidth_row_flagged
     assert rows[("pair_0", "all_gather", 1 << 19)]["bus_factor"] == 0.5
     assert sum(r["flagged_count"] for r in doc["communication"]) == 1
     assert "1 instance(s) in 1 class(es) far below" in report.lines[-1]
+
+
+def test_a_damaged_trace_among_good_ones_is_skipped_and_said(tmp_path: Path) -> None:
+    bad = write_trace(tmp_path / "rank1.json.gz", TRACES[1], rename_markers)
+    report = commcanary.diagnose_stragglers([bad, *TRACES[2:]])
+    assert report.document["world"] == 2
+    assert any("skipped a damaged file" in line and "rank1.json.gz" in line for line in report.lines)

@@ -13,12 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from commcanary.cli import app
-from conftest import SHARED
+from conftest import FIXTURES, fixture_json
 
-DECODE = SHARED / "fixtures" / "kineto" / "gloo_tp4_decode"
-PARAM_RAN = SHARED / "fixtures" / "param" / "basic_4rank_gloo"
-
-pytestmark = pytest.mark.skipif(not DECODE.exists(), reason="shared fixtures not present")
+DECODE = FIXTURES / "kineto" / "gloo_tp4_decode"
+PARAM_RAN = FIXTURES / "param" / "basic_4rank_gloo"
 
 
 def run(*args: str) -> Any:
@@ -43,7 +41,7 @@ def test_per_rank_files_have_the_shape_param_ran(canary: Path, tmp_path: Path) -
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("exported ") and "for 4 ranks" in result.stdout
     ours = {r: load(out / f"{r}.json") for r in range(4)}
-    ran = {r: load(PARAM_RAN / f"{r}.json") for r in range(4)}
+    ran = {r: fixture_json(PARAM_RAN / f"{r}.json.gz") for r in range(4)}
     for r in range(4):
         # Every group is initialised on every rank, with its size.
         inits = [e for e in ours[r] if e["comms"] == "init"]

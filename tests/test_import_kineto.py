@@ -155,11 +155,9 @@ def test_option_errors_name_the_option(tmp_path: Path) -> None:
 
 
 def test_a_real_nccl_profile_links_each_collective_to_its_kernel() -> None:
-    from conftest import SHARED
+    from conftest import FIXTURES
 
-    profile = SHARED / "fixtures" / "kineto" / "third_party_hta_nccl_allreduce_2rank" / "rank0.json.gz"
-    if not profile.is_file():
-        pytest.skip("the shared NCCL fixture is not beside this checkout")
+    profile = FIXTURES / "kineto" / "third_party_hta_nccl_allreduce_2rank" / "rank0.json.gz"
     raw = json.loads(gzip.decompress(profile.read_bytes()))
     kernels: dict[int, list[float]] = {}
     for e in raw["traceEvents"]:

@@ -15,13 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 from commcanary.cli import app
-from conftest import SHARED
+from conftest import FIXTURES, fixture_json
 
-DECODE = SHARED / "fixtures" / "kineto" / "gloo_tp4_decode"
-HANG = SHARED / "fixtures" / "hang" / "gloo_tp4_rank3_skips_allreduce"
-NCCL = SHARED / "fixtures" / "kineto" / "third_party_hta_nccl_allreduce_2rank"
-
-pytestmark = pytest.mark.skipif(not DECODE.exists(), reason="shared fixtures not present")
+DECODE = FIXTURES / "kineto" / "gloo_tp4_decode"
+HANG = FIXTURES / "hang" / "gloo_tp4_rank3_skips_allreduce"
+NCCL = FIXTURES / "kineto" / "third_party_hta_nccl_allreduce_2rank"
 
 # op-log op -> trace op (barrier is a control op; the receiving side of a p2p
 # pair is the same event as its send).
@@ -58,7 +56,7 @@ def decode(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def test_every_collective_of_the_op_log_per_op_group_and_step(decode: dict[str, Any]) -> None:
-    oplog = load(DECODE / "oplog.json")["ranks"]
+    oplog = fixture_json(DECODE / "oplog.json.gz")["ranks"]
     groups = {g["desc"]: g["name"] for g in decode["system"]["kineto_process_groups"]}
     expected: Counter[tuple[str, str, int]] = Counter()
     barriers = 0
@@ -81,7 +79,7 @@ def test_every_collective_of_the_op_log_per_op_group_and_step(decode: dict[str, 
 
 
 def test_the_injected_straggler_is_measured_on_the_shared_clock(decode: dict[str, Any]) -> None:
-    truth = load(DECODE / "ground_truth.json")["straggler"]
+    truth = fixture_json(DECODE / "ground_truth.json.gz")["straggler"]
     first: dict[int, dict[str, Any]] = {}
     for e in decode["events"]:
         if e["op"] == "all_reduce" and e["group"] == "0":
@@ -205,9 +203,9 @@ def _plain(tmp_path: Path, rank: int, edit: Any = None, name: str | None = None)
 
 def test_bad_jobs_are_refused_naming_the_file(tmp_path: Path) -> None:
     ranks = [DECODE / f"rank{r}.json.gz" for r in range(4)]
-    not_kineto = tmp_path / "oplog.json"
-    shutil.copy(DECODE / "oplog.json", not_kineto)
-    assert "oplog.json" in _bad(tmp_path, not_kineto, *ranks) and "traceEvents" in _bad(
+    not_kineto = tmp_path / "oplog.json.gz"
+    shutil.copy(DECODE / "oplog.json.gz", not_kineto)
+    assert "oplog.json.gz" in _bad(tmp_path, not_kineto, *ranks) and "traceEvents" in _bad(
         tmp_path, not_kineto, *ranks
     )
     twice = tmp_path / "rank2_copy.json.gz"

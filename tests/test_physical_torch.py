@@ -19,18 +19,16 @@ from typer.testing import CliRunner
 
 import commcanary
 from commcanary.cli import app
-from conftest import SHARED
+from conftest import FIXTURES
 
 torch = pytest.importorskip("torch")
 
-DECODE = SHARED / "fixtures" / "kineto" / "gloo_tp4_decode"
+DECODE = FIXTURES / "kineto" / "gloo_tp4_decode"
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
 def fixture_canary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not DECODE.exists():
-        pytest.skip("shared fixtures not present")
     d = tmp_path_factory.mktemp("physical")
     commcanary.import_kineto(sorted(DECODE.glob("rank*.json.gz"))).write(d / "job.trace.json")
     commcanary.compile(d / "job.trace.json", lossless_timing=True, timing_sample_limit=1000).write(

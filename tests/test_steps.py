@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 import commcanary
 from commcanary.cli import app
-from conftest import SHARED
-from test_diagnose_stragglers import DECODE, TRACES, needs_fixture, no_markers, write_trace
+from conftest import FIXTURES
+from test_diagnose_stragglers import DECODE, TRACES, no_markers, write_trace
 
-NCCL = SHARED / "fixtures" / "kineto" / "third_party_hta_nccl_allreduce_2rank" / "rank0.json.gz"
+NCCL = FIXTURES / "kineto" / "third_party_hta_nccl_allreduce_2rank" / "rank0.json.gz"
 runner = CliRunner()
 
 
@@ -30,7 +30,6 @@ def check(report: commcanary.StepsReport) -> dict[str, Any]:
     return report.document
 
 
-@needs_fixture
 def test_the_gloo_steps_are_recovered_at_every_marker() -> None:
     report = commcanary.recover_steps(TRACES)
     doc = check(report)
@@ -44,7 +43,6 @@ def test_the_gloo_steps_are_recovered_at_every_marker() -> None:
     assert report.lines[-1].endswith("160 of 160 step boundaries at the same collective (100.0%)")
 
 
-@needs_fixture
 def test_without_markers_the_same_boundaries_come_back(tmp_path: Path) -> None:
     marked = commcanary.recover_steps(TRACES)
     bare = commcanary.recover_steps([write_trace(tmp_path / t.name, t, no_markers) for t in TRACES])
@@ -52,7 +50,6 @@ def test_without_markers_the_same_boundaries_come_back(tmp_path: Path) -> None:
     assert bare.steps == marked.steps
 
 
-@pytest.mark.skipif(not NCCL.exists(), reason="shared fixtures not present")
 def test_a_real_nccl_ddp_trace_steps_start_at_the_buffer_broadcast() -> None:
     doc = check(commcanary.recover_steps(NCCL))
     assert doc["step_count"] == 3
@@ -60,7 +57,6 @@ def test_a_real_nccl_ddp_trace_steps_start_at_the_buffer_broadcast() -> None:
     assert doc["ranks"][0]["begins_with"]["op"] == "broadcast"
 
 
-@needs_fixture
 def test_cli_prints_lines_and_writes_the_document(tmp_path: Path) -> None:
     out = tmp_path / "steps.json"
     result = runner.invoke(app, ["steps", str(DECODE), "-o", str(out), "--no-cache"])
@@ -70,7 +66,6 @@ def test_cli_prints_lines_and_writes_the_document(tmp_path: Path) -> None:
     assert out.read_bytes() == commcanary.recover_steps(TRACES).data
 
 
-@needs_fixture
 @pytest.mark.parametrize(
     ("keep", "message"),
     [
@@ -87,7 +82,6 @@ def test_bad_input_is_refused_and_nothing_is_written(tmp_path: Path, keep: Any, 
     assert not out.exists()
 
 
-@needs_fixture
 def test_a_sequence_that_never_repeats_is_refused(tmp_path: Path) -> None:
     # Only the first step of each rank: nothing is called twice as a pattern.
     first_end = 0.0

@@ -25,7 +25,7 @@ import kineto_jobs
 from commcanary.cli import app
 from commcanary.errors import InputError
 from commcanary.html_stragglers import MARK_COLOURS, MAX_DRAWN, render_stragglers
-from test_diagnose_stragglers import DECODE, INJECTED, TRACES, needs_fixture
+from test_diagnose_stragglers import DECODE, INJECTED, TRACES
 from test_html import _rgb, chromium_driver, open_page
 
 runner = CliRunner()
@@ -87,7 +87,6 @@ def decode_png(data: bytes) -> tuple[int, int, int, list[bytes]]:
     return width, height, bpp, rows
 
 
-@needs_fixture
 def test_the_page_is_deterministic_self_contained_and_escaped(report: commcanary.StragglerReport) -> None:
     html = report.render_html()
     assert html == report.render_html()
@@ -103,7 +102,6 @@ def test_the_page_is_deterministic_self_contained_and_escaped(report: commcanary
         render_stragglers({"format": "commcanary.hang.v1"}, columns)
 
 
-@needs_fixture
 def test_the_cli_writes_the_page(tmp_path: Path) -> None:
     out = tmp_path / "view.html"
     result = runner.invoke(app, ["diagnose", "stragglers", str(DECODE), "--html", str(out), "--no-cache"])
@@ -121,7 +119,6 @@ def test_a_job_too_large_to_draw_is_drawn_around_its_worst_finding(tmp_path: Pat
     assert html.count("<rect x=") <= 2 * MAX_DRAWN
 
 
-@needs_fixture
 def test_straggler_marks_sit_on_their_rank_and_step_on_screen(
     browser: Any, page: Path, tmp_path: Path
 ) -> None:

@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 import commcanary
 from commcanary.cli import app
-from conftest import SHARED
-from test_diagnose_stragglers import DECODE, TRACES, needs_fixture, no_markers, write_trace
+from conftest import FIXTURES
+from test_diagnose_stragglers import DECODE, TRACES, no_markers, write_trace
 
-HANG = SHARED / "fixtures" / "hang" / "gloo_tp4_rank3_skips_allreduce"
+HANG = FIXTURES / "hang" / "gloo_tp4_rank3_skips_allreduce"
 runner = CliRunner()
 
 
@@ -36,7 +36,6 @@ def check_layout(doc: dict[str, Any]) -> None:
             assert e["ts"] >= 0 and e.get("dur", 0) >= 0
 
 
-@needs_fixture
 def test_the_gloo_timeline_has_ranks_tracks_flows_steps_and_the_straggler() -> None:
     made = commcanary.timeline(TRACES)
     doc = made.document()
@@ -63,7 +62,6 @@ def test_the_gloo_timeline_has_ranks_tracks_flows_steps_and_the_straggler() -> N
     assert sorted(e["args"]["step"] for e in marks) == [7, 8, 14, 22, 23, 24, 31, 38]
 
 
-@needs_fixture
 def test_without_markers_the_recovered_steps_are_drawn(tmp_path: Path) -> None:
     bare = [write_trace(tmp_path / t.name, t, no_markers) for t in TRACES]
     doc = commcanary.timeline(bare).document()
@@ -74,12 +72,11 @@ def test_without_markers_the_recovered_steps_are_drawn(tmp_path: Path) -> None:
     assert len(events(doc, "i", "straggler")) == 8
 
 
-@pytest.mark.skipif(not HANG.exists(), reason="shared fixtures not present")
 def test_the_hang_is_marked_on_its_root_and_stuck_ranks(tmp_path: Path) -> None:
     hang = tmp_path / "hang.json"
     commcanary.diagnose_hang(HANG).write(hang)
     out = tmp_path / "timeline.json"
-    traces = sorted(HANG.glob("rank*.window*.json"))
+    traces = sorted(HANG.glob("rank*.window*.json.gz"))
     result = runner.invoke(
         app, ["timeline", *map(str, traces), "--hang", str(hang), "-o", str(out), "--no-cache"]
     )
@@ -99,7 +96,6 @@ def test_the_hang_is_marked_on_its_root_and_stuck_ranks(tmp_path: Path) -> None:
     assert out.read_bytes() == commcanary.timeline(traces, hang=hang).data  # same input, same bytes
 
 
-@needs_fixture
 def test_bad_input_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
     out = tmp_path / "timeline.json"
     not_hang = tmp_path / "stragglers.json"

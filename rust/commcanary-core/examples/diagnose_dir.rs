@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use commcanary_core::analysis::evidence::{GatherOptions, gather};
 use commcanary_core::analysis::hang::diagnose;
-use commcanary_core::analysis::hang::gather::{GatherOptions, gather};
 
 fn main() {
     let paths: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();

@@ -4,13 +4,16 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use commcanary_core::analysis::hang::gather::{GatherOptions, gather};
+use commcanary_core::analysis::evidence::{GatherOptions, Uses, gather};
 use commcanary_core::analysis::{steps, stragglers};
 use commcanary_core::export::timeline;
 
 fn main() {
     let paths: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
-    let options = GatherOptions::default();
+    let options = GatherOptions {
+        uses: Uses::Traces,
+        ..GatherOptions::default()
+    };
     let clock = Instant::now();
     let lap = |what: &str, since: &mut f64| {
         let now = clock.elapsed().as_secs_f64();

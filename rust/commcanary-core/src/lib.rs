@@ -49,6 +49,8 @@ pub mod report;
 pub mod research;
 pub mod signing;
 pub mod sim;
+#[cfg(test)]
+mod test_data;
 pub mod trace;
 
 pub use error::{Error, ErrorKind, Result};

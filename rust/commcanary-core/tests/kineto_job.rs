@@ -6,11 +6,17 @@ use std::path::{Path, PathBuf};
 use commcanary_core::import::kineto::{JobOptions, Source, import_job, read_file};
 use commcanary_core::import::stream::ScanLimits;
 
+/// A fixture in the repository's `tests/data/fixtures/` (gzipped there);
+/// a missing one fails the test.
 fn fixture(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures")
-        .join(rel);
-    p.exists().then_some(p)
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/fixtures");
+    let p = if root.join(rel).exists() {
+        root.join(rel)
+    } else {
+        root.join(format!("{rel}.gz"))
+    };
+    assert!(p.exists(), "test fixture missing: {}", p.display());
+    Some(p)
 }
 
 fn import(paths: &[PathBuf]) -> commcanary_core::import::kineto::JobImport {

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use commcanary_core::analysis::hang::gather::{GatherOptions, gather};
+use commcanary_core::analysis::evidence::{GatherOptions, Uses, gather};
 use commcanary_core::analysis::hang::{HangReport, diagnose};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -25,6 +25,7 @@ pub(crate) fn diagnose_hang<'py>(
     let options = GatherOptions {
         cache_dir,
         merged_traces: false,
+        uses: Uses::Everything,
     };
     let report: HangReport = detached(py, None, || diagnose(gather(&paths, &options)?))?;
     report_dict(
@@ -49,6 +50,7 @@ pub(crate) fn diagnose_stragglers<'py>(
     let options = GatherOptions {
         cache_dir,
         merged_traces: true,
+        uses: Uses::Traces,
     };
     let report = detached(py, None, || stragglers::diagnose(gather(&paths, &options)?))?;
     let d = report_dict(py, ("found", report.found), report.lines, &report.document)?;
@@ -103,6 +105,7 @@ pub(crate) fn recover_steps<'py>(
     let options = GatherOptions {
         cache_dir,
         merged_traces: true,
+        uses: Uses::Traces,
     };
     let report = detached(py, None, || steps::diagnose(gather(&paths, &options)?))?;
     report_dict(py, ("count", report.count), report.lines, &report.document)

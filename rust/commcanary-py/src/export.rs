@@ -115,7 +115,7 @@ pub(crate) fn job_timeline<'py>(
     marks: Vec<(i64, Option<String>, String)>,
     cache_dir: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    use commcanary_core::analysis::hang::gather::{GatherOptions, gather};
+    use commcanary_core::analysis::evidence::{GatherOptions, Uses, gather};
     use commcanary_core::export::timeline::{HangMark, build};
     let marks: Vec<HangMark> = marks
         .into_iter()
@@ -124,6 +124,7 @@ pub(crate) fn job_timeline<'py>(
     let options = GatherOptions {
         cache_dir,
         merged_traces: true,
+        uses: Uses::Traces,
     };
     let t = detached(py, None, || build(gather(&paths, &options)?, &marks))?;
     let d = PyDict::new(py);

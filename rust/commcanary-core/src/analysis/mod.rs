@@ -1,6 +1,8 @@
 //! Per-event analyses of imported evidence (a layer of its own above
 //! `import` and `trace`; nothing in the core uses it).
 //!
+//! * [`evidence`] — a job's files classified and read, under one directory
+//!   rule, for every analysis below.
 //! * [`hang`] — who hung and where: Flight Recorder dumps, profiler traces,
 //!   stacks and exception texts aligned per process group into partial
 //!   collectives, mismatches, a wait-for graph and its root.
@@ -10,6 +12,7 @@
 //! * [`steps`] — iteration boundaries recovered from the collective
 //!   sequence alone, and their agreement with `ProfilerStep` markers.
 
+pub mod evidence;
 pub mod hang;
 pub mod steps;
 pub mod stragglers;

@@ -18,7 +18,7 @@
 //! identifier is in `otherData.format` (Chrome-trace readers ignore
 //! `otherData`).
 
-use crate::analysis::hang::gather::Evidence;
+use crate::analysis::evidence::Evidence;
 use crate::analysis::steps::{self, groups_of_calls};
 use crate::analysis::stragglers::{Stragglers, analyze};
 use crate::error::{Error, Result};

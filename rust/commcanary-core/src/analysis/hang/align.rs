@@ -33,8 +33,12 @@ pub struct Partial {
     pub op: &'static str,
     /// Members that issued it.
     pub present: Vec<i64>,
-    /// Members that did not get there.
+    /// Members that did not get there (in time: see [`Partial::late`]).
     pub missing: Vec<i64>,
+    /// The missing members that did issue the call, but only after the
+    /// first member had waited longer than the collective timeout: the
+    /// others had given up before they came (a frozen or stalled rank).
+    pub late: Vec<i64>,
     /// Whether a present member still has it in flight.
     pub pending: bool,
     /// When the first present member issued it (ns), 0 when unknown.
@@ -222,25 +226,28 @@ fn align_group(model: &Model, grouped: &ByGroup<'_>, gi: usize, out: &mut Alignm
             }
             *op = t.by_seq.get(*i).filter(|(q, _)| *q == s).map(|(_, o)| *o);
         }
-        let present: Vec<(i64, &Op)> = tracks
+        let issued: Vec<(i64, &Op)> = tracks
             .iter()
             .zip(&here)
             .filter_map(|(t, o)| o.map(|o| (t.rank, o)))
             .collect();
-        let first_ns = present
+        let first_ns = issued
             .iter()
             .map(|(_, o)| o.time_ns)
             .filter(|&t| t > 0)
             .min()
             .unwrap_or(0);
+        let (present, late) = split_late(issued, first_ns);
         // A collective that completed had every member, evidence or not.
         let in_flight = present.iter().any(|(_, o)| o.pending);
-        let missing: Vec<i64> = tracks
+        let mut missing: Vec<i64> = tracks
             .iter()
             .zip(&here)
             .filter(|(t, o)| o.is_none() && (t.evidence || in_flight) && is_missing(t, s, first_ns))
             .map(|(t, _)| t.rank)
             .collect();
+        missing.extend(&late);
+        missing.sort_unstable();
         if let Some(m) = vote(gi, s, &present) {
             out.mismatches.push(m);
             mismatched = true;
@@ -253,12 +260,29 @@ fn align_group(model: &Model, grouped: &ByGroup<'_>, gi: usize, out: &mut Alignm
                 op: present[0].1.op,
                 present: present.iter().map(|(r, _)| *r).collect(),
                 missing,
+                late,
                 pending: present.iter().any(|(_, o)| o.pending),
                 time_ns: first_ns,
                 step: common_step(present.iter().map(|(_, o)| o.step)),
             });
         }
     }
+}
+
+/// The members that issued a collective in time, and those that issued it
+/// only after the first member had waited past the collective's timeout.
+fn split_late(issued: Vec<(i64, &Op)>, first_ns: i64) -> (Vec<(i64, &Op)>, Vec<i64>) {
+    let in_time = |o: &Op| {
+        o.timeout_ms <= 0
+            || first_ns <= 0
+            || o.time_ns <= 0
+            || o.time_ns - first_ns <= o.timeout_ms.saturating_mul(1_000_000)
+    };
+    if issued.iter().all(|(_, o)| in_time(o)) {
+        return (issued, Vec::new());
+    }
+    let (present, late): (Vec<_>, Vec<_>) = issued.into_iter().partition(|(_, o)| in_time(o));
+    (present, late.into_iter().map(|(r, _)| r).collect())
 }
 
 fn is_missing(t: &Track<'_>, s: i64, first_ns: i64) -> bool {
@@ -414,6 +438,7 @@ fn p2p_unmatched(model: &Model, p2p: &P2pByGroup<'_>, gi: usize, out: &mut Align
                 op: o.op,
                 present: vec![me],
                 missing: vec![partner],
+                late: Vec::new(),
                 pending: true,
                 time_ns: o.time_ns,
                 step: o.step,

@@ -1,5 +1,6 @@
 //! Flight Recorder dumps reduced to the [`Model`]: one dump per rank (of
-//! several snapshots of a rank, the newest), the job's groups with their
+//! several snapshots of a rank, the newest that still has a call in
+//! flight, else the newest), the job's groups with their
 //! membership resolved, and each entry as an [`Op`].
 //!
 //! Membership: `pg_config` is a hint that can be empty (gloo) or wrong. A
@@ -39,6 +40,22 @@ pub type Declared = Vec<(String, String, Vec<i64>)>;
 /// Declared rank lists by group name: `(desc, ranks, who declared them)`.
 type DeclaredByName = BTreeMap<String, (String, Vec<i64>, String)>;
 
+/// Whether some dump cannot record point-to-point calls: gloo's Flight
+/// Recorder records its collectives only (no entry of these dumps is a
+/// send or receive).
+#[must_use]
+pub fn lack_p2p(dumps: &[LabeledDump]) -> bool {
+    let gloo = dumps.iter().any(|d| {
+        d.dump
+            .entries
+            .iter()
+            .any(|e| d.dump.text(e.name).starts_with("gloo:"))
+    });
+    gloo && dumps
+        .iter()
+        .all(|d| d.dump.entries.iter().all(|e| !e.is_p2p))
+}
+
 /// Adds the dumps to `model`.
 ///
 /// # Errors
@@ -56,6 +73,18 @@ pub fn add_dumps(model: &mut Model, dumps: Vec<LabeledDump>, declared: &Declared
     let built: Vec<RankEvidence> = dumps.par_iter().map(|d| rank_ops(model, d)).collect();
     for (d, mut ev) in dumps.iter().zip(built) {
         let texts: Vec<u32> = d.dump.texts.iter().map(|t| model.intern(t)).collect();
+        // Dtypes in the traces' canonical names (`Float` is `float32`), so
+        // a rank known from its trace compares with one known from its dump.
+        let dtypes: FxHashMap<u32, u32> = d
+            .dump
+            .entries
+            .iter()
+            .flat_map(|e| [e.in_dtypes, e.out_dtypes])
+            .filter_map(|i| {
+                let raw = d.dump.texts.get(i as usize)?;
+                Some((i, model.intern(&canonical_dtypes(raw))))
+            })
+            .collect();
         let frames: Vec<u32> = d
             .dump
             .stacks
@@ -66,8 +95,8 @@ pub fn add_dumps(model: &mut Model, dumps: Vec<LabeledDump>, declared: &Declared
         for o in &mut ev.ops {
             o.in_sizes = text(o.in_sizes);
             o.out_sizes = text(o.out_sizes);
-            o.in_dtypes = text(o.in_dtypes);
-            o.out_dtypes = text(o.out_dtypes);
+            o.in_dtypes = dtypes.get(&o.in_dtypes).copied().unwrap_or(NONE);
+            o.out_dtypes = dtypes.get(&o.out_dtypes).copied().unwrap_or(NONE);
             o.frame = frames.get(o.frame as usize).copied().unwrap_or(NONE);
         }
         model.ranks.insert(d.rank, ev);
@@ -82,6 +111,15 @@ pub fn add_dumps(model: &mut Model, dumps: Vec<LabeledDump>, declared: &Declared
     resolve_membership(model, &dumps, &config);
     check_same_run(model, &dumps)?;
     Ok(())
+}
+
+/// A dump's comma-joined dtype names in canonical form (`Float,Long` →
+/// `float32,int64`); a name not known is kept as written.
+fn canonical_dtypes(raw: &str) -> String {
+    raw.split(',')
+        .map(|d| crate::import::kineto::ops::dtype(d).map_or(d, |(c, _)| c))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn newest_per_rank(dumps: Vec<LabeledDump>) -> Result<Vec<LabeledDump>> {
@@ -108,7 +146,10 @@ fn newest_per_rank(dumps: Vec<LabeledDump>) -> Result<Vec<LabeledDump>> {
                 .max()
                 .unwrap_or(-1);
             let pending = d.dump.entries.iter().filter(|e| !e.retired).count();
-            (last, pending)
+            // A snapshot taken while the rank waited shows where it is
+            // stuck; a later one, after the error retired the call, looks
+            // complete (gloo records no completion time to tell them apart).
+            (pending > 0, last, pending)
         };
         list.sort_by_key(|d| std::cmp::Reverse(newest(d)));
         out.push(list.swap_remove(0));

@@ -59,7 +59,8 @@ pub struct Root {
     pub seq: i64,
     /// Its op.
     pub op: &'static str,
-    /// `mismatch`, `not_blocked`, `no_evidence` or `diverged`.
+    /// `mismatch`, `not_blocked`, `no_evidence`, `late` (it issued the call
+    /// only after the others had waited past the timeout) or `diverged`.
     pub kind: &'static str,
     /// Index of the partial collective, or of the mismatch for `mismatch`.
     pub cause: usize,
@@ -197,6 +198,7 @@ pub fn roots(
         let p = &alignment.partials[i];
         for &r in &p.missing {
             let kind = match state(r) {
+                _ if p.late.contains(&r) => "late",
                 "no_evidence" => "no_evidence",
                 "not_blocked" => "not_blocked",
                 _ => continue,

@@ -5,7 +5,7 @@
 //! groups, its root, and where every rank is; the `commcanary.hang.v1`
 //! document plus a few lines for a person.
 //!
-//! Pipeline: [`gather`] reads and classifies the files; [`fr`] and
+//! Pipeline: [`super::evidence`] reads and classifies the files; [`fr`] and
 //! [`trace`] reduce dumps and traces to one [`model::Model`] (dumps win for
 //! a rank that has both; traces then give the dump's entries their
 //! `ProfilerStep`); [`steps`] recovers steps from the call sequence when no
@@ -15,8 +15,8 @@
 //! what they show (see [`diagnose`]).
 
 pub mod align;
+pub mod cause;
 pub mod fr;
-pub mod gather;
 pub mod graph;
 pub mod model;
 pub mod report;
@@ -26,10 +26,10 @@ mod tests;
 pub mod trace;
 
 use self::align::Alignment;
-use self::gather::Evidence;
 use self::graph::{Position, Root};
 use self::model::Model;
 use self::report::{Findings, op_text, ranks_text, ranks_word, verb_are};
+use super::evidence::Evidence;
 use crate::error::Result;
 use crate::import::stacks::{StackDump, ThreadStack, in_flight_calls};
 use crate::json::Json;
@@ -54,9 +54,19 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
     let declared = evidence.declared_groups();
     let have_dumps = !evidence.dumps.is_empty();
     let have_traces = evidence.traces.is_some();
+    let dumps_lack_p2p = fr::lack_p2p(&evidence.dumps);
+    let damage = evidence.damage_line();
+    let mut died: Vec<i64> = evidence
+        .exits
+        .iter()
+        .filter(|(_, e)| e.signal.is_some() || e.exitcode < 0)
+        .map(|(_, e)| e.rank)
+        .collect();
+    died.sort_unstable();
+    died.dedup();
     fr::add_dumps(&mut model, evidence.dumps, &declared)?;
     if let Some(aligned) = &evidence.traces {
-        trace::add_traces(&mut model, aligned);
+        trace::add_traces(&mut model, aligned, dumps_lack_p2p);
     }
     if have_dumps && model.step_source.is_empty() {
         let periods = steps::recover(&mut model);
@@ -94,6 +104,9 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
     model.world = model
         .world
         .max(model.ranks.keys().next_back().map_or(0, |r| r + 1));
+    if let Some(line) = &damage {
+        model.notes.push(line.clone());
+    }
     let alignment = align::align(&model);
     let positions = graph::positions(&model, &alignment);
     let edges = graph::wait_for(&alignment);
@@ -112,7 +125,30 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
     if have_traces {
         kinds.push("kineto");
     }
-    let (verdict, confidence, conclusions) = judge(&model, &alignment, &positions, &roots, &kinds);
+    let (mut verdict, mut confidence, mut conclusions) =
+        judge(&model, &alignment, &positions, &roots, &kinds);
+    let facts = cause::Facts {
+        model: &model,
+        alignment: &alignment,
+        positions: &positions,
+        died: &died,
+        dumps_lack_p2p,
+        kinds: &kinds,
+    };
+    let found = cause::cause(&facts, &roots, &departed);
+    if verdict == "hang" && found.undecided {
+        verdict = "inconclusive";
+    }
+    if (found.inferred || found.undecided || damage.is_some()) && confidence == "high" {
+        confidence = "medium";
+    }
+    for r in &died {
+        conclusions.push((
+            format!("rank {r}'s launcher reported its process killed by a signal"),
+            vec!["launcher_log"],
+            "high",
+        ));
+    }
     let findings = Findings {
         model: &model,
         alignment: &alignment,
@@ -124,6 +160,8 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
         kinds,
         conclusions,
         evidence: evidence.files,
+        cause: found,
+        damage,
     };
     let lines = human_lines(&findings);
     let document = report::document(&findings, &lines[0]).to_canonical();
@@ -330,6 +368,18 @@ fn human_lines(f: &Findings<'_>) -> Vec<String> {
         }
     };
     lines.push(head);
+    if let Some(category) = f.cause.category {
+        let kind = f
+            .cause
+            .desync_kind
+            .map(|k| format!(" ({k})"))
+            .unwrap_or_default();
+        lines.push(format!("cause: {}{kind}", category.replace('_', " ")));
+    }
+    for w in &f.cause.would_settle {
+        lines.push(format!("would settle it: {w}"));
+    }
+    lines.extend(f.damage.clone());
     if !f.edges.is_empty() {
         let mut groups: Vec<(i64, usize, i64, &str, Vec<i64>)> = Vec::new();
         for e in f.edges {

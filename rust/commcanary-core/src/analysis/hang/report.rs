@@ -36,6 +36,10 @@ pub struct Findings<'a> {
     pub conclusions: Vec<(String, Vec<&'static str>, &'static str)>,
     /// The files: one object each.
     pub evidence: Vec<Json>,
+    /// The fault's category and what would settle it.
+    pub cause: super::cause::Cause,
+    /// The line saying damaged files were skipped, if any were.
+    pub damage: Option<String>,
 }
 
 /// `0-2, 5` for `[0, 1, 2, 5]`.
@@ -259,6 +263,13 @@ pub fn root_reason(f: &Findings<'_>, root: &Root) -> String {
                 verb_are(&p.present)
             )
         }
+        "late" => {
+            let p = &f.alignment.partials[root.cause];
+            format!(
+                "joined {at} only after {} had waited past the collective timeout: it was stalled outside communication (a frozen process, compute, data loading, host) when the others gave up",
+                ranks_word(&p.present)
+            )
+        }
         "not_blocked" => {
             let p = &f.alignment.partials[root.cause];
             let last = position
@@ -396,6 +407,18 @@ pub fn document(f: &Findings<'_>, summary: &str) -> Json {
         .with("format", FORMAT)
         .with("verdict", f.verdict)
         .with("confidence", f.confidence)
+        .with("category", f.cause.category)
+        .with("desync_kind", f.cause.desync_kind)
+        .with(
+            "would_settle",
+            Json::Array(
+                f.cause
+                    .would_settle
+                    .iter()
+                    .map(|w| Json::from(w.as_str()))
+                    .collect(),
+            ),
+        )
         .with("summary", summary)
         .with("world_size", m.world)
         .with(

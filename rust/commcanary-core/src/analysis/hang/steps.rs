@@ -25,7 +25,7 @@ pub const MIN_AGREEMENT: f64 = 0.8;
 
 /// The period of `sig`, if it has one.
 #[must_use]
-pub fn period(sig: &[u32]) -> Option<usize> {
+pub fn period(sig: &[u64]) -> Option<usize> {
     let n = sig.len().min(WINDOW);
     let sig = &sig[..n];
     let scores: Vec<f64> = (1..=MAX_PERIOD.min(n / 2))
@@ -43,7 +43,7 @@ pub fn period(sig: &[u32]) -> Option<usize> {
 
 /// The step of every call of `sig` read against the template of period `p`.
 #[must_use]
-pub fn steps_of(sig: &[u32], p: usize) -> Vec<i64> {
+pub fn steps_of(sig: &[u64], p: usize) -> Vec<i64> {
     let template = &sig[..p];
     let (mut j, mut step) = (0_usize, 0_i64);
     sig.iter()
@@ -64,16 +64,27 @@ pub fn steps_of(sig: &[u32], p: usize) -> Vec<i64> {
 /// Fills the steps of every Flight Recorder rank whose ops have none and
 /// whose ring starts at the job's first record; returns the periods found.
 pub fn recover(model: &mut Model) -> Vec<(i64, usize)> {
-    let ranks: Vec<(i64, Vec<u32>)> = model
+    let ranks: Vec<(i64, Vec<u64>)> = model
         .ranks
         .par_iter()
         .filter(|(_, ev)| ev.from_start && !ev.ops.is_empty() && ev.ops.iter().all(|o| o.step < 0))
-        .map(|(&r, ev)| (r, signature(&ev.ops)))
+        .map(|(&r, ev)| (r, signature(&ev.ops, true)))
         .collect();
-    let mut distinct: Vec<&Vec<u32>> = ranks.iter().map(|(_, s)| s).collect();
+    let sized = ranks.iter().any(|(_, sig)| period(sig).is_some());
+    // Sizes that change from step to step (a growing sequence, prefill and
+    // decode) hide the loop: then the calls are told apart by op alone.
+    let ranks: Vec<(i64, Vec<u64>)> = if sized {
+        ranks
+    } else {
+        ranks
+            .into_iter()
+            .map(|(r, _)| (r, signature(&model.ranks[&r].ops, false)))
+            .collect()
+    };
+    let mut distinct: Vec<&Vec<u64>> = ranks.iter().map(|(_, s)| s).collect();
     distinct.sort();
     distinct.dedup();
-    let periods_of: rustc_hash::FxHashMap<&Vec<u32>, Option<usize>> =
+    let periods_of: rustc_hash::FxHashMap<&Vec<u64>, Option<usize>> =
         distinct.into_par_iter().map(|s| (s, period(s))).collect();
     type Found = (i64, Option<(usize, Vec<i64>)>);
     let found: Vec<Found> = ranks
@@ -93,9 +104,11 @@ pub fn recover(model: &mut Model) -> Vec<(i64, usize)> {
     periods
 }
 
-/// `(group, op)` per call, groups numbered by first use on the rank, so
-/// ranks with the same loop on different groups share one signature.
-fn signature(ops: &[super::model::Op]) -> Vec<u32> {
+/// `(group, op, input sizes)` per call, groups numbered by first use on the
+/// rank, so ranks with the same loop on different groups share one
+/// signature; the sizes tell apart the several all_reduces of one step
+/// (gradient buckets, a loss, a norm).
+fn signature(ops: &[super::model::Op], with_sizes: bool) -> Vec<u64> {
     let mut first_use: Vec<usize> = Vec::new();
     ops.iter()
         .map(|o| {
@@ -106,7 +119,8 @@ fn signature(ops: &[super::model::Op]) -> Vec<u32> {
                     first_use.len() - 1
                 }
             };
-            (g as u32) << 8 | op_code(o.op)
+            let sizes = if with_sizes { u64::from(o.in_sizes) } else { 0 };
+            (g as u64) << 40 | u64::from(op_code(o.op)) << 32 | sizes
         })
         .collect()
 }
@@ -115,7 +129,7 @@ fn signature(ops: &[super::model::Op]) -> Vec<u32> {
 /// template (a skipped or reordered call shows here), when it has a period.
 #[must_use]
 pub fn deviation(ops: &[super::model::Op]) -> Option<usize> {
-    let sig = signature(ops);
+    let sig = signature(ops, false);
     let p = period(&sig)?;
     let template = &sig[..p];
     let (mut j, mut departures) = (0_usize, Vec::with_capacity(sig.len()));
@@ -147,8 +161,8 @@ mod tests {
 
     #[test]
     fn a_periodic_sequence_with_an_insertion_keeps_its_steps() {
-        let step = [1_u32, 1, 2, 3, 1, 4];
-        let mut sig: Vec<u32> = step.iter().cycle().take(6 * 10).copied().collect();
+        let step = [1_u64, 1, 2, 3, 1, 4];
+        let mut sig: Vec<u64> = step.iter().cycle().take(6 * 10).copied().collect();
         sig.insert(6 * 7 + 2, 9);
         assert_eq!(period(&sig), Some(6));
         let steps = steps_of(&sig, 6);
@@ -159,9 +173,9 @@ mod tests {
 
     #[test]
     fn a_sequence_that_never_repeats_has_no_period() {
-        let sig: Vec<u32> = (0..200_u32).map(|i| i * i).collect();
+        let sig: Vec<u64> = (0..200_u64).map(|i| i * i).collect();
         assert_eq!(period(&sig), None);
-        let mostly: Vec<u32> = (0..200_u32)
+        let mostly: Vec<u64> = (0..200_u64)
             .map(|i| if i % 7 == 0 { 1 } else { i })
             .collect();
         assert_eq!(

@@ -22,7 +22,7 @@ use crate::import::kineto::align::Instance;
 use crate::import::kineto::{AlignedJob, RankProfile};
 
 /// Adds the traces to `model`.
-pub fn add_traces(model: &mut Model, aligned: &AlignedJob) {
+pub fn add_traces(model: &mut Model, aligned: &AlignedJob, dumps_lack_p2p: bool) {
     let world = aligned
         .profiles
         .iter()
@@ -47,11 +47,13 @@ pub fn add_traces(model: &mut Model, aligned: &AlignedJob) {
     for (k, inst) in aligned.instances.iter().enumerate() {
         for m in &inst.members {
             let p = &aligned.profiles[m.slot];
-            if model
+            let dumped = model
                 .ranks
                 .get(&p.rank)
-                .is_some_and(|e| e.source == Some(Source::FlightRecorder))
-            {
+                .is_some_and(|e| e.source == Some(Source::FlightRecorder));
+            // A dump wins for its rank, except for the send and receive
+            // calls a dump that cannot record them (gloo) leaves out.
+            if dumped && !(dumps_lack_p2p && p.calls[m.call].kind.is_p2p()) {
                 continue;
             }
             let op = member_op(
@@ -75,7 +77,12 @@ pub fn add_traces(model: &mut Model, aligned: &AlignedJob) {
             .is_some_and(|e| e.source == Some(Source::FlightRecorder))
         {
             annotate_steps(model, p);
+            let p2p = ops.remove(&p.rank).unwrap_or_default();
             let ev = model.ranks.entry(p.rank).or_default();
+            if !p2p.is_empty() {
+                ev.ops.extend(p2p.into_iter().map(|(_, o)| o));
+                ev.ops.sort_by_key(|o| o.time_ns);
+            }
             ev.files.push(aligned.labels[slot].clone());
             continue;
         }

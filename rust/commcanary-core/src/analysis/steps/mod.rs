@@ -21,7 +21,7 @@ mod tests;
 
 use rustc_hash::FxHashMap;
 
-use super::hang::gather::Evidence;
+use super::evidence::Evidence;
 use crate::error::{Error, Result};
 use crate::import::kineto::AlignedJob;
 
@@ -268,6 +268,7 @@ pub struct StepsReport {
 /// # Errors
 /// No profiler traces, no collectives, no repeating pattern.
 pub fn diagnose(evidence: Evidence) -> Result<StepsReport> {
+    let damage = evidence.damage_line();
     let Some(job) = evidence.traces else {
         return Err(Error::invalid(
             "no profiler traces in the evidence: steps are recovered from each rank's Kineto trace",
@@ -277,9 +278,11 @@ pub fn diagnose(evidence: Evidence) -> Result<StepsReport> {
         return Err(Error::invalid("no collective calls in the traces"));
     }
     let recovery = recover(&job)?;
+    let mut lines = report::lines(&job, &recovery);
+    lines.extend(damage);
     Ok(StepsReport {
         count: recovery.count(),
-        lines: report::lines(&job, &recovery),
+        lines,
         document: report::document(&job, &recovery).to_canonical(),
     })
 }

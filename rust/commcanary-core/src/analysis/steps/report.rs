@@ -75,11 +75,27 @@ pub fn document(job: &AlignedJob, recovery: &Recovery) -> Json {
                 .with("calls", r.calls)
         })
         .collect();
-    let ranks: Vec<Json> = (recovery.ranks.iter())
-        .map(|r| {
+    let ranks: Vec<Json> = (recovery.ranks.iter().enumerate())
+        .map(|(slot, r)| {
             let begins = r.begins_with.map_or(Json::Null, |k| key_json(job, k));
+            let calls = job
+                .profiles
+                .get(slot)
+                .map_or(&[][..], |p| p.calls.as_slice());
+            let shift = job.shifts.get(slot).copied().unwrap_or(0.0);
+            let boundaries: Vec<Json> = (r.cuts.iter().enumerate())
+                .filter_map(|(k, &i)| {
+                    let call = calls.get(i)?;
+                    Some(
+                        Json::object()
+                            .with("step", r.first + k as i64)
+                            .with("at_us", round_us(call.arrival + shift)),
+                    )
+                })
+                .collect();
             Json::object()
                 .with("rank", r.rank)
+                .with("boundaries", boundaries)
                 .with("steps", r.cuts.len())
                 .with(
                     "first_step",
@@ -109,6 +125,7 @@ pub fn document(job: &AlignedJob, recovery: &Recovery) -> Json {
         .with("format", FORMAT)
         .with("method", "once-per-step collectives as a repeating block; the boundary before the loop's end-of-step work and largest idle gap")
         .with("step_count", recovery.count())
+        .with("clock_origin_ns", job.epoch)
         .with("steps", steps)
         .with("ranks", ranks)
         .with("agreement_with_profiler_steps", agreement)

@@ -84,12 +84,10 @@ fn nothing_repeats_nothing_is_cut() {
 }
 
 fn fixture() -> Option<Vec<PathBuf>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/kineto/gloo_tp4_decode");
     let paths: Vec<PathBuf> = (0..4)
-        .map(|r| dir.join(format!("rank{r}.json.gz")))
+        .map(|r| crate::test_data::fixture(&format!("kineto/gloo_tp4_decode/rank{r}.json.gz")))
         .collect();
-    paths[0].exists().then_some(paths)
+    Some(paths)
 }
 
 #[test]
@@ -134,11 +132,8 @@ fn the_gloo_traces_steps_are_recovered_at_their_markers_and_stragglers_agree() {
 
 #[test]
 fn the_nccl_ddp_trace_steps_start_at_the_buffer_broadcast() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/kineto/third_party_hta_nccl_allreduce_2rank/rank0.json.gz");
-    if !path.exists() {
-        return;
-    }
+    let path =
+        crate::test_data::fixture("kineto/third_party_hta_nccl_allreduce_2rank/rank0.json.gz");
     let labels = vec![path.display().to_string()];
     let (profiles, _) = read_files(&[path], &labels, None, None).expect("trace read");
     let job = align_job(profiles, &labels, &Default::default()).expect("job aligns");

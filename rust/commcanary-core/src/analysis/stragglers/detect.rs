@@ -17,6 +17,10 @@ pub const LATE_Z: f64 = 6.0;
 pub const SLOW_Z: f64 = 6.0;
 /// σ is at least this fraction of the median step duration.
 pub const NOISE_FLOOR: f64 = 0.01;
+/// A finding is material when its lag and its what-if cost both exceed
+/// `MATERIAL_Z` × the job's step-time noise (σ of the step durations): a
+/// delay the job's own step-to-step variation would hide is no straggler.
+pub const MATERIAL_Z: f64 = 1.0;
 
 /// What a finding says slowed the step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +168,8 @@ pub struct Stragglers {
     pub noise_us: f64,
     /// The lateness threshold, µs.
     pub threshold_us: f64,
+    /// The job's step-time noise: σ (1.4826 · MAD) of its step durations, µs.
+    pub step_noise_us: f64,
     /// Communication performance per (group, op, size bucket).
     pub bandwidth: Vec<Row>,
     /// The per-instance view: every member's lag and time inside.
@@ -345,7 +351,9 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
                 continue;
             }
             for (mi, (m, e)) in o.members.iter().zip(o.excesses()).enumerate() {
-                let e = e.max(0.0);
+                // A rank's first call has no call before it: its lateness
+                // is process start-up, not a step's work.
+                let e = if m.gap.is_nan() { 0.0 } else { e.max(0.0) };
                 let slot = worst.entry((m.rank, step)).or_insert((0.0, oi, mi));
                 if e > slot.0 {
                     *slot = (e, oi, mi);
@@ -358,10 +366,17 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
     let excesses: Vec<f64> = worst.values().map(|w| w.0).collect();
     let (baseline, spread) = robust(&excesses);
     let noise = spread.max(floor);
-    let threshold = baseline + LATE_Z * noise;
+    let step_noise = step_noise(&occ, &by_step);
+    let material = MATERIAL_Z * step_noise;
+    let threshold = baseline + (LATE_Z * noise).max(material);
     let mut findings = Vec::new();
-    for (&(rank, step), &(e, oi, mi)) in &worst {
-        if e > threshold {
+    for (&(rank, step), &(worst_e, _, _)) in &worst {
+        if worst_e > threshold {
+            // The step's first late arrival of the rank: its later calls
+            // (DDP's next bucket) are late because of it, not besides it.
+            let Some((oi, mi, e)) = first_late(&occ, &by_step[&step], rank, threshold) else {
+                continue;
+            };
             let o = &occ[oi];
             // Its lag set to the median lag of the other members.
             let mut lags: Vec<f64> = (o.members.iter().enumerate())
@@ -394,12 +409,15 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
             None => findings.push(slow),
         }
     }
+    // A finding must cost more than the job's own step-to-step noise.
+    findings.retain(|f| f.estimated_cost_us > material.max(0.0));
     findings.sort_by_key(|f| (f.step, f.rank));
     usual_gaps(&occ, &by_step, &mut findings);
     let spans = step_spans(job);
     let mut out = tables(
         &occ, &by_step, &worst, &ranks, findings, baseline, noise, threshold,
     );
+    out.step_noise_us = step_noise;
     for row in &mut out.steps {
         if let Some(&(start, end)) = spans.get(&row.step) {
             row.duration_us = end - start;
@@ -408,6 +426,45 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
     out.bandwidth = table(&samples(&occ));
     out.members = members(&occ);
     Ok(out)
+}
+
+/// The job's step-time noise: σ (1.4826 · MAD) of each step's duration less
+/// the median duration of the steps of its shape (the same collectives), so
+/// steps that differ by design (an extra collective every few steps,
+/// prefill and decode) do not count as noise.
+fn step_noise(occ: &[Occurrence], by_step: &BTreeMap<i64, Vec<usize>>) -> f64 {
+    let mut by_shape: BTreeMap<Vec<(usize, &'static str, i64)>, Vec<f64>> = BTreeMap::new();
+    for list in by_step.values() {
+        let mut shape: Vec<(usize, &'static str, i64)> =
+            list.iter().map(|&i| occ[i].class).collect();
+        shape.sort_unstable();
+        by_shape.entry(shape).or_default().push(span(occ, list));
+    }
+    let mut residuals = Vec::new();
+    for durations in by_shape.values_mut() {
+        if durations.len() < 2 {
+            continue;
+        }
+        let m = median(&mut durations.clone());
+        residuals.extend(durations.iter().map(|d| d - m));
+    }
+    robust(&residuals).1
+}
+
+/// The first occurrence of `list` (time order) where `rank` arrived more than
+/// `threshold` after every other member: `(occurrence, member, excess)`.
+fn first_late(
+    occ: &[Occurrence],
+    list: &[usize],
+    rank: i64,
+    threshold: f64,
+) -> Option<(usize, usize, f64)> {
+    list.iter().filter(|&&oi| !occ[oi].p2p).find_map(|&oi| {
+        let o = &occ[oi];
+        let mi = o.members.iter().position(|m| m.rank == rank)?;
+        let e = o.excesses()[mi];
+        (e > threshold && !o.members[mi].gap.is_nan()).then_some((oi, mi, e))
+    })
 }
 
 /// Fills each finding's `usual_gap_before_us`: its rank's median gap before
@@ -678,6 +735,7 @@ fn tables(
         baseline_us,
         noise_us,
         threshold_us,
+        step_noise_us: 0.0,
         bandwidth: Vec::new(),
         members: Members::default(),
     }

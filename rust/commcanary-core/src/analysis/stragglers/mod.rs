@@ -47,7 +47,7 @@ pub use detect::{
     Stragglers, analyze,
 };
 
-use super::hang::gather::Evidence;
+use super::evidence::Evidence;
 use super::steps;
 use crate::error::{Error, Result};
 
@@ -71,6 +71,7 @@ pub struct StragglerReport {
 /// No profiler traces, fewer than two ranks, no complete collective, no
 /// `ProfilerStep` markers and no step the collective sequence shows.
 pub fn diagnose(evidence: Evidence) -> Result<StragglerReport> {
+    let damage = evidence.damage_line();
     let Some(mut job) = evidence.traces else {
         return Err(Error::invalid(
             "no profiler traces in the evidence: stragglers are read from each rank's Kineto trace",
@@ -86,9 +87,11 @@ pub fn diagnose(evidence: Evidence) -> Result<StragglerReport> {
         StepSource::Recovered
     };
     let mut found = analyze(&job)?;
+    let mut lines = report::lines(&job, &found, source);
+    lines.extend(damage);
     Ok(StragglerReport {
         found: !found.findings.is_empty(),
-        lines: report::lines(&job, &found, source),
+        lines,
         document: report::document(&job, &found, source).to_canonical(),
         members: std::mem::take(&mut found.members),
     })

@@ -7,10 +7,8 @@ use super::{FindingKind, analyze};
 use crate::import::kineto::{align_job, read_files};
 
 fn fixture() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/kineto/gloo_tp4_decode");
     (0..4)
-        .map(|r| dir.join(format!("rank{r}.json.gz")))
+        .map(|r| crate::test_data::fixture(&format!("kineto/gloo_tp4_decode/rank{r}.json.gz")))
         .collect()
 }
 

@@ -3,11 +3,12 @@
 
 use super::{EntryState, read_dump, sniff};
 
-const FIXTURE: &str = "../../../shared/fixtures/hang/gloo_tp4_rank3_skips_allreduce/fr_during_hang";
+const FIXTURE: &str = "hang/gloo_tp4_rank3_skips_allreduce/fr_during_hang";
 
 fn fixture(name: &str) -> Option<Vec<u8>> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
-    std::fs::read(dir.join(name)).ok()
+    Some(crate::test_data::fixture_bytes(&format!(
+        "{FIXTURE}/{name}"
+    )))
 }
 
 fn small(entries: &str) -> Vec<u8> {

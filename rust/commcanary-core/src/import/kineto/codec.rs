@@ -342,19 +342,8 @@ mod tests {
 
     #[test]
     fn round_trips_and_refuses_damage() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/fixtures/kineto/gloo_tp4_decode/rank2.json.gz"
-        );
-        if !std::path::Path::new(path).exists() {
-            return;
-        }
-        let p = read_file(
-            Source::Path(std::path::Path::new(path)),
-            &ScanLimits::default(),
-            None,
-        )
-        .unwrap();
+        let path = crate::test_data::fixture("kineto/gloo_tp4_decode/rank2.json.gz");
+        let p = read_file(Source::Path(&path), &ScanLimits::default(), None).unwrap();
         let bytes = encode(&p);
         assert_eq!(encode(&decode(&bytes).unwrap()), bytes);
         for cut in [0, 1, 9, bytes.len() / 2, bytes.len() - 1] {

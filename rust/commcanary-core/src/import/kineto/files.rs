@@ -94,15 +94,32 @@ pub fn read_files(
     rank: Option<i64>,
     cache_dir: Option<&Path>,
 ) -> Result<(Vec<RankProfile>, CacheStats)> {
+    let (results, stats) = read_each(paths, labels, rank, cache_dir)?;
+    let profiles = results.into_iter().collect::<Result<_>>()?;
+    Ok((profiles, stats))
+}
+
+/// Reads every file of a job, each on its own: a damaged file is its own
+/// error (named), the others are read. `labels[i]` names `paths[i]`.
+///
+/// # Errors
+/// Two files with the same content (a file read twice is no damage of one).
+pub fn read_each(
+    paths: &[PathBuf],
+    labels: &[String],
+    rank: Option<i64>,
+    cache_dir: Option<&Path>,
+) -> Result<(Vec<Result<RankProfile>>, CacheStats)> {
     let named = |i: usize, e: Error| Error::new(e.kind(), e.with_path(&labels[i]));
     let known = cache_dir.map(|d| BlobCache::new(d, "file-fingerprints", PROFILE_VERSION));
-    let fingerprints: Vec<[u8; 32]> = paths
+    let fingerprints: Vec<Result<[u8; 32]>> = paths
         .par_iter()
         .enumerate()
         .map(|(i, p)| remembered_fingerprint(p, known.as_ref()).map_err(|e| named(i, e)))
-        .collect::<Result<_>>()?;
+        .collect();
     for i in 0..paths.len() {
-        if let Some(j) = (0..i).find(|&j| fingerprints[j] == fingerprints[i]) {
+        let Ok(fi) = &fingerprints[i] else { continue };
+        if let Some(j) = (0..i).find(|&j| fingerprints[j].as_ref().is_ok_and(|fj| fj == fi)) {
             return Err(Error::invalid(format!(
                 "{}: has the same content as {} (the same rank given twice?)",
                 labels[i], labels[j]
@@ -111,12 +128,13 @@ pub fn read_files(
     }
     let cache = cache_dir.map(|d| BlobCache::new(d, "kineto-profiles", PROFILE_VERSION));
     let parser = format!("commcanary {} rank={rank:?}", env!("CARGO_PKG_VERSION"));
-    let results: Vec<(RankProfile, u8)> = paths
+    let results: Vec<Result<(RankProfile, u8)>> = paths
         .par_iter()
         .enumerate()
         .map(|(i, p)| {
+            let fingerprint = fingerprints[i].as_ref().map_err(Clone::clone)?;
             let key = CacheKey {
-                fingerprint: &fingerprints[i],
+                fingerprint,
                 parser: parser.as_bytes(),
             };
             let cached = cache
@@ -133,19 +151,24 @@ pub fn read_files(
                 .map(|c| c.put(&key, &codec::encode(&profile)));
             Ok((profile, if matches!(stored, Some(Err(_))) { 2 } else { 1 }))
         })
-        .collect::<Result<_>>()?;
+        .collect();
     let mut stats = CacheStats::default();
     let mut profiles = Vec::with_capacity(results.len());
-    for (profile, how) in results {
-        match how {
-            0 => stats.hits += 1,
-            1 => stats.parsed += 1,
-            _ => {
-                stats.parsed += 1;
-                stats.write_failures += 1;
+    for result in results {
+        match result {
+            Ok((profile, how)) => {
+                match how {
+                    0 => stats.hits += 1,
+                    1 => stats.parsed += 1,
+                    _ => {
+                        stats.parsed += 1;
+                        stats.write_failures += 1;
+                    }
+                }
+                profiles.push(Ok(profile));
             }
+            Err(e) => profiles.push(Err(e)),
         }
-        profiles.push(profile);
     }
     Ok((profiles, stats))
 }

@@ -15,11 +15,8 @@ const RECURSIVE_P2: &[u8] = include_bytes!("../../../tests/golden/pickle/recursi
 const MANY_P2: &[u8] = include_bytes!("../../../tests/golden/pickle/many_p2.pickle");
 const SYSTEM_P0: &[u8] = include_bytes!("../../../tests/golden/pickle/system_p0.pickle");
 const SYSTEM_P4: &[u8] = include_bytes!("../../../tests/golden/pickle/system_p4.pickle");
-/// The real dump, beside the repository when the shared fixtures are there.
-const FR_DUMP: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/fixtures/hang/gloo_tp4_rank3_skips_allreduce/fr_during_hang/fr_trace_rank_3"
-);
+/// The real dump, in the repository's fixtures.
+const FR_DUMP: &str = "hang/gloo_tp4_rank3_skips_allreduce/fr_during_hang/fr_trace_rank_3";
 
 fn parse(bytes: &[u8]) -> PickleDoc {
     load(bytes, PickleLimits::default()).expect("pickle loads")
@@ -532,9 +529,7 @@ fn mutated_input_never_panics() {
 
 #[test]
 fn real_flight_recorder_dump() {
-    let Ok(bytes) = std::fs::read(FR_DUMP) else {
-        return; // fixture not present on this machine
-    };
+    let bytes = crate::test_data::fixture_bytes(FR_DUMP);
     let doc = parse(&bytes);
     let root = doc.root();
     for key in ["version", "pg_config", "pg_status", "entries"] {

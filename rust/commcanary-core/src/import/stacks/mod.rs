@@ -30,6 +30,7 @@
 mod exception;
 mod faulthandler;
 mod inflight;
+pub mod launcher;
 mod rank;
 mod traceback;
 
@@ -42,6 +43,7 @@ use std::borrow::Cow;
 
 pub use exception::{ExceptionText, Timeout, parse_exception};
 pub use inflight::{InFlightCall, in_flight_calls, op_of_api};
+pub use launcher::{ProcessExit, process_exits, split_by_rank};
 pub use rank::rank_from_file_name;
 
 /// The most lines of an input that are considered; the rest are ignored.

@@ -1,18 +1,12 @@
-//! The real evidence of `hang/gloo_tp4_rank3_skips_allreduce` (skipped when
-//! the shared fixtures are absent), and never-panic properties over it.
-
-use std::path::{Path, PathBuf};
+//! The real evidence of `hang/gloo_tp4_rank3_skips_allreduce` (in the
+//! repository's fixtures), and never-panic properties over it.
 
 use super::*;
 
 const HANG: &str = "hang/gloo_tp4_rank3_skips_allreduce";
 
 fn fixture(name: &str) -> Option<Vec<u8>> {
-    let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures")
-        .join(HANG)
-        .join(name);
-    std::fs::read(path).ok()
+    Some(crate::test_data::fixture_bytes(&format!("{HANG}/{name}")))
 }
 
 fn frame(file: &str, line: u32, func: &str) -> Frame {

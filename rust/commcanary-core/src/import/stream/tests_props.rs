@@ -118,10 +118,7 @@ fn assert_same(ours: &Summary, expected: &Summary, what: &str) {
 }
 
 fn fixture(rel: &str) -> Option<std::path::PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures")
-        .join(rel);
-    path.exists().then_some(path)
+    Some(crate::test_data::fixture(rel))
 }
 
 /// Real Kineto traces: the streaming scan of the file agrees with the

@@ -1,0 +1,163 @@
+//! What kind of fault the root's evidence shows, and what would settle it
+//! when the evidence given cannot.
+//!
+//! Categories (the document's `category`):
+//! * `desync` — members disagree on one call (`desync_kind`: `op`,
+//!   `dtype`, `size`);
+//! * `p2p_unmatched` — a send or receive whose counterpart was never
+//!   posted (a pipeline deadlock starts here);
+//! * `process_died` — the root's process is gone: its launcher reported a
+//!   signal, or it left no evidence while its peers lost their connections;
+//! * `missed_collective` — the root went on past a collective its group
+//!   waits in (it issued later calls, or its own call pattern lost one);
+//! * `stalled_outside_communication` — the root was in no call when the
+//!   others waited: a frozen process, compute, data loading, the host.
+//!
+//! A root is only as good as what the evidence can show: gloo's Flight
+//! Recorder records no send or receive, so a rank "in no collective" there
+//! may be blocked in one; stacks and exception texts name no group or
+//! sequence number. Then the answer is inconclusive and `would_settle`
+//! names the evidence that would decide.
+
+use super::align::Alignment;
+use super::graph::{Position, Root};
+use super::model::Model;
+
+/// The fault behind a hang, as far as the evidence shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cause {
+    /// The category, `None` when no root is known.
+    pub category: Option<&'static str>,
+    /// For a desync: `op`, `dtype` or `size`.
+    pub desync_kind: Option<&'static str>,
+    /// The evidence that would decide what this evidence cannot.
+    pub would_settle: Vec<String>,
+    /// Whether the evidence cannot show the cause (the verdict is then
+    /// `inconclusive`).
+    pub undecided: bool,
+    /// Whether the category is an inference (capped at medium confidence).
+    pub inferred: bool,
+}
+
+/// What the diagnosis knows beside the model and the alignment.
+pub struct Facts<'a> {
+    /// The model.
+    pub model: &'a Model,
+    /// Partial collectives and mismatches.
+    pub alignment: &'a Alignment,
+    /// Every rank's position.
+    pub positions: &'a [Position<'a>],
+    /// Ranks whose launcher reported a death by signal.
+    pub died: &'a [i64],
+    /// Whether the only op evidence of some rank is a Flight Recorder dump
+    /// that cannot record point-to-point calls (gloo).
+    pub dumps_lack_p2p: bool,
+    /// Evidence kinds the op facts rest on.
+    pub kinds: &'a [&'static str],
+}
+
+/// Whether any rank's exception says a peer's connection went away.
+fn peers_lost(model: &Model) -> bool {
+    model
+        .ranks
+        .values()
+        .any(|e| e.exception.as_ref().is_some_and(|x| x.peer_lost()))
+}
+
+/// Whether rank `r`'s stacks show it blocked in a point-to-point call.
+fn in_p2p_by_stacks(model: &Model, r: i64) -> bool {
+    model.ranks.get(&r).is_some_and(|e| {
+        e.stacks.iter().any(|c| {
+            matches!(c.op, Some("send" | "recv"))
+                || c.api.contains("recv")
+                || c.api.contains("send")
+        })
+    })
+}
+
+/// Whether rank `r` issued calls after `time_ns` (it went on).
+fn went_on(model: &Model, r: i64, time_ns: i64) -> bool {
+    time_ns > 0
+        && model
+            .ranks
+            .get(&r)
+            .and_then(|e| e.ops.iter().map(|o| o.time_ns).max())
+            .is_some_and(|t| t > time_ns)
+}
+
+/// The cause of the first root.
+#[must_use]
+pub fn cause(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) -> Cause {
+    let mut out = Cause::default();
+    let Some(root) = roots.first() else {
+        if !facts.died.is_empty() {
+            out.category = Some("process_died");
+        }
+        if facts.kinds.is_empty() {
+            out.would_settle.push(
+                "Flight Recorder dumps or profiler traces: they give each call's process group and sequence number, which stacks and exception texts do not".into(),
+            );
+        }
+        return out;
+    };
+    let model = facts.model;
+    let died = facts.died.contains(&root.rank);
+    match root.kind {
+        "mismatch" => {
+            out.category = Some("desync");
+            out.desync_kind = facts.alignment.mismatches.get(root.cause).map(|m| m.kind);
+        }
+        "late" => out.category = Some("stalled_outside_communication"),
+        _ if died => out.category = Some("process_died"),
+        "no_evidence" => {
+            out.category = Some("process_died");
+            out.inferred = !peers_lost(model);
+            if out.inferred {
+                out.would_settle.push(format!(
+                    "rank {}'s own evidence or its launcher's log (an exit by signal shows the process died; a dump or trace shows where it is)",
+                    root.rank
+                ));
+            }
+        }
+        kind => {
+            let partial = facts.alignment.partials.get(root.cause);
+            if partial.is_some_and(|p| p.p2p) {
+                out.category = Some("p2p_unmatched");
+                return out;
+            }
+            let state = facts
+                .positions
+                .iter()
+                .find(|p| p.rank == root.rank)
+                .map_or("no_evidence", |p| p.state);
+            let traced = model
+                .ranks
+                .get(&root.rank)
+                .is_some_and(|e| e.source == Some(super::model::Source::Trace));
+            if state == "not_blocked"
+                && (in_p2p_by_stacks(model, root.rank) || (facts.dumps_lack_p2p && !traced))
+            {
+                out.undecided = true;
+                out.would_settle.push(format!(
+                    "profiler traces (or stacks) of ranks {}: gloo's Flight Recorder records no send or receive, so a rank in no collective there may be blocked in one",
+                    super::report::ranks_text(&[root.rank])
+                ));
+                return out;
+            }
+            let time_ns = partial.map_or(0, |p| p.time_ns);
+            out.category = if kind == "diverged"
+                || departed(root.rank)
+                || went_on(model, root.rank, time_ns)
+            {
+                Some("missed_collective")
+            } else {
+                Some("stalled_outside_communication")
+            };
+            if peers_lost(model) && out.category == Some("stalled_outside_communication") {
+                out.category = Some("process_died");
+                out.inferred = true;
+            }
+        }
+    }
+    out
+}
