@@ -1,0 +1,1 @@
+"""Real faulty torch.distributed jobs for measuring commcanary's diagnoses (see ../diagnosis_accuracy.py)."""
