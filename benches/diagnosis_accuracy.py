@@ -316,7 +316,9 @@ def aggregate(results: list[dict[str, Any]]) -> dict[str, Any]:
             "runs_at_99",
         )
     }
-    steps_row["fraction"] = sr["right"] / sr["boundaries"] if sr["boundaries"] else None
+    # Boundaries placed at no true iteration start count against the figure.
+    placed = sr["boundaries"] + sr["extra_boundaries"]
+    steps_row["fraction"] = sr["right"] / placed if placed else None
     tables["steps"] = steps_row
 
     # CLI

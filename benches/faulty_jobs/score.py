@@ -287,7 +287,9 @@ def judge_steps(truth: dict[str, Any], evidence: Path, res: dict[str, Any]) -> d
         status="ok",
         boundaries=total,
         right=right,
-        fraction=(right / total) if total else None,
+        # A boundary placed at no true iteration start counts against the
+        # figure: over-segmenting (every broadcast a step) is not "right".
+        fraction=(right / (total + extra)) if total + extra else None,
         extra_boundaries=extra,
         misplaced=misplaced,
     )

@@ -3,10 +3,12 @@
 //! A key is a call's (group, op). The method, on one rank's calls in issue
 //! order:
 //!
-//! 1. **Period.** The number of steps `T` is the call count that the most
-//!    keys share exactly (a key called once per step is called `T` times);
-//!    ties go to the count that most other counts are multiples of, then to
-//!    the larger count.
+//! 1. **Period.** The number of steps `T` is a key's count: of the counts
+//!    whose multiples explain at least 90% as many calls as the best (a key
+//!    called `m` times per step is called `m·T` times, give or take the `m`
+//!    a window opened or closed mid-step loses), the largest (a key called
+//!    every few steps divides the others' counts too, and a small count
+//!    explains everything loosely).
 //! 2. **Anchors.** The keys called exactly `T` times, in order of first
 //!    call. They must repeat as one block `T` times back to back
 //!    ([`back_to_back`], the canary encoder's motif test); otherwise the
@@ -135,16 +137,44 @@ fn regular(count: usize, period: usize) -> bool {
     m >= 1 && count.abs_diff(m * period) <= m
 }
 
-/// The number of steps: the count most keys share.
+/// How many of `keys`' calls a `period` explains closely: calls of keys
+/// called a whole number `m ≥ 1` of times per step, give or take one call
+/// (tighter than [`regular`], whose slack of `m` lets a period explain
+/// calls it does not: fifteen reduces are not about three per six steps).
+#[must_use]
+pub fn explained(keys: &[u32], period: usize) -> usize {
+    let mut counts: FxHashMap<u32, usize> = FxHashMap::default();
+    for &k in keys {
+        *counts.entry(k).or_default() += 1;
+    }
+    counts
+        .values()
+        .filter(|&&n| {
+            let m = (n as f64 / period as f64).round() as usize;
+            m >= 1 && n.abs_diff(m * period) <= 1
+        })
+        .sum()
+}
+
+/// Share of the best explanation a larger period may give up.
+pub const PERIOD_SLACK: f64 = 0.9;
+
+/// The number of steps: among the keys' counts, the one whose multiples
+/// explain the most calls (a step that sends twice and reduces once has
+/// its period in the reduce, not in the sends), the largest such count
+/// when several explain nearly as much (a key called every few steps
+/// divides the others' counts too, but explains fewer calls).
 fn period(counts: &FxHashMap<u32, usize>) -> Option<usize> {
     let mut candidates: Vec<usize> = counts.values().copied().filter(|&c| c >= 2).collect();
     candidates.sort_unstable();
     candidates.dedup();
-    candidates.into_iter().max_by_key(|&c| {
-        let exact = counts.values().filter(|&&n| n == c).count();
-        let multiples = counts.values().filter(|&&n| n % c == 0).count();
-        (exact, multiples, c)
-    })
+    let explained =
+        |c: usize| -> usize { counts.values().filter(|&&n| regular(n, c)).sum::<usize>() };
+    let best = candidates.iter().map(|&c| explained(c)).max()?;
+    candidates
+        .into_iter()
+        .filter(|&c| explained(c) as f64 >= PERIOD_SLACK * best as f64)
+        .max()
 }
 
 /// The once-per-step keys, in order of first call, if they repeat as one
@@ -255,10 +285,23 @@ impl Sequence<'_> {
 
     /// The cut at the trace's first structural call, when the first step
     /// looks whole (its leading gap has the typical number of regular
-    /// calls): a profiler window opens at a step boundary.
+    /// calls), or when the trace begins with the first anchor itself: a
+    /// profiler window (or a profile started before the loop) opens at a
+    /// step boundary.
     fn start_phase(&self) -> Option<Candidate> {
         let (lo, hi) = self.span(0, 0);
-        (self.regulars(lo, hi).len() == self.typical(0)).then_some(Candidate { gap: 0, index: 0 })
+        let leading = self.regulars(lo, hi).len();
+        let typical = self.typical(0);
+        if leading == typical {
+            Some(Candidate { gap: 0, index: 0 })
+        } else if leading == 0 {
+            Some(Candidate {
+                gap: 0,
+                index: typical,
+            })
+        } else {
+            None
+        }
     }
 
     fn best_candidate(&self) -> Candidate {

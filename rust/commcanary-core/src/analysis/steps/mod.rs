@@ -2,10 +2,13 @@
 //! alone, for traces without `ProfilerStep` markers, and how well the
 //! recovered boundaries agree with the markers when there are some.
 //!
-//! Each rank's calls are keyed by (group, op), and by (group, op, bytes),
-//! and cut into steps by [`cut::cut_rank`]; the keying that shows more
-//! once-per-step collectives wins (sizes tell a DDP step's buckets apart,
-//! but change between phases such as prefill and decode). The ranks' step numbers are then aligned on the
+//! Each rank's calls are keyed by (group, op), and by (root or peer, op,
+//! elements) as the rank recorded them (gloo's traces leave the group to
+//! matching), and cut into steps by [`cut::cut_rank`]; the keying whose
+//! period explains more of the calls wins, then the one that shows more
+//! once-per-step collectives (sizes tell a DDP step's buckets apart, but
+//! change between phases such as prefill and decode). A call in no matched
+//! instance takes the group of the rank's other calls like it. The ranks' step numbers are then aligned on the
 //! collective instances their boundaries share (a rank whose trace starts a
 //! step later gets the later numbers), falling back on time when they share
 //! none, and shifted so the first step is 0.
@@ -25,7 +28,7 @@ use super::evidence::Evidence;
 use crate::error::{Error, Result};
 use crate::import::kineto::AlignedJob;
 
-pub use cut::{RankCut, cut_rank};
+pub use cut::{RankCut, cut_rank, explained};
 
 /// One rank's recovered steps.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,23 +112,65 @@ pub fn groups_of_calls(job: &AlignedJob) -> Vec<Vec<usize>> {
     out
 }
 
+/// A call in no instance (at a window's edge, or the call a hang left
+/// unmatched) takes the group the rank's other calls of the same op and
+/// element count are in, so it keys like them.
+fn fill_unmatched_groups(job: &AlignedJob, groups: &mut [Vec<usize>]) {
+    for (p, slot) in job.profiles.iter().zip(groups.iter_mut()) {
+        let mut seen: FxHashMap<(&'static str, i64), FxHashMap<usize, usize>> =
+            FxHashMap::default();
+        for (c, &g) in p.calls.iter().zip(slot.iter()) {
+            if g != usize::MAX {
+                *seen
+                    .entry((c.kind.trace_op().0, c.in_elems))
+                    .or_default()
+                    .entry(g)
+                    .or_default() += 1;
+            }
+        }
+        for (c, g) in p.calls.iter().zip(slot.iter_mut()) {
+            if *g != usize::MAX {
+                continue;
+            }
+            if let Some(counts) = seen.get(&(c.kind.trace_op().0, c.in_elems)) {
+                *g = counts
+                    .iter()
+                    .max_by_key(|&(&group, &n)| (n, std::cmp::Reverse(group)))
+                    .map_or(usize::MAX, |(&group, _)| group);
+            }
+        }
+    }
+}
+
 /// Recovers the steps of every rank of `job` from its calls alone (markers
 /// are only compared with, never used).
 ///
 /// # Errors
 /// No rank has a repeating collective sequence.
 pub fn recover(job: &AlignedJob) -> Result<Recovery> {
-    let groups = groups_of_calls(job);
-    let mut names: FxHashMap<(usize, &'static str, i64), u32> = FxHashMap::default();
+    let mut groups = groups_of_calls(job);
+    fill_unmatched_groups(job, &mut groups);
+    // A key's identity: (group, op, −1) coarse, (peer, op, elements) sized.
+    let mut names: FxHashMap<(i64, &'static str, i64), u32> = FxHashMap::default();
     let mut key_of: Vec<(usize, &'static str)> = Vec::new();
     let mut ranks: Vec<RankSteps> = Vec::with_capacity(job.profiles.len());
     for (slot, p) in job.profiles.iter().enumerate() {
         let mut keyed = |sized: bool| -> Vec<u32> {
             (p.calls.iter().zip(&groups[slot]))
                 .map(|(c, &g)| {
-                    let key = (g, c.kind.trace_op().0, if sized { c.bytes } else { -1 });
-                    *names.entry(key).or_insert_with(|| {
-                        key_of.push((key.0, key.1));
+                    let op = c.kind.trace_op().0;
+                    // Sized keys leave out the group, which gloo's traces
+                    // leave to matching (an instance matched into another
+                    // group would key apart), and count elements, not
+                    // bytes (a call's recorded dtype can vary: DDP's
+                    // coalesced buffer broadcasts); its shape does not.
+                    let id = if sized {
+                        (c.peer, op, c.in_elems)
+                    } else {
+                        (g as i64, op, -1)
+                    };
+                    *names.entry(id).or_insert_with(|| {
+                        key_of.push((g, op));
                         key_of.len() as u32 - 1
                     })
                 })
@@ -135,15 +180,27 @@ pub fn recover(job: &AlignedJob) -> Result<Recovery> {
         let arrival: Vec<f64> = p.calls.iter().map(|c| c.arrival).collect();
         let end: Vec<f64> = p.calls.iter().map(|c| c.end).collect();
         // Sizes help when they repeat per step (a DDP step's buckets) and
-        // hurt when they change (prefill, decode): the keying that shows
-        // more once-per-step collectives wins, ties going to (group, op).
-        let found = match (
+        // hurt when they change (prefill, decode). Of the two keyings, those
+        // whose period explains nearly as many calls as the better one (a
+        // broadcast called three times a step is no step of its own) are
+        // kept, and the larger period wins (as in [`cut::cut_rank`]), then
+        // more once-per-step collectives, ties going to (group, op).
+        let (cc, ss) = (
             cut_rank(&coarse, &arrival, &end),
             cut_rank(&sized, &arrival, &end),
-        ) {
-            (Some(c), Some(s)) if s.anchors.len() > c.anchors.len() => Some(s),
-            (Some(c), _) => Some(c),
-            (None, s) => s,
+        );
+        let found = match (cc, ss) {
+            (Some(c), Some(s)) => {
+                let (ec, es) = (explained(&coarse, c.period), explained(&sized, s.period));
+                let near = |e: usize| e as f64 >= cut::PERIOD_SLACK * ec.max(es) as f64;
+                let rank_of = |e: usize, cut: &RankCut| (near(e), cut.period, cut.anchors.len());
+                if rank_of(es, &s) > rank_of(ec, &c) {
+                    Some(s)
+                } else {
+                    Some(c)
+                }
+            }
+            (c, s) => c.or(s),
         };
         let cuts = found.as_ref().map(|f| f.cuts.clone()).unwrap_or_default();
         ranks.push(RankSteps {
