@@ -6,9 +6,10 @@
 //! 1. **Period.** The number of steps `T` is a key's count: of the counts
 //!    whose multiples explain at least 90% as many calls as the best (a key
 //!    called `m` times per step is called `m·T` times, give or take the `m`
-//!    a window opened or closed mid-step loses), the largest (a key called
-//!    every few steps divides the others' counts too, and a small count
-//!    explains everything loosely).
+//!    a window opened or closed mid-step loses), the one the most calls
+//!    have exactly (the once-per-step keys; a step cut short by a hang
+//!    adds one call to some of them), then the largest (a key called every
+//!    few steps divides the others' counts too).
 //! 2. **Anchors.** The keys called exactly `T` times, in order of first
 //!    call. They must repeat as one block `T` times back to back
 //!    ([`back_to_back`], the canary encoder's motif test); otherwise the
@@ -171,10 +172,13 @@ fn period(counts: &FxHashMap<u32, usize>) -> Option<usize> {
     let explained =
         |c: usize| -> usize { counts.values().filter(|&&n| regular(n, c)).sum::<usize>() };
     let best = candidates.iter().map(|&c| explained(c)).max()?;
+    // Of those, the count the most calls have exactly (the once-per-step
+    // keys), then the largest.
+    let exact = |c: usize| -> usize { counts.values().filter(|&&n| n == c).sum() };
     candidates
         .into_iter()
         .filter(|&c| explained(c) as f64 >= PERIOD_SLACK * best as f64)
-        .max()
+        .max_by_key(|&c| (exact(c), c))
 }
 
 /// The once-per-step keys, in order of first call, if they repeat as one

@@ -183,8 +183,9 @@ pub fn recover(job: &AlignedJob) -> Result<Recovery> {
         // hurt when they change (prefill, decode). Of the two keyings, those
         // whose period explains nearly as many calls as the better one (a
         // broadcast called three times a step is no step of its own) are
-        // kept, and the larger period wins (as in [`cut::cut_rank`]), then
-        // more once-per-step collectives, ties going to (group, op).
+        // kept, and the one with more once-per-step collectives wins (three
+        // broadcasts and three reduces a step make one coarse key each, no
+        // anchor block), then the larger period, ties going to (group, op).
         let (cc, ss) = (
             cut_rank(&coarse, &arrival, &end),
             cut_rank(&sized, &arrival, &end),
@@ -193,7 +194,7 @@ pub fn recover(job: &AlignedJob) -> Result<Recovery> {
             (Some(c), Some(s)) => {
                 let (ec, es) = (explained(&coarse, c.period), explained(&sized, s.period));
                 let near = |e: usize| e as f64 >= cut::PERIOD_SLACK * ec.max(es) as f64;
-                let rank_of = |e: usize, cut: &RankCut| (near(e), cut.period, cut.anchors.len());
+                let rank_of = |e: usize, cut: &RankCut| (near(e), cut.anchors.len(), cut.period);
                 if rank_of(es, &s) > rank_of(ec, &c) {
                     Some(s)
                 } else {
