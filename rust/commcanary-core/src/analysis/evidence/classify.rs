@@ -102,12 +102,32 @@ pub(super) fn classify(path: &Path) -> Result<Kind> {
                 json_kind(&keys)
             }
         }
-        Some(b'[') => {
+        Some(b'[') if json_list(&head) => {
             Kind::Other("a JSON list, neither a profiler trace nor a Flight Recorder dump")
         }
         Some(_) if head.contains(&0) => Kind::Other("binary data"),
         Some(_) => Kind::Text,
     })
+}
+
+/// Whether text opening with `[` is a JSON list (`[1,`, `[{`, `["`,
+/// `[true`), not a log whose lines are tagged (`[rank0]:`, `[default3]:`).
+fn json_list(head: &[u8]) -> bool {
+    let start = head
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(0);
+    let body = &head[(start + 1).min(head.len())..];
+    let body = &body[body
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(body.len())..];
+    match body.first() {
+        None | Some(b'{' | b'[' | b'"' | b']' | b'-' | b'0'..=b'9') => true,
+        Some(_) => [&b"true"[..], b"false", b"null"]
+            .iter()
+            .any(|w| body.starts_with(w)),
+    }
 }
 
 /// A JSON object by its top-level keys. Canonical traces sort `format`
@@ -142,6 +162,16 @@ fn ends_a_pickle(path: &Path) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tagged_log_is_no_json_list() {
+        assert!(json_list(b"[1, 2]"));
+        assert!(json_list(b" [{\"a\": 1}]"));
+        assert!(json_list(b"[true]"));
+        assert!(!json_list(b"[rank0]:Traceback"));
+        assert!(!json_list(b"[default3]: x"));
+        assert!(!json_list(b"[trainer] started"));
+    }
 
     #[test]
     fn keys_are_read_at_the_top_level_only() {

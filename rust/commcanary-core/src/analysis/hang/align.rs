@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::model::{Model, NONE, Op};
+use super::model::{Model, NONE, Op, Source};
 
 /// A call seen on some members only.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,7 +72,7 @@ pub struct Mismatch {
     pub group: usize,
     /// Sequence number.
     pub seq: i64,
-    /// `op`, `dtype` or `size`.
+    /// `op`, `dtype`, `size` or `root`.
     pub kind: &'static str,
     /// The members that agree with the most members (empty on a tie).
     pub majority: Vec<i64>,
@@ -248,7 +248,8 @@ fn align_group(model: &Model, grouped: &ByGroup<'_>, gi: usize, out: &mut Alignm
             .collect();
         missing.extend(&late);
         missing.sort_unstable();
-        if let Some(m) = vote(gi, s, &present) {
+        let found = vote(gi, s, &present).or_else(|| root_vote(gi, s, &present));
+        if let Some(m) = found.filter(|m| !only_estimated(model, m)) {
             out.mismatches.push(m);
             mismatched = true;
         }
@@ -378,6 +379,71 @@ fn vote(gi: usize, s: i64, present: &[(i64, &Op)]) -> Option<Mismatch> {
         group: gi,
         seq: s,
         kind,
+        majority,
+        minority,
+        seen: present
+            .iter()
+            .map(|(r, o)| Seen {
+                rank: *r,
+                op: o.op,
+                in_sizes: o.in_sizes,
+                out_sizes: o.out_sizes,
+                in_dtypes: o.in_dtypes,
+                out_dtypes: o.out_dtypes,
+            })
+            .collect(),
+        pending: present.iter().any(|(_, o)| o.pending),
+        step: common_step(present.iter().map(|(_, o)| o.step)),
+    })
+}
+
+/// Whether a mismatch rests only on ranks known from traces while a dumped
+/// rank is in the majority: a trace's sequence numbers are estimates
+/// (gloo) that may pair the wrong calls, and the two recorders write sizes
+/// differently (a coalesced broadcast is one tensor in a dump, the list in
+/// a trace), so a trace cannot outvote a dump.
+fn only_estimated(model: &Model, m: &Mismatch) -> bool {
+    let source = |r: &i64| model.ranks.get(r).and_then(|e| e.source);
+    !m.minority.is_empty()
+        && m.minority.iter().all(|r| source(r) == Some(Source::Trace))
+        && m.majority
+            .iter()
+            .any(|r| source(r) == Some(Source::FlightRecorder))
+}
+
+/// Members of a rooted collective that agree on op, dtypes and sizes but
+/// not on its root (a broadcast from another source): decided by a vote
+/// over the members whose root is known.
+fn root_vote(gi: usize, s: i64, present: &[(i64, &Op)]) -> Option<Mismatch> {
+    let known: Vec<(i64, &Op)> = present
+        .iter()
+        .filter(|(_, o)| o.root >= 0 && super::trace::rooted(o.op))
+        .copied()
+        .collect();
+    if known.len() < 2 || known.iter().all(|(_, o)| o.root == known[0].1.root) {
+        return None;
+    }
+    let mut by_root: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for (r, o) in &known {
+        by_root.entry(o.root).or_default().push(*r);
+    }
+    let mut ordered: Vec<(&i64, &Vec<i64>)> = by_root.iter().collect();
+    ordered.sort_by_key(|(_, ranks)| std::cmp::Reverse(ranks.len()));
+    let tie = ordered[1].1.len() == ordered[0].1.len();
+    let majority: Vec<i64> = if tie {
+        Vec::new()
+    } else {
+        ordered[0].1.clone()
+    };
+    let minority: Vec<i64> = known
+        .iter()
+        .map(|(r, _)| *r)
+        .filter(|r| !majority.contains(r))
+        .collect();
+    Some(Mismatch {
+        group: gi,
+        seq: s,
+        kind: "root",
         majority,
         minority,
         seen: present

@@ -278,6 +278,7 @@ fn rank_ops(model: &Model, d: &LabeledDump) -> RankEvidence {
                 p2p: e.is_p2p,
                 peer: e.peer,
                 peer_is_global: false,
+                root: -1,
                 op: e.op,
                 in_sizes: e.in_sizes,
                 out_sizes: e.out_sizes,

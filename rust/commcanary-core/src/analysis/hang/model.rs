@@ -50,6 +50,10 @@ pub struct Op {
     pub peer: i64,
     /// Whether [`Op::peer`] is a global rank.
     pub peer_is_global: bool,
+    /// The root of a rooted collective (broadcast, reduce, gather,
+    /// scatter) as a global rank, −1 when unknown (Flight Recorder entries
+    /// do not record it; traces do).
+    pub root: i64,
     /// Canonical op name.
     pub op: &'static str,
     /// Input sizes (canonical JSON text), interned.

@@ -13,6 +13,7 @@ fn op(model: &mut Model, seq: i64, name: &'static str, sizes: &str, pending: boo
         p2p: false,
         peer: -1,
         peer_is_global: false,
+        root: -1,
         op: name,
         in_sizes: s,
         out_sizes: s,

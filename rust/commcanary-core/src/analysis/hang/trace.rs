@@ -138,6 +138,7 @@ fn member_op(
         p2p: c.kind.is_p2p(),
         peer: if c.kind.is_p2p() { peer } else { -1 },
         peer_is_global: true,
+        root: if rooted(name) { peer } else { -1 },
         op: name,
         in_sizes,
         out_sizes,
@@ -292,7 +293,27 @@ fn unrecorded_offset(
 
 /// Steps of a Flight Recorder rank's ops, from its trace's `ProfilerStep`
 /// spans.
+/// Whether `op` has a root (its members must agree on it).
+pub(super) fn rooted(op: &str) -> bool {
+    matches!(op, "broadcast" | "reduce" | "gather" | "scatter")
+}
+
+/// How far apart a dump entry's creation and its trace call may be to be
+/// taken as one call, µs.
+const SAME_CALL_US: f64 = 5_000.0;
+
+/// Gives a dumped rank's entries what its trace knows and the dump does
+/// not: the `ProfilerStep` of each, and the root of a rooted collective
+/// (the trace call of the same op nearest in time, within
+/// [`SAME_CALL_US`]).
 fn annotate_steps(model: &mut Model, p: &RankProfile) {
+    let roots: Vec<(f64, &'static str, i64)> = p
+        .calls
+        .iter()
+        .filter(|c| rooted(c.kind.trace_op().0) && c.peer >= 0)
+        .map(|c| (c.arrival, c.kind.trace_op().0, c.peer))
+        .collect();
+    let group_ranks: Vec<Vec<i64>> = model.groups.iter().map(|g| g.ranks.clone()).collect();
     let Some(ev) = model.ranks.get_mut(&p.rank) else {
         return;
     };
@@ -300,6 +321,18 @@ fn annotate_steps(model: &mut Model, p: &RankProfile) {
         let t = (o.time_ns - p.epoch_ns) as f64 / 1000.0;
         if let Some(&(n, _, _)) = p.steps.iter().find(|&&(_, s, e)| t >= s && t <= e) {
             o.step = n;
+        }
+        if o.root < 0 && rooted(o.op) {
+            let nearest = roots
+                .iter()
+                .filter(|r| r.1 == o.op)
+                .min_by(|a, b| (a.0 - t).abs().total_cmp(&(b.0 - t).abs()));
+            if let Some(&(_, _, group_rank)) = nearest.filter(|r| (r.0 - t).abs() <= SAME_CALL_US) {
+                o.root = usize::try_from(group_rank)
+                    .ok()
+                    .and_then(|i| group_ranks.get(o.group)?.get(i).copied())
+                    .unwrap_or(-1);
+            }
         }
     }
 }
