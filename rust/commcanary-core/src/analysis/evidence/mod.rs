@@ -63,6 +63,9 @@ pub struct Evidence {
     pub exceptions: Vec<(Ranked, ExceptionText)>,
     /// How processes ended, as their launcher reported it.
     pub exits: Vec<(String, ProcessExit)>,
+    /// Ranks whose own text reports a collective mismatch (gloo's abort:
+    /// "Is there a distributed collective mismatch in your code?").
+    pub mismatch_reports: Vec<i64>,
     /// One object per file: `file`, `kind`, `rank`, `used`, and what was
     /// read (or `reason`, for a file skipped).
     pub files: Vec<Json>,

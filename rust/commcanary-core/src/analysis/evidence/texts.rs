@@ -80,8 +80,21 @@ pub(super) fn read_texts(
 
 /// Reads one rank's text; whether it was evidence (stacks or an exception).
 /// Evidence without a rank is listed as unused.
+/// What a backend writes when members disagree on a collective (gloo's
+/// enforce message; NCCL's desync report).
+const MISMATCH_REPORTS: [&str; 2] = [
+    "distributed collective mismatch",
+    "doesn't match expected size",
+];
+
 fn read_one(evidence: &mut Evidence, bytes: &[u8], label: String, rank: Option<i64>) -> bool {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(65536)]).into_owned();
+    if let Some(r) = rank
+        && MISMATCH_REPORTS.iter().any(|m| text.contains(m))
+        && !evidence.mismatch_reports.contains(&r)
+    {
+        evidence.mismatch_reports.push(r);
+    }
     let thread_dump = text.contains("(most recent call first)")
         || text
             .lines()

@@ -93,6 +93,10 @@ pub struct Alignment {
     pub partials: Vec<Partial>,
     /// Mismatches, by group then sequence.
     pub mismatches: Vec<Mismatch>,
+    /// Mismatches a trace-only rank shows against dumped ranks, which a
+    /// trace cannot decide alone (see `only_estimated`): corroborated only
+    /// by a backend's own mismatch report.
+    pub unconfirmed: Vec<Mismatch>,
     /// Collective instances compared.
     pub compared: u64,
     /// Sequence numbers not compared after a group's first mismatch.
@@ -173,6 +177,7 @@ pub fn align(model: &Model) -> Alignment {
     for a in per_group {
         out.partials.extend(a.partials);
         out.mismatches.extend(a.mismatches);
+        out.unconfirmed.extend(a.unconfirmed);
         out.compared += a.compared;
         out.skipped_after_mismatch += a.skipped_after_mismatch;
     }
@@ -249,9 +254,13 @@ fn align_group(model: &Model, grouped: &ByGroup<'_>, gi: usize, out: &mut Alignm
         missing.extend(&late);
         missing.sort_unstable();
         let found = vote(gi, s, &present).or_else(|| root_vote(gi, s, &present));
-        if let Some(m) = found.filter(|m| !only_estimated(model, m)) {
-            out.mismatches.push(m);
-            mismatched = true;
+        match found {
+            Some(m) if only_estimated(model, &m) => out.unconfirmed.push(m),
+            Some(m) => {
+                out.mismatches.push(m);
+                mismatched = true;
+            }
+            None => {}
         }
         if !missing.is_empty() {
             out.partials.push(Partial {

@@ -54,6 +54,8 @@ pub struct Facts<'a> {
     pub dumps_lack_p2p: bool,
     /// Evidence kinds the op facts rest on.
     pub kinds: &'a [&'static str],
+    /// Ranks whose own text reports a collective mismatch.
+    pub mismatch_reports: &'a [i64],
 }
 
 /// Whether any rank's exception says a peer's connection went away.
@@ -101,6 +103,14 @@ pub fn cause(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) 
         return out;
     };
     let model = facts.model;
+    // A backend that reports a collective mismatch (gloo aborts the rank
+    // that received the wrong size) makes a dead or missing root a desync.
+    if root.kind != "mismatch" && !facts.mismatch_reports.is_empty() {
+        out.category = Some("desync");
+        out.desync_kind = facts.alignment.unconfirmed.first().map(|m| m.kind);
+        out.inferred = out.desync_kind.is_none();
+        return out;
+    }
     let died = facts.died.contains(&root.rank);
     match root.kind {
         "mismatch" => {

@@ -159,6 +159,7 @@ pub fn roots(
     alignment: &Alignment,
     positions: &[Position<'_>],
     departed: &dyn Fn(i64) -> bool,
+    departures: &dyn Fn(i64) -> usize,
 ) -> Vec<Root> {
     let state = |r: i64| {
         positions
@@ -168,10 +169,23 @@ pub fn roots(
     };
     let mut out: Vec<Root> = Vec::new();
     for (i, m) in alignment.mismatches.iter().enumerate() {
-        if m.majority.is_empty() {
-            continue;
-        }
-        for &r in &m.minority {
+        // A tie (two ranks, two calls) is broken by each side's own
+        // history: the rank whose call departs from the pattern it kept
+        // before changed, not the other.
+        let tied: Vec<i64>;
+        let minority = if m.majority.is_empty() {
+            let counts: Vec<(i64, usize)> =
+                m.minority.iter().map(|&r| (r, departures(r))).collect();
+            let top = counts.iter().map(|c| c.1).max().unwrap_or(0);
+            tied = counts.iter().filter(|c| c.1 == top).map(|c| c.0).collect();
+            if top == 0 || tied.len() == counts.len() {
+                continue;
+            }
+            &tied
+        } else {
+            &m.minority
+        };
+        for &r in minority {
             let op = m
                 .seen
                 .iter()

@@ -56,6 +56,7 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
     let have_traces = evidence.traces.is_some();
     let dumps_lack_p2p = fr::lack_p2p(&evidence.dumps);
     let damage = evidence.damage_line();
+    let mismatch_reports = evidence.mismatch_reports.clone();
     let mut died: Vec<i64> = evidence
         .exits
         .iter()
@@ -117,7 +118,14 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
             .and_then(|e| steps::deviation(&e.ops))
             .is_some_and(|d| d > 0)
     };
-    let roots = graph::roots(&alignment, &positions, &departed);
+    let departures = |r: i64| {
+        model
+            .ranks
+            .get(&r)
+            .and_then(|e| steps::detailed_deviation(&e.ops))
+            .unwrap_or(0)
+    };
+    let roots = graph::roots(&alignment, &positions, &departed, &departures);
     let mut kinds = Vec::new();
     if have_dumps {
         kinds.push("flight_recorder");
@@ -134,6 +142,7 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
         died: &died,
         dumps_lack_p2p,
         kinds: &kinds,
+        mismatch_reports: &mismatch_reports,
     };
     let found = cause::cause(&facts, &roots, &departed);
     if verdict == "hang" && found.undecided {

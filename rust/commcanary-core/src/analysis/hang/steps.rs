@@ -129,11 +129,30 @@ fn signature(ops: &[super::model::Op], with_sizes: bool) -> Vec<u64> {
 /// template (a skipped or reordered call shows here), when it has a period.
 #[must_use]
 pub fn deviation(ops: &[super::model::Op]) -> Option<usize> {
-    let sig = signature(ops, false);
+    departures(&signature(ops, false))
+}
+
+/// [`deviation`] over each call's op, sizes, dtypes and root: a call that
+/// keeps its op but changes its size, dtype or root departs too.
+#[must_use]
+pub fn detailed_deviation(ops: &[super::model::Op]) -> Option<usize> {
+    let sig: Vec<u64> = signature(ops, true)
+        .into_iter()
+        .zip(ops)
+        .map(|(s, o)| {
+            let extra = (u64::from(o.in_dtypes) << 20) ^ (o.root.max(-1) as u64 & 0xfffff);
+            s ^ extra.rotate_left(17)
+        })
+        .collect();
+    departures(&sig)
+}
+
+/// How many of the last `p` calls of `sig` depart from its first period.
+fn departures(sig: &[u64]) -> Option<usize> {
     let p = period(&sig)?;
     let template = &sig[..p];
     let (mut j, mut departures) = (0_usize, Vec::with_capacity(sig.len()));
-    for &s in &sig {
+    for &s in sig {
         if s == template[j] {
             j = (j + 1) % p;
             departures.push(false);

@@ -66,7 +66,7 @@ fn a_rank_behind_in_a_group_is_missing_and_the_root_when_not_blocked() {
     );
     let p = positions(&m, &a);
     assert_eq!(p[2].state, "not_blocked");
-    let r = roots(&a, &p, &|_| false);
+    let r = roots(&a, &p, &|_| false, &|_| 0);
     assert_eq!((r[0].rank, r[0].kind), (2, "not_blocked"));
     assert_eq!(
         wait_for(&a)
@@ -105,7 +105,7 @@ fn a_mismatch_is_decided_by_vote_and_a_tie_names_no_majority() {
     );
     let p = positions(&m, &a);
     assert_eq!(
-        roots(&a, &p, &|_| false)[0].rank,
+        roots(&a, &p, &|_| false, &|_| 0)[0].rank,
         0,
         "the first rank is not trusted"
     );
@@ -119,7 +119,7 @@ fn a_mismatch_is_decided_by_vote_and_a_tie_names_no_majority() {
         ("op", 0)
     );
     assert!(
-        roots(&a, &positions(&m, &a), &|_| false).is_empty(),
+        roots(&a, &positions(&m, &a), &|_| false, &|_| 0).is_empty(),
         "a tie blames no one"
     );
 }
@@ -130,7 +130,7 @@ fn a_rank_without_evidence_is_missing() {
     m.ranks.remove(&2);
     let a = align(&m);
     assert_eq!(a.partials[0].missing, vec![2]);
-    let r = roots(&a, &positions(&m, &a), &|_| false);
+    let r = roots(&a, &positions(&m, &a), &|_| false, &|_| 0);
     // Sequence number 1 completed, so rank 2 took part; 2 is still in flight.
     assert_eq!(a.partials.len(), 1);
     assert_eq!((r[0].rank, r[0].kind, r[0].seq), (2, "no_evidence", 2));
