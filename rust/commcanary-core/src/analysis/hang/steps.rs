@@ -149,7 +149,7 @@ pub fn detailed_deviation(ops: &[super::model::Op]) -> Option<usize> {
 
 /// How many of the last `p` calls of `sig` depart from its first period.
 fn departures(sig: &[u64]) -> Option<usize> {
-    let p = period(&sig)?;
+    let p = period(sig)?;
     let template = &sig[..p];
     let (mut j, mut departures) = (0_usize, Vec::with_capacity(sig.len()));
     for &s in sig {
