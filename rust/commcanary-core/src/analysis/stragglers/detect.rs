@@ -21,6 +21,9 @@ pub const NOISE_FLOOR: f64 = 0.01;
 /// `MATERIAL_Z` × the job's step-time noise (σ of the step durations): a
 /// delay the job's own step-to-step variation would hide is no straggler.
 pub const MATERIAL_Z: f64 = 1.0;
+/// A slow collective's what-if cost must exceed `SLOW_MATERIAL_Z` × the
+/// step-time noise.
+pub const SLOW_MATERIAL_Z: f64 = 2.0;
 
 /// What a finding says slowed the step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -410,7 +413,16 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
         }
     }
     // A finding must cost more than the job's own step-to-step noise.
-    findings.retain(|f| f.estimated_cost_us > material.max(0.0));
+    // A slow collective needs twice that: on a shared host every member's
+    // time inside wanders, and one member's excess is weaker evidence than
+    // everybody waiting for a late one.
+    findings.retain(|f| {
+        let bar = match f.kind {
+            FindingKind::SlowCollective => SLOW_MATERIAL_Z * step_noise,
+            FindingKind::LateArrival => material,
+        };
+        f.estimated_cost_us > bar.max(0.0)
+    });
     findings.sort_by_key(|f| (f.step, f.rank));
     usual_gaps(&occ, &by_step, &mut findings);
     let spans = step_spans(job);

@@ -6,7 +6,9 @@
 
 use super::StepSource;
 use super::bandwidth::Row;
-use super::detect::{Finding, LATE_Z, MATERIAL_Z, NOISE_FLOOR, SLOW_Z, Stragglers};
+use super::detect::{
+    Finding, LATE_Z, MATERIAL_Z, NOISE_FLOOR, SLOW_MATERIAL_Z, SLOW_Z, Stragglers,
+};
 use crate::analysis::{group_json as group, group_label, round_us as us, trace_files};
 use crate::import::kineto::AlignedJob;
 use crate::json::Json;
@@ -120,6 +122,7 @@ pub fn document(job: &AlignedJob, s: &Stragglers, source: StepSource) -> Json {
         .with("threshold_us", us(s.threshold_us))
         .with("step_noise_us", us(s.step_noise_us))
         .with("material_z", MATERIAL_Z)
+        .with("slow_material_z", SLOW_MATERIAL_Z)
         .with("late_z", LATE_Z)
         .with("slow_z", SLOW_Z)
         .with("noise_floor_of_median_step", NOISE_FLOOR);

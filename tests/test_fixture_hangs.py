@@ -1,0 +1,113 @@
+"""The real torch 2.15 gloo hangs in tests/data/fixtures/hang/ diagnosed from
+each evidence subset that can show their cause: the root rank, the fault's
+category, its step, and an honest "inconclusive" (naming what would settle
+it) where the subset cannot show the cause.
+
+The truth is each fixture's README and ground_truth.json (from the job's own
+op log); `ProfilerStep#N` is step N (the unrecorded warm-up step is 0).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import commcanary
+from conftest import FIXTURES
+
+HANG = FIXTURES / "hang"
+
+
+def subset(name: str, kind: str) -> list[Path]:
+    """The fixture's files of one evidence kind (or the whole directory)."""
+    root = HANG / name
+    if kind == "all":
+        return [root]
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    if kind == "dumps":
+        return [p for p in files if p.parent.name.startswith("fr_")]
+    if kind == "traces":
+        return [p for p in files if ".window" in p.name]
+    assert kind == "texts"
+    return [p for p in files if "_stacks.txt" in p.name or "_exception.txt" in p.name or ".log" in p.name]
+
+
+def diagnose(name: str, kind: str) -> dict[str, Any]:
+    doc: dict[str, Any] = commcanary.diagnose_hang(subset(name, kind)).document
+    return doc
+
+
+def roots(doc: dict[str, Any]) -> list[int]:
+    return sorted(r["rank"] for r in doc["root"])
+
+
+@pytest.mark.parametrize("kind", ["all", "dumps"])
+def test_the_broadcast_desync_is_rank_3_at_profiler_step_4(kind: str) -> None:
+    doc = diagnose("gloo_w4_desync_broadcast", kind)
+    assert doc["verdict"] == "hang" and doc["confidence"] == "high"
+    assert roots(doc) == [3]
+    assert (doc["category"], doc["desync_kind"]) == ("desync", "op")
+    assert doc["step"]["value"] == 4
+
+
+@pytest.mark.parametrize("kind", ["all", "traces"])
+def test_the_pipeline_deadlock_starts_at_rank_2s_missing_send(kind: str) -> None:
+    doc = diagnose("gloo_w4_pp_p2p_hang", kind)
+    assert doc["verdict"] == "hang"
+    assert roots(doc) == [2]
+    assert doc["category"] == "p2p_unmatched"
+    assert doc["step"]["value"] == 5
+
+
+def test_gloo_dumps_alone_cannot_show_a_pipeline_deadlock_and_say_so() -> None:
+    # gloo's Flight Recorder records no send or receive: ranks 0 and 1 look
+    # idle there, though they wait in a receive.
+    doc = diagnose("gloo_w4_pp_p2p_hang", "dumps")
+    assert doc["verdict"] == "inconclusive" and doc["confidence"] != "high"
+    assert doc["category"] is None
+    assert any("profiler traces" in w and "no send or receive" in w for w in doc["would_settle"])
+
+
+def test_the_killed_rank_is_rank_0_and_its_process_died() -> None:
+    doc = diagnose("gloo_w4_rank_sigkill", "all")
+    assert doc["verdict"] == "hang"
+    assert roots(doc) == [0]
+    assert doc["category"] == "process_died"
+    assert doc["step"]["value"] == 5
+
+
+def test_without_rank_0s_evidence_its_death_is_an_inference() -> None:
+    # The dumps of the survivors: rank 0 left none; that it died (and not
+    # that its dump was lost) is inferred, and said to be.
+    doc = diagnose("gloo_w4_rank_sigkill", "dumps")
+    assert roots(doc) == [0] and doc["category"] == "process_died"
+    assert doc["confidence"] == "medium"
+    assert any("launcher" in w for w in doc["would_settle"])
+
+
+@pytest.mark.parametrize("kind", ["all", "dumps"])
+def test_the_frozen_rank_came_only_after_the_timeout(kind: str) -> None:
+    doc = diagnose("gloo_w4_rank_sigstop", kind)
+    assert doc["verdict"] == "hang"
+    assert roots(doc) == [2]
+    assert [r["kind"] for r in doc["root"]] == ["late"]
+    assert doc["category"] == "stalled_outside_communication"
+    assert doc["step"]["value"] == 7
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["gloo_w4_desync_broadcast", "gloo_w4_pp_p2p_hang", "gloo_w4_rank_sigkill", "gloo_w4_rank_sigstop"],
+)
+def test_texts_alone_never_name_a_root_and_say_what_would(name: str) -> None:
+    doc = diagnose(name, "texts")
+    assert doc["root"] == [] and doc["confidence"] == "low"
+    assert any("Flight Recorder dumps or profiler traces" in w for w in doc["would_settle"])
+
+
+def test_a_whole_fixture_directory_skips_what_is_not_evidence() -> None:
+    doc = diagnose("gloo_w4_desync_broadcast", "all")
+    skipped = {Path(f["file"]).name for f in doc["evidence"] if f["kind"] == "skipped"}
+    assert {"ground_truth.json.gz", "oplog.json.gz", "README.md", "PROVENANCE.md"} <= skipped
