@@ -1,4 +1,4 @@
-"""The real torch 2.15 gloo hangs in tests/data/fixtures/hang/ diagnosed from
+"""The real torch 2.15 gloo jobs in tests/data/fixtures/ diagnosed from
 each evidence subset that can show their cause: the root rank, the fault's
 category, its step, and an honest "inconclusive" (naming what would settle
 it) where the subset cannot show the cause.
@@ -111,3 +111,45 @@ def test_a_whole_fixture_directory_skips_what_is_not_evidence() -> None:
     doc = diagnose("gloo_w4_desync_broadcast", "all")
     skipped = {Path(f["file"]).name for f in doc["evidence"] if f["kind"] == "skipped"}
     assert {"ground_truth.json.gz", "oplog.json.gz", "README.md", "PROVENANCE.md"} <= skipped
+
+
+# The DDP straggler: rank 1 sleeps 60 ms before the forward on steps 4 and 15.
+DDP = FIXTURES / "kineto" / "gloo_w4_ddp_straggler"
+
+
+def test_ddp_without_markers_finds_the_sleeper_on_its_iterations() -> None:
+    doc = commcanary.diagnose_stragglers([DDP / "nomarkers"]).document
+    assert doc["step_source"] == "recovered"
+    late = {(f["rank"], f["step"]) for f in doc["findings"] if f["estimated_cost_us"] > 40_000}
+    assert late == {(1, 4), (1, 15)}
+    # The lag sits on the step's first late call (DDP's buffer broadcast),
+    # so the what-if gives the sleep back.
+    for f in doc["findings"]:
+        if (f["rank"], f["step"]) in late:
+            assert f["op"] == "broadcast" and 50_000 < f["estimated_cost_us"] < 70_000
+    assert doc["detector"]["step_noise_us"] > 0
+
+
+def test_ddp_with_markers_finds_the_sleeper_at_profiler_step_4() -> None:
+    doc = commcanary.diagnose_stragglers([DDP / "markers"]).document
+    assert doc["step_source"] == "ProfilerStep"
+    top = max(doc["findings"], key=lambda f: f["estimated_cost_us"])
+    assert (top["rank"], top["step"], top["kind"]) == (1, 4, "late_arrival")
+    assert top["estimated_cost_us"] > 50_000
+
+
+@pytest.mark.parametrize("command", [["diagnose", "stragglers"], ["steps"], ["timeline"]])
+def test_trace_analyses_of_a_directory_without_traces_say_so(tmp_path: Path, command: list[str]) -> None:
+    from typer.testing import CliRunner
+
+    from commcanary.cli import app
+
+    out = tmp_path / "out.json"
+    dumps = HANG / "gloo_w4_desync_broadcast" / "fr_during_hang"
+    result = CliRunner().invoke(app, [*command, str(dumps), "-o", str(out)])
+    assert result.exit_code == 3, result.output
+    lines = result.output.strip().splitlines()
+    assert (
+        len(lines) == 1 and "no profiler trace found" in lines[0] and "not used by this analysis" in lines[0]
+    )
+    assert not out.exists()
