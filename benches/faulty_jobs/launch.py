@@ -153,6 +153,9 @@ def _run_agents(
             time.sleep(0.1)
         for th in pumps:
             th.join(timeout=10)
+        for p in procs:
+            if p.stdout is not None:
+                p.stdout.close()
     return exits, deadline_hit
 
 

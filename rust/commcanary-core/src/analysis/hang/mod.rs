@@ -144,12 +144,28 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
         kinds: &kinds,
         mismatch_reports: &mismatch_reports,
     };
-    let found = cause::cause(&facts, &roots, &departed);
+    let mut found = cause::cause(&facts, &roots, &departed);
     if verdict == "hang" && found.undecided {
         verdict = "inconclusive";
     }
     if (found.inferred || found.undecided || damage.is_some()) && confidence == "high" {
         confidence = "medium";
+    }
+    if verdict == "inconclusive" && found.would_settle.is_empty() {
+        found.would_settle.push(
+            "evidence taken while the job is stuck (a later Flight Recorder dump of every rank, or each rank's stack) would settle whether the missing ranks are only late".into(),
+        );
+    }
+    // A hang whose root the evidence cannot single out (two sides of a tie
+    // that neither's history breaks; every member at every recorded call
+    // yet timed out) is no high-confidence answer.
+    if verdict == "hang" && roots.is_empty() && !kinds.is_empty() {
+        if confidence == "high" {
+            confidence = "medium";
+        }
+        found.would_settle.push(
+            "the evidence shows the job stuck but singles out no rank (members that disagree with no majority, or every member at every recorded call): Flight Recorder dumps taken while the job hung, and each rank's stack, would settle it".into(),
+        );
     }
     for r in &died {
         conclusions.push((
