@@ -17,9 +17,9 @@ pytest.importorskip("torch")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
 
-from faulty_jobs.launch import run_scenario  # noqa: E402
-from faulty_jobs.scenario import draw_scenario  # noqa: E402
-from faulty_jobs.score import score_run  # noqa: E402
+from faulty_jobs.launch import run_scenario
+from faulty_jobs.scenario import draw_scenario
+from faulty_jobs.score import score_run
 
 # (seed, index, fault): world 2 each, so the slice stays short. What each
 # must get right on everything given, and the subsets that may not be
