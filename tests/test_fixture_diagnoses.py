@@ -153,3 +153,25 @@ def test_trace_analyses_of_a_directory_without_traces_say_so(tmp_path: Path, com
         len(lines) == 1 and "no profiler trace found" in lines[0] and "not used by this analysis" in lines[0]
     )
     assert not out.exists()
+
+
+def test_traces_of_two_runs_in_one_directory_are_refused_naming_them(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from commcanary.cli import app
+
+    # The marked and unmarked captures are two runs of one DDP job.
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for run in ("markers", "nomarkers"):
+        for rank in range(4):
+            (mixed / f"{run}_rank{rank}.json.gz").write_bytes(
+                (DDP / run / f"rank{rank}.json.gz").read_bytes()
+            )
+    out = tmp_path / "out.json"
+    for command in (["diagnose", "stragglers"], ["diagnose", "hang"], ["steps"]):
+        result = CliRunner().invoke(app, [*command, str(mixed), "-o", str(out)])
+        assert result.exit_code == 3, result.output
+        line = result.output.strip()
+        assert "traces of two runs" in line and "process" in line and len(line.splitlines()) == 1
+        assert not out.exists()

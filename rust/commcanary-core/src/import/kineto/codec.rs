@@ -148,6 +148,7 @@ pub fn encode(p: &RankProfile) -> Vec<u8> {
     for f in &p.files {
         w.u64(f.bytes);
         w.i64(f.base_time_ns);
+        w.i64(f.process);
     }
     let c = &p.counts;
     for v in [
@@ -242,6 +243,7 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile> {
             Ok(FileFacts {
                 bytes: r.u64()?,
                 base_time_ns: r.i64()?,
+                process: r.i64()?,
             })
         })
         .collect::<Result<Vec<_>>>()?;

@@ -116,6 +116,9 @@ pub struct FileFacts {
     pub bytes: u64,
     /// `baseTimeNanoseconds` (0 when absent).
     pub base_time_ns: i64,
+    /// The process id that issued its communication calls, −1 when unknown:
+    /// two files of one rank from two processes are two runs.
+    pub process: i64,
 }
 
 /// One rank's communication, from one or more files.
@@ -191,6 +194,7 @@ pub fn read_file(
         files: vec![FileFacts {
             bytes: scanned.bytes,
             base_time_ns: header.base_time_ns,
+            process: scan.process.unwrap_or(-1),
         }],
         ..RankProfile::default()
     };
@@ -206,6 +210,15 @@ impl RankProfile {
     /// # Errors
     /// Windows that disagree on the rank's world size or groups.
     pub fn concat(&mut self, other: RankProfile) -> Result<()> {
+        let process = |p: &RankProfile| p.files.iter().map(|f| f.process).find(|&id| id >= 0);
+        if let (Some(mine), Some(theirs)) = (process(self), process(&other))
+            && mine != theirs
+        {
+            return Err(Error::invalid(format!(
+                "holds rank {} of process {theirs}, another file of rank {} is of process {mine}: traces of two runs (give one run's files, or each run's directory on its own)",
+                self.rank, self.rank
+            )));
+        }
         if other.world_size != self.world_size {
             return Err(Error::invalid(format!(
                 "says world_size {:?}, another file of rank {} says {:?}",

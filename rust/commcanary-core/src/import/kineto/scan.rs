@@ -108,6 +108,9 @@ pub(super) struct FileScan {
     phase_ranges: Vec<(u32, u32, f64, f64)>,
     control: u64,
     barriers: Vec<f64>,
+    /// The process that issued the communication calls (the `pid` of the
+    /// first one), when it is an integer.
+    pub(super) process: Option<i64>,
 }
 
 fn args_doc(e: &RawEvent<'_>) -> Result<Option<crate::json::Doc>> {
@@ -250,6 +253,14 @@ impl FileScan {
     }
 
     fn cpu_op(&mut self, e: &RawEvent<'_>, name: &str, ts: f64, dur: f64) -> Result<()> {
+        let comm = name == "record_param_comms" || name.starts_with("c10d::");
+        if comm && self.process.is_none() {
+            self.process = e
+                .pid
+                .as_deref()
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .and_then(|t| t.trim().parse::<i64>().ok());
+        }
         if name == "record_param_comms" {
             return self.param_comms(e, ts, dur);
         }
