@@ -113,3 +113,23 @@ def test_bad_input_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
     ]
     result = runner.invoke(app, ["timeline", *map(str, quiet), "-o", str(out), "--no-cache"])
     assert result.exit_code == 3 and "no collective calls" in result.output and not out.exists()
+
+
+def test_a_hang_document_of_another_job_is_refused(tmp_path: Path) -> None:
+    # The hang of a 4-rank pipeline put on the traces of a 4-rank decode
+    # job: a group of the same name has other ranks; and a world size that
+    # differs is refused too.
+    other = FIXTURES / "hang" / "gloo_w4_pp_p2p_hang"
+    hang = tmp_path / "hang.json"
+    commcanary.diagnose_hang(other).write(hang)
+    out = tmp_path / "timeline.json"
+    result = runner.invoke(app, ["timeline", str(DECODE), "--hang", str(hang), "-o", str(out), "--no-cache"])
+    assert result.exit_code == 3 and "group '1' has ranks [0, 1, 2, 3] there, [0, 1]" in result.output
+    doc = json.loads(hang.read_text())
+    doc["world_size"] = 8
+    hang.write_text(json.dumps(doc))
+    result = runner.invoke(app, ["timeline", str(DECODE), "--hang", str(hang), "-o", str(out), "--no-cache"])
+    assert result.exit_code == 3, result.output
+    line = result.output.strip()
+    assert "of another job" in line and "world size 8" in line and len(line.splitlines()) == 1
+    assert not out.exists()

@@ -277,7 +277,11 @@ def diagnose_stragglers(paths: list[str], *, cache_dir: str | None = None) -> di
 def read_flight_recorder_file(path: str) -> dict[str, Any]: ...
 def recover_steps(paths: list[str], *, cache_dir: str | None = None) -> dict[str, Any]: ...
 def job_timeline(
-    paths: list[str], *, marks: list[tuple[int, str | None, str]] = ..., cache_dir: str | None = None
+    paths: list[str],
+    *,
+    marks: list[tuple[int, str | None, str]] = ...,
+    hang_job: tuple[int, list[tuple[str, list[int]]]] | None = None,
+    cache_dir: str | None = None,
 ) -> dict[str, Any]: ...
 def baseline_trace(
     trace: Trace,

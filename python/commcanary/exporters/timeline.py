@@ -93,6 +93,20 @@ def hang_marks(path: PathLike) -> list[tuple[int, str | None, str]]:
     return marks
 
 
+def _hang_job(path: PathLike) -> tuple[int, list[tuple[str, list[int]]]]:
+    """The job a ``commcanary.hang.v1`` document describes: its world size
+    and each group's ranks (the core refuses traces of another job)."""
+    doc = json.loads(_core.read_input_file(os.fspath(path)))
+    world = _field(path, "world_size", doc.get("world_size"), int)
+    groups: list[tuple[str, list[int]]] = []
+    for i, g in enumerate(_field(path, "groups", doc.get("groups"), list)):
+        _field(path, f"groups[{i}]", g, dict)
+        name = _field(path, f"groups[{i}].name", g.get("name"), str)
+        ranks = _field(path, f"groups[{i}].ranks", g.get("ranks"), list)
+        groups.append((name, [_field(path, f"groups[{i}].ranks[{j}]", r, int) for j, r in enumerate(ranks)]))
+    return world, groups
+
+
 def timeline(
     paths: PathLike | Iterable[PathLike], *, hang: PathLike | None = None, cache_dir: PathLike | None = None
 ) -> Timeline:
@@ -102,13 +116,16 @@ def timeline(
     given ``hang`` (a ``commcanary.hang.v1`` document), the hang's marks.
 
     Raises :class:`~commcanary.errors.InputError` when there is no profiler
-    trace or no collective call, or ``hang`` is not a hang document.
+    trace or no collective call, or ``hang`` is not a hang document or is
+    one of another job (its world size, a group's ranks or a marked rank
+    disagree with the traces).
     """
     items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     marks = hang_marks(hang) if hang is not None else []
     result = _core.job_timeline(
         [os.fspath(p) for p in items],
         marks=marks,
+        hang_job=_hang_job(hang) if hang is not None else None,
         cache_dir=os.fspath(cache_dir) if cache_dir is not None else None,
     )
     return Timeline(

@@ -28,7 +28,7 @@ fn main() {
     lap("stragglers::analyze", &mut at);
     let recovery = steps::recover(job).expect("steps recovered");
     lap("steps::recover", &mut at);
-    let t = timeline::build(evidence, &[]).expect("timeline");
+    let t = timeline::build(evidence, &[], None).expect("timeline");
     lap("timeline::build (analysis again, and the writer)", &mut at);
     eprintln!(
         "{} findings, {} steps, {} timeline events, {} bytes",

@@ -105,18 +105,21 @@ pub(crate) fn export_param<'py>(
 
 /// Gathers the profiler traces in `paths` and writes the job's timeline as
 /// Chrome-trace JSON (Perfetto): `marks` are hang marks, `(rank, pg_name or
-/// None, label)` each. Returns a dict with `bytes`, `events`, `ranks`,
+/// None, label)` each; `hang_job` is the hang document's `(world_size,
+/// [(group name, ranks)])`, refused when the traces are of another job. Returns a dict with `bytes`, `events`, `ranks`,
 /// `straggler_marks` and `hang_marks`.
 #[pyfunction]
-#[pyo3(signature = (paths, *, marks=Vec::new(), cache_dir=None))]
+#[pyo3(signature = (paths, *, marks=Vec::new(), hang_job=None, cache_dir=None))]
 pub(crate) fn job_timeline<'py>(
     py: Python<'py>,
     paths: Vec<PathBuf>,
     marks: Vec<(i64, Option<String>, String)>,
+    hang_job: Option<(i64, Vec<(String, Vec<i64>)>)>,
     cache_dir: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     use commcanary_core::analysis::evidence::{GatherOptions, Uses, gather};
-    use commcanary_core::export::timeline::{HangMark, build};
+    use commcanary_core::export::timeline::{HangJob, HangMark, build};
+    let hang_job = hang_job.map(|(world, groups)| HangJob { world, groups });
     let marks: Vec<HangMark> = marks
         .into_iter()
         .map(|(rank, group, label)| HangMark { rank, group, label })
@@ -126,7 +129,9 @@ pub(crate) fn job_timeline<'py>(
         merged_traces: true,
         uses: Uses::Traces,
     };
-    let t = detached(py, None, || build(gather(&paths, &options)?, &marks))?;
+    let t = detached(py, None, || {
+        build(gather(&paths, &options)?, &marks, hang_job.as_ref())
+    })?;
     let d = PyDict::new(py);
     d.set_item("bytes", PyBytes::new(py, &t.bytes))?;
     d.set_item("events", t.events)?;

@@ -40,6 +40,64 @@ pub struct HangMark {
     pub label: String,
 }
 
+/// The job a hang document describes: its world size and each group's
+/// ranks, to be checked against the traces' job before its marks are put
+/// on their timeline.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HangJob {
+    /// `world_size`.
+    pub world: i64,
+    /// `groups[]`: `(name, ranks)`.
+    pub groups: Vec<(String, Vec<i64>)>,
+}
+
+/// Refuses a hang document of another job: its world size differs from the
+/// traces', a group both name has other ranks, or a mark's rank is outside
+/// the traces' world.
+fn check_same_job(
+    job: &crate::import::kineto::AlignedJob,
+    hang: &HangJob,
+    marks: &[HangMark],
+) -> Result<()> {
+    let world = job
+        .profiles
+        .iter()
+        .filter_map(|p| p.world_size)
+        .max()
+        .unwrap_or_else(|| job.profiles.iter().map(|p| p.rank + 1).max().unwrap_or(0));
+    let other = |why: String| {
+        Error::invalid(format!(
+            "the hang document is of another job than the traces: {why}"
+        ))
+    };
+    if hang.world > 0 && hang.world != world {
+        return Err(other(format!(
+            "world size {} there, {world} in the traces",
+            hang.world
+        )));
+    }
+    for (name, ranks) in &hang.groups {
+        if let Some(g) = job.groups.iter().find(|g| &g.name == name)
+            && !ranks.is_empty()
+            && !g.ranks.is_empty()
+            && !g.desc.contains("(assumed")
+            && &g.ranks != ranks
+        {
+            return Err(other(format!(
+                "group '{name}' has ranks {ranks:?} there, {:?} in the traces",
+                g.ranks
+            )));
+        }
+    }
+    if let Some(m) = marks.iter().find(|m| m.rank < 0 || m.rank >= world) {
+        return Err(other(format!(
+            "it marks rank {}, the traces' world is {world}",
+            m.rank
+        )));
+    }
+    Ok(())
+}
+
 /// A written timeline.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Timeline {
@@ -60,12 +118,15 @@ pub struct Timeline {
 ///
 /// # Errors
 /// No profiler traces; no collective call in them.
-pub fn build(evidence: Evidence, marks: &[HangMark]) -> Result<Timeline> {
+pub fn build(evidence: Evidence, marks: &[HangMark], hang: Option<&HangJob>) -> Result<Timeline> {
     let Some(mut job) = evidence.traces else {
         return Err(Error::invalid(
             "no profiler traces in the evidence: a timeline is drawn from each rank's Kineto trace",
         ));
     };
+    if let Some(hang) = hang {
+        check_same_job(&job, hang, marks)?;
+    }
     if job.profiles.iter().all(|p| p.calls.is_empty()) {
         return Err(Error::invalid("no collective calls in the traces"));
     }
