@@ -103,6 +103,9 @@ pub(crate) fn export_param<'py>(
     Ok(result)
 }
 
+/// A hang document's `(world_size, [(group name, ranks)])`.
+type HangJobArg = (i64, Vec<(String, Vec<i64>)>);
+
 /// Gathers the profiler traces in `paths` and writes the job's timeline as
 /// Chrome-trace JSON (Perfetto): `marks` are hang marks, `(rank, pg_name or
 /// None, label)` each; `hang_job` is the hang document's `(world_size,
@@ -114,7 +117,7 @@ pub(crate) fn job_timeline<'py>(
     py: Python<'py>,
     paths: Vec<PathBuf>,
     marks: Vec<(i64, Option<String>, String)>,
-    hang_job: Option<(i64, Vec<(String, Vec<i64>)>)>,
+    hang_job: Option<HangJobArg>,
     cache_dir: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     use commcanary_core::analysis::evidence::{GatherOptions, Uses, gather};
