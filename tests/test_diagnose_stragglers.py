@@ -48,6 +48,7 @@ def test_the_injected_straggler_is_found_on_its_steps_only() -> None:
     assert doc["ranks"][0] == {
         "rank": 2,
         "straggler_steps": 8,
+        "recurrence": "recurring",
         "total_estimated_cost_us": pytest.approx(sum(f["estimated_cost_us"] for f in doc["findings"])),
     }
     assert [s["step"] for s in doc["steps"]] == list(range(1, 41))

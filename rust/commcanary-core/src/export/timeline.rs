@@ -457,8 +457,9 @@ fn write_stragglers(w: &mut Writer, s: &Stragglers) -> usize {
             3,
         );
         let name = format!(
-            "straggler: {} ({:.1} ms)",
+            "straggler: {}, lag {:.1} ms, cost {:.1} ms",
             f.kind.as_str().replace('_', " "),
+            f.lag_us / 1000.0,
             f.estimated_cost_us / 1000.0
         );
         w.instant(

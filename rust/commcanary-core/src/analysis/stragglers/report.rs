@@ -109,6 +109,7 @@ pub fn document(job: &AlignedJob, s: &Stragglers, source: StepSource) -> Json {
             Json::object()
                 .with("rank", r.rank)
                 .with("straggler_steps", r.straggler_steps)
+                .with("recurrence", recurrence(r.straggler_steps, s.steps.len()))
                 .with("total_estimated_cost_us", us(r.total_estimated_cost_us))
         })
         .collect();
@@ -164,6 +165,19 @@ pub fn document(job: &AlignedJob, s: &Stragglers, source: StepSource) -> Json {
         .with("evidence", Json::object().with("files", trace_files(job)))
 }
 
+/// How often a rank straggled: `none`, `once`, `recurring` (on several
+/// steps) or `persistent` (on half the steps or more: a slow host, not an
+/// event).
+#[must_use]
+pub fn recurrence(straggler_steps: usize, steps: usize) -> &'static str {
+    match straggler_steps {
+        0 => "none",
+        1 => "once",
+        n if 2 * n >= steps.max(2) => "persistent",
+        _ => "recurring",
+    }
+}
+
 /// What a person reads first.
 #[must_use]
 pub fn lines(job: &AlignedJob, s: &Stragglers, source: StepSource) -> Vec<String> {
@@ -217,10 +231,12 @@ fn lines_for(job: &AlignedJob, s: &Stragglers) -> Vec<String> {
             .filter(|f| f.kind.as_str() == "late_arrival")
             .count();
         out.push(format!(
-            "  rank {}: {} on {} step(s) ({}): {} late arrival(s), {} slow collective(s)",
+            "  rank {}: {} on {} of {} steps, {} ({}): {} late arrival(s), {} slow collective(s)",
             r.rank,
             ms(r.total_estimated_cost_us),
             r.straggler_steps,
+            s.steps.len(),
+            recurrence(r.straggler_steps, s.steps.len()),
             steps.join(", "),
             late,
             mine.len() - late
