@@ -204,6 +204,12 @@ pub fn roots(
             );
         }
     }
+    // A desync decided by a majority explains the ranks missing elsewhere
+    // (a rank gloo aborted on the wrong size, peers stuck behind it): its
+    // minority is the root.
+    if !out.is_empty() {
+        return out;
+    }
     // Each root is tied to the earliest partial collective it is missing
     // from: where its chain starts.
     let mut order: Vec<usize> = (0..alignment.partials.len()).collect();
