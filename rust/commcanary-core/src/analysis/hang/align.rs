@@ -413,11 +413,16 @@ fn vote(gi: usize, s: i64, present: &[(i64, &Op)]) -> Option<Mismatch> {
 /// a trace), so a trace cannot outvote a dump.
 fn only_estimated(model: &Model, m: &Mismatch) -> bool {
     let source = |r: &i64| model.ranks.get(r).and_then(|e| e.source);
-    !m.minority.is_empty()
-        && m.minority.iter().all(|r| source(r) == Some(Source::Trace))
+    let all =
+        |ranks: &[i64], s: Source| !ranks.is_empty() && ranks.iter().all(|r| source(r) == Some(s));
+    let traced_minority = all(&m.minority, Source::Trace)
         && m.majority
             .iter()
-            .any(|r| source(r) == Some(Source::FlightRecorder))
+            .any(|r| source(r) == Some(Source::FlightRecorder));
+    // The sides split exactly along the two recorders: their disagreement
+    // may be how each writes the call, not the call.
+    let split = all(&m.minority, Source::FlightRecorder) && all(&m.majority, Source::Trace);
+    traced_minority || split
 }
 
 /// Members of a rooted collective that agree on op, dtypes and sizes but

@@ -245,6 +245,22 @@ pub fn roots(
             return out;
         }
     }
+    // A deadlock through point-to-point calls (every missing rank is itself
+    // blocked): it starts where the earliest unmatched transfer waits, on
+    // the rank that never posted its counterpart (the wavefront).
+    if out.is_empty()
+        && let Some((i, p)) = alignment
+            .partials
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.p2p && p.time_ns > 0)
+            .min_by_key(|(i, p)| (p.time_ns, *i))
+    {
+        for &r in &p.missing {
+            push(&mut out, root_of(p, r, "diverged", i));
+        }
+        return out;
+    }
     if out.is_empty() {
         let strength = |p: &Partial| {
             (

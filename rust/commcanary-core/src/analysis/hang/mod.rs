@@ -144,6 +144,14 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
         kinds: &kinds,
         mismatch_reports: &mismatch_reports,
     };
+    // A mismatch that "completed" while a member was killed or aborted on
+    // it (gloo's enforce) did not: the job stopped there.
+    if verdict == "no_hang"
+        && !alignment.mismatches.is_empty()
+        && (!died.is_empty() || !mismatch_reports.is_empty())
+    {
+        verdict = "hang";
+    }
     let mut found = cause::cause(&facts, &roots, &departed);
     if verdict == "hang" && found.undecided {
         verdict = "inconclusive";
