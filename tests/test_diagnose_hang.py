@@ -190,8 +190,16 @@ def test_a_healthy_job_is_no_hang_and_exits_0(tmp_path: Path, backend: str, enco
     result = runner.invoke(app, ["diagnose", "hang", str(tmp_path / "d"), "-o", str(tmp_path / "h.json")])
     assert result.exit_code == 0, result.output
     doc = json.loads((tmp_path / "h.json").read_bytes())
-    assert doc["verdict"] == "no_hang" and doc["root"] == [] and doc["partial_collectives"] == []
-    assert result.stdout.startswith("no hang:")
+    assert doc["root"] == [] and doc["partial_collectives"] == []
+    if backend == "nccl":
+        assert doc["verdict"] == "no_hang" and result.stdout.startswith("no hang:")
+    else:
+        # gloo retires a failed call like a completed one and records no
+        # completion time: its dumps alone cannot tell a finished job from
+        # a failed one, and say so.
+        assert doc["verdict"] == "inconclusive" and doc["confidence"] == "medium"
+        assert result.stdout.startswith("inconclusive:")
+        assert any("exception texts" in w for w in doc["would_settle"])
 
 
 def test_nccl_entries_with_start_times(tmp_path: Path) -> None:
@@ -316,7 +324,7 @@ def test_unrelated_json_beside_the_evidence_is_skipped_and_listed(tmp_path: Path
     doc = commcanary.diagnose_hang(tmp_path / "d").document
     skipped = {Path(f["file"]).name: f["reason"] for f in doc["evidence"] if f["kind"] == "skipped"}
     assert set(skipped) == {"ground_truth.json", "README.md"}
-    assert doc["confidence"] == "high"
+    assert not any("damaged" in line for line in commcanary.diagnose_hang(tmp_path / "d").lines)
 
 
 def test_dumps_of_two_runs(tmp_path: Path) -> None:

@@ -55,6 +55,9 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
     let have_dumps = !evidence.dumps.is_empty();
     let have_traces = evidence.traces.is_some();
     let dumps_lack_p2p = fr::lack_p2p(&evidence.dumps);
+    // gloo's dumps record no completion time: a call retired after a
+    // timeout looks like one that completed.
+    let untimed_dumps = !evidence.dumps.is_empty() && evidence.dumps.iter().all(|d| !d.dump.timing);
     let damage = evidence.damage_line();
     let mismatch_reports = evidence.mismatch_reports.clone();
     let mut died: Vec<i64> = evidence
@@ -144,6 +147,17 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
         kinds: &kinds,
         mismatch_reports: &mismatch_reports,
     };
+    // Untimed dumps alone that show no call stuck cannot tell a job that ran
+    // to its end from one whose failed calls were all retired.
+    if verdict == "no_hang" && untimed_dumps && !have_traces && alignment.mismatches.is_empty() {
+        verdict = "inconclusive";
+        confidence = "medium";
+        conclusions.push((
+            "every dumped call is retired, but gloo retires a call that failed (timed out, lost its peer) like one that completed: these dumps cannot tell a finished job from a failed one".into(),
+            vec!["flight_recorder"],
+            "high",
+        ));
+    }
     // A mismatch that "completed" while a member was killed or aborted on
     // it (gloo's enforce) did not: the job stopped there.
     if verdict == "no_hang"
@@ -158,6 +172,11 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
     }
     if (found.inferred || found.undecided || damage.is_some()) && confidence == "high" {
         confidence = "medium";
+    }
+    if verdict == "inconclusive" && found.would_settle.is_empty() && untimed_dumps && !have_traces {
+        found.would_settle.push(
+            "a Flight Recorder dump written while the job ran or hung (a call still in flight), the ranks' exception texts or the launcher's log (a timeout, a lost peer, a killed process), or profiler traces".into(),
+        );
     }
     if verdict == "inconclusive" && found.would_settle.is_empty() {
         found.would_settle.push(
