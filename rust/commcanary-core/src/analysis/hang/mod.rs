@@ -59,6 +59,15 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
     // timeout looks like one that completed.
     let untimed_dumps = !evidence.dumps.is_empty() && evidence.dumps.iter().all(|d| !d.dump.timing);
     let damage = evidence.damage_line();
+    // gloo's traces carry no collective sequence numbers: the pairing of a
+    // group's calls across ranks is matched, and a hang can break it.
+    let gloo_traces = evidence.traces.as_ref().is_some_and(|t| {
+        t.profiles.iter().any(|p| {
+            p.backend
+                .as_deref()
+                .is_some_and(|b| b.eq_ignore_ascii_case("gloo"))
+        })
+    });
     let mismatch_reports = evidence.mismatch_reports.clone();
     let mut died: Vec<i64> = evidence
         .exits
@@ -170,7 +179,10 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
     if verdict == "hang" && found.undecided {
         verdict = "inconclusive";
     }
-    if (found.inferred || found.undecided || damage.is_some()) && confidence == "high" {
+    let traces_only_gloo = gloo_traces && !have_dumps;
+    if (found.inferred || found.undecided || damage.is_some() || traces_only_gloo)
+        && confidence == "high"
+    {
         confidence = "medium";
     }
     if verdict == "inconclusive" && found.would_settle.is_empty() && untimed_dumps && !have_traces {
