@@ -71,7 +71,7 @@ fn hang_fixture_windows() {
     let mut paths = Vec::new();
     for r in 0..4 {
         for w in 1..=3 {
-            paths.push(dir.join(format!("rank{r}.window{w}.json")));
+            paths.push(dir.join(format!("rank{r}.window{w}.json.gz")));
         }
     }
     let job = import(&paths);
