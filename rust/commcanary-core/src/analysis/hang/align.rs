@@ -384,7 +384,18 @@ fn vote(gi: usize, s: i64, present: &[(i64, &Op)]) -> Option<Mismatch> {
         .filter(|r| majority.binary_search(r).is_err())
         .collect();
     minority.sort_unstable();
-    Some(Mismatch {
+    Some(mismatch(gi, s, kind, (majority, minority), present))
+}
+
+/// A mismatch at `s` of group `gi` with every present member's call.
+fn mismatch(
+    gi: usize,
+    s: i64,
+    kind: &'static str,
+    (majority, minority): (Vec<i64>, Vec<i64>),
+    present: &[(i64, &Op)],
+) -> Mismatch {
+    Mismatch {
         group: gi,
         seq: s,
         kind,
@@ -403,7 +414,7 @@ fn vote(gi: usize, s: i64, present: &[(i64, &Op)]) -> Option<Mismatch> {
             .collect(),
         pending: present.iter().any(|(_, o)| o.pending),
         step: common_step(present.iter().map(|(_, o)| o.step)),
-    })
+    }
 }
 
 /// Whether a mismatch rests only on ranks known from traces while a dumped
@@ -454,26 +465,7 @@ fn root_vote(gi: usize, s: i64, present: &[(i64, &Op)]) -> Option<Mismatch> {
         .map(|(r, _)| *r)
         .filter(|r| !majority.contains(r))
         .collect();
-    Some(Mismatch {
-        group: gi,
-        seq: s,
-        kind: "root",
-        majority,
-        minority,
-        seen: present
-            .iter()
-            .map(|(r, o)| Seen {
-                rank: *r,
-                op: o.op,
-                in_sizes: o.in_sizes,
-                out_sizes: o.out_sizes,
-                in_dtypes: o.in_dtypes,
-                out_dtypes: o.out_dtypes,
-            })
-            .collect(),
-        pending: present.iter().any(|(_, o)| o.pending),
-        step: common_step(present.iter().map(|(_, o)| o.step)),
-    })
+    Some(mismatch(gi, s, "root", (majority, minority), present))
 }
 
 /// Pending p2p calls whose partner has evidence but never posted the
