@@ -105,10 +105,21 @@ pub fn cause(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) 
     let model = facts.model;
     // A backend that reports a collective mismatch (gloo aborts the rank
     // that received the wrong size) makes a dead or missing root a desync.
+    // The report says the bytes disagreed (a size or a dtype), so an
+    // unconfirmed op mismatch is no kind for it; and the root is inferred
+    // from a dead or missing rank, not seen in a vote.
     if root.kind != "mismatch" && !facts.mismatch_reports.is_empty() {
         out.category = Some("desync");
-        out.desync_kind = facts.alignment.unconfirmed.first().map(|m| m.kind);
-        out.inferred = out.desync_kind.is_none();
+        out.desync_kind = facts
+            .alignment
+            .unconfirmed
+            .iter()
+            .map(|m| m.kind)
+            .find(|k| matches!(*k, "size" | "dtype"));
+        out.inferred = true;
+        out.would_settle.push(
+            "the desynced call in a dump of every rank (the rank gloo aborted left none): which side's call differs, and in what".into(),
+        );
         return out;
     }
     let died = facts.died.contains(&root.rank);
