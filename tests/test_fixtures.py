@@ -25,7 +25,7 @@ def test_every_fixture_directory_is_indexed_and_has_its_provenance() -> None:
     on_disk = {p.parent for p in FIXTURES.rglob("PROVENANCE.md")}
     assert on_disk == set(dirs)
     for d in dirs:
-        source = f"../shared/fixtures/{d.relative_to(FIXTURES).as_posix()}/"
+        source = f"`fixtures/{d.relative_to(FIXTURES).as_posix()}/`"
         assert (d / "README.md").is_file(), d
         assert source in (d / "PROVENANCE.md").read_text(), d
 
