@@ -49,39 +49,131 @@ pub struct HangReport {
 ///
 /// # Errors
 /// Evidence of different jobs (see [`fr`]).
-pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
+pub fn diagnose(mut evidence: Evidence) -> Result<HangReport> {
+    let ctx = Context::of(&evidence);
+    let files = std::mem::take(&mut evidence.files);
+    let model = build_model(evidence, &ctx)?;
+    let alignment = align::align(&model);
+    let positions = graph::positions(&model, &alignment);
+    let edges = graph::wait_for(&alignment);
+    let departed = |r: i64| {
+        model
+            .ranks
+            .get(&r)
+            .and_then(|e| steps::deviation(&e.ops))
+            .is_some_and(|d| d > 0)
+    };
+    let departures = |r: i64| {
+        model
+            .ranks
+            .get(&r)
+            .and_then(|e| steps::detailed_deviation(&e.ops))
+            .unwrap_or(0)
+    };
+    let roots = graph::roots(&alignment, &positions, &departed, &departures);
+    let mut kinds = Vec::new();
+    if ctx.have_dumps {
+        kinds.push("flight_recorder");
+    }
+    if ctx.have_traces {
+        kinds.push("kineto");
+    }
+    let judged = judge(&model, &alignment, &positions, &roots, &kinds);
+    let facts = cause::Facts {
+        model: &model,
+        alignment: &alignment,
+        positions: &positions,
+        died: &ctx.died,
+        dumps_lack_p2p: ctx.dumps_lack_p2p,
+        kinds: &kinds,
+        mismatch_reports: &ctx.mismatch_reports,
+    };
+    let (verdict, confidence, conclusions, found) = settle(judged, &facts, &ctx, &roots, &departed);
+    let findings = Findings {
+        model: &model,
+        alignment: &alignment,
+        positions: &positions,
+        edges: &edges,
+        roots: &roots,
+        verdict,
+        confidence,
+        kinds,
+        conclusions,
+        evidence: files,
+        cause: found,
+        damage: ctx.damage,
+    };
+    let lines = human_lines(&findings);
+    let document = report::document(&findings, &lines[0]).to_canonical();
+    Ok(HangReport {
+        verdict,
+        lines,
+        document,
+    })
+}
+
+/// What the evidence says beside the calls: which kinds there are, what
+/// the dumps and traces can record, what the texts report.
+struct Context {
+    have_dumps: bool,
+    have_traces: bool,
+    /// The dumps cannot record point-to-point calls (gloo).
+    dumps_lack_p2p: bool,
+    /// gloo's dumps record no completion time: a call retired after a
+    /// timeout looks like one that completed.
+    untimed_dumps: bool,
+    /// gloo's traces carry no collective sequence numbers: the pairing of a
+    /// group's calls across ranks is matched, and a hang can break it.
+    gloo_traces: bool,
+    damage: Option<String>,
+    mismatch_reports: Vec<i64>,
+    /// Ranks whose launcher reported them killed by a signal.
+    died: Vec<i64>,
+}
+
+impl Context {
+    fn of(evidence: &Evidence) -> Context {
+        let gloo_traces = evidence.traces.as_ref().is_some_and(|t| {
+            t.profiles.iter().any(|p| {
+                p.backend
+                    .as_deref()
+                    .is_some_and(|b| b.eq_ignore_ascii_case("gloo"))
+            })
+        });
+        let mut died: Vec<i64> = evidence
+            .exits
+            .iter()
+            .filter(|(_, e)| e.signal.is_some() || e.exitcode < 0)
+            .map(|(_, e)| e.rank)
+            .collect();
+        died.sort_unstable();
+        died.dedup();
+        Context {
+            have_dumps: !evidence.dumps.is_empty(),
+            have_traces: evidence.traces.is_some(),
+            dumps_lack_p2p: fr::lack_p2p(&evidence.dumps),
+            untimed_dumps: !evidence.dumps.is_empty()
+                && evidence.dumps.iter().all(|d| !d.dump.timing),
+            gloo_traces,
+            damage: evidence.damage_line(),
+            mismatch_reports: evidence.mismatch_reports.clone(),
+            died,
+        }
+    }
+}
+
+/// Every kind of evidence reduced to the one model: dumps, then traces
+/// (which give the dumps' entries their steps, and their p2p calls where
+/// the dumps cannot record them), steps recovered for dumps alone, stacks
+/// and exceptions on their ranks.
+fn build_model(evidence: Evidence, ctx: &Context) -> Result<Model> {
     let mut model = Model::default();
     let declared = evidence.declared_groups();
-    let have_dumps = !evidence.dumps.is_empty();
-    let have_traces = evidence.traces.is_some();
-    let dumps_lack_p2p = fr::lack_p2p(&evidence.dumps);
-    // gloo's dumps record no completion time: a call retired after a
-    // timeout looks like one that completed.
-    let untimed_dumps = !evidence.dumps.is_empty() && evidence.dumps.iter().all(|d| !d.dump.timing);
-    let damage = evidence.damage_line();
-    // gloo's traces carry no collective sequence numbers: the pairing of a
-    // group's calls across ranks is matched, and a hang can break it.
-    let gloo_traces = evidence.traces.as_ref().is_some_and(|t| {
-        t.profiles.iter().any(|p| {
-            p.backend
-                .as_deref()
-                .is_some_and(|b| b.eq_ignore_ascii_case("gloo"))
-        })
-    });
-    let mismatch_reports = evidence.mismatch_reports.clone();
-    let mut died: Vec<i64> = evidence
-        .exits
-        .iter()
-        .filter(|(_, e)| e.signal.is_some() || e.exitcode < 0)
-        .map(|(_, e)| e.rank)
-        .collect();
-    died.sort_unstable();
-    died.dedup();
     fr::add_dumps(&mut model, evidence.dumps, &declared)?;
     if let Some(aligned) = &evidence.traces {
-        trace::add_traces(&mut model, aligned, dumps_lack_p2p);
+        trace::add_traces(&mut model, aligned, ctx.dumps_lack_p2p);
     }
-    if have_dumps && model.step_source.is_empty() {
+    if ctx.have_dumps && model.step_source.is_empty() {
         let periods = steps::recover(&mut model);
         if let Some(&(_, p)) = periods.first() {
             model.step_source = format!(
@@ -90,13 +182,9 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
         }
     }
     for (rank, stack) in evidence.stacks {
-        model.ranks.entry(rank.rank).or_default().stacks = in_flight_calls(&stack);
-        model
-            .ranks
-            .entry(rank.rank)
-            .or_default()
-            .files
-            .push(rank.label);
+        let ev = model.ranks.entry(rank.rank).or_default();
+        ev.stacks = in_flight_calls(&stack);
+        ev.files.push(rank.label);
     }
     for (rank, exception) in evidence.exceptions {
         let ev = model.ranks.entry(rank.rank).or_default();
@@ -117,48 +205,26 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
     model.world = model
         .world
         .max(model.ranks.keys().next_back().map_or(0, |r| r + 1));
-    if let Some(line) = &damage {
+    if let Some(line) = &ctx.damage {
         model.notes.push(line.clone());
     }
-    let alignment = align::align(&model);
-    let positions = graph::positions(&model, &alignment);
-    let edges = graph::wait_for(&alignment);
-    let departed = |r: i64| {
-        model
-            .ranks
-            .get(&r)
-            .and_then(|e| steps::deviation(&e.ops))
-            .is_some_and(|d| d > 0)
-    };
-    let departures = |r: i64| {
-        model
-            .ranks
-            .get(&r)
-            .and_then(|e| steps::detailed_deviation(&e.ops))
-            .unwrap_or(0)
-    };
-    let roots = graph::roots(&alignment, &positions, &departed, &departures);
-    let mut kinds = Vec::new();
-    if have_dumps {
-        kinds.push("flight_recorder");
-    }
-    if have_traces {
-        kinds.push("kineto");
-    }
-    let (mut verdict, mut confidence, mut conclusions) =
-        judge(&model, &alignment, &positions, &roots, &kinds);
-    let facts = cause::Facts {
-        model: &model,
-        alignment: &alignment,
-        positions: &positions,
-        died: &died,
-        dumps_lack_p2p,
-        kinds: &kinds,
-        mismatch_reports: &mismatch_reports,
-    };
+    Ok(model)
+}
+
+/// The judged verdict made honest about what the evidence can show: its
+/// category and what would settle it, and the confidence and verdict the
+/// evidence's limits allow.
+fn settle(
+    (mut verdict, mut confidence, mut conclusions): (&'static str, &'static str, Conclusions),
+    facts: &cause::Facts<'_>,
+    ctx: &Context,
+    roots: &[Root],
+    departed: &dyn Fn(i64) -> bool,
+) -> (&'static str, &'static str, Conclusions, cause::Cause) {
+    let mismatched = !facts.alignment.mismatches.is_empty();
     // Untimed dumps alone that show no call stuck cannot tell a job that ran
     // to its end from one whose failed calls were all retired.
-    if verdict == "no_hang" && untimed_dumps && !have_traces && alignment.mismatches.is_empty() {
+    if verdict == "no_hang" && ctx.untimed_dumps && !ctx.have_traces && !mismatched {
         verdict = "inconclusive";
         confidence = "medium";
         conclusions.push((
@@ -170,22 +236,26 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
     // A mismatch that "completed" while a member was killed or aborted on
     // it (gloo's enforce) did not: the job stopped there.
     if verdict == "no_hang"
-        && !alignment.mismatches.is_empty()
-        && (!died.is_empty() || !mismatch_reports.is_empty())
+        && mismatched
+        && (!ctx.died.is_empty() || !ctx.mismatch_reports.is_empty())
     {
         verdict = "hang";
     }
-    let mut found = cause::cause(&facts, &roots, &departed);
+    let mut found = cause::cause(facts, roots, departed);
     if verdict == "hang" && found.undecided {
         verdict = "inconclusive";
     }
-    let traces_only_gloo = gloo_traces && !have_dumps;
-    if (found.inferred || found.undecided || damage.is_some() || traces_only_gloo)
+    let traces_only_gloo = ctx.gloo_traces && !ctx.have_dumps;
+    if (found.inferred || found.undecided || ctx.damage.is_some() || traces_only_gloo)
         && confidence == "high"
     {
         confidence = "medium";
     }
-    if verdict == "inconclusive" && found.would_settle.is_empty() && untimed_dumps && !have_traces {
+    if verdict == "inconclusive"
+        && found.would_settle.is_empty()
+        && ctx.untimed_dumps
+        && !ctx.have_traces
+    {
         found.would_settle.push(
             "a Flight Recorder dump written while the job ran or hung (a call still in flight), the ranks' exception texts or the launcher's log (a timeout, a lost peer, a killed process), or profiler traces".into(),
         );
@@ -198,7 +268,7 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
     // A hang whose root the evidence cannot single out (two sides of a tie
     // that neither's history breaks; every member at every recorded call
     // yet timed out) is no high-confidence answer.
-    if verdict == "hang" && roots.is_empty() && !kinds.is_empty() {
+    if verdict == "hang" && roots.is_empty() && !facts.kinds.is_empty() {
         if confidence == "high" {
             confidence = "medium";
         }
@@ -206,34 +276,14 @@ pub fn diagnose(evidence: Evidence) -> Result<HangReport> {
             "the evidence shows the job stuck but singles out no rank (members that disagree with no majority, or every member at every recorded call): Flight Recorder dumps taken while the job hung, and each rank's stack, would settle it".into(),
         );
     }
-    for r in &died {
+    for r in &ctx.died {
         conclusions.push((
             format!("rank {r}'s launcher reported its process killed by a signal"),
             vec!["launcher_log"],
             "high",
         ));
     }
-    let findings = Findings {
-        model: &model,
-        alignment: &alignment,
-        positions: &positions,
-        edges: &edges,
-        roots: &roots,
-        verdict,
-        confidence,
-        kinds,
-        conclusions,
-        evidence: evidence.files,
-        cause: found,
-        damage,
-    };
-    let lines = human_lines(&findings);
-    let document = report::document(&findings, &lines[0]).to_canonical();
-    Ok(HangReport {
-        verdict,
-        lines,
-        document,
-    })
+    (verdict, confidence, conclusions, found)
 }
 
 type Conclusions = Vec<(String, Vec<&'static str>, &'static str)>;
