@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -171,92 +172,83 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
+def _subset_tables(
+    effective: list[dict[str, Any]],
+    kinds: tuple[str, ...],
+    hang_faults: bool,
+    total: str,
+    counts: Callable[[dict[str, Any]], dict[str, bool]],
+    order: tuple[str, ...],
+) -> dict[str, dict[str, dict[str, int]]]:
+    """Per evidence subset, per fault kind (and ``total`` over them): how many
+    runs were scored, refused or crashed, and the ``counts`` of each, as the
+    columns ``order`` names."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for subset in SUBSETS:
+        rows: dict[str, dict[str, int]] = {}
+        for kind in (*kinds, total):
+            c: collections.Counter[str] = collections.Counter()
+            for r in effective:
+                if (r["fault"] in HANG_FAULTS) != hang_faults or (kind != total and r["fault"] != kind):
+                    continue
+                h = r["hang"].get(subset, {})
+                if h.get("status") == "no_evidence":
+                    c["no_evidence"] += 1
+                    continue
+                c["n"] += 1
+                for k, v in counts(h).items():
+                    c[k] += v
+                c["refused"] += h.get("status") == "refused"
+                c["internal_error"] += h.get("status") == "internal_error"
+            rows[kind] = {k: c.get(k, 0) for k in order}
+        out[subset] = rows
+    return out
+
+
 def aggregate(results: list[dict[str, Any]]) -> dict[str, Any]:
     scored = [r for r in results if "scorer_crashed" not in r]
     effective = [r for r in scored if r["fault_effective"]]
     tables: dict[str, Any] = {}
 
     # hang faults, per kind x subset
-    hang: dict[str, dict[str, dict[str, int]]] = {}
-    for subset in SUBSETS:
-        rows: dict[str, dict[str, int]] = {}
-        for kind in (*HANG_FAULTS, "all hang faults"):
-            rs = [
-                r
-                for r in effective
-                if r["fault"] in HANG_FAULTS and (kind == "all hang faults" or r["fault"] == kind)
-            ]
-            c: collections.Counter[str] = collections.Counter()
-            for r in rs:
-                h = r["hang"].get(subset, {})
-                if h.get("status") == "no_evidence":
-                    c["no_evidence"] += 1
-                    continue
-                c["n"] += 1
-                c["right"] += bool(h.get("right"))
-                c["acceptable"] += bool(h.get("acceptable"))
-                c["confidently_wrong"] += bool(h.get("confidently_wrong"))
-                c["refused"] += h.get("status") == "refused"
-                c["internal_error"] += h.get("status") == "internal_error"
-                c["step_right"] += bool(h.get("step_right"))
-            rows[kind] = {
-                k: c.get(k, 0)
-                for k in (
-                    "n",
-                    "right",
-                    "acceptable",
-                    "confidently_wrong",
-                    "refused",
-                    "internal_error",
-                    "step_right",
-                    "no_evidence",
-                )
-            }
-        hang[subset] = rows
-    tables["hang"] = hang
+    def hang_counts(h: dict[str, Any]) -> dict[str, bool]:
+        return {
+            "right": bool(h.get("right")),
+            "acceptable": bool(h.get("acceptable")),
+            "confidently_wrong": bool(h.get("confidently_wrong")),
+            "step_right": bool(h.get("step_right")),
+        }
+
+    hang_order = (
+        "n",
+        "right",
+        "acceptable",
+        "confidently_wrong",
+        "refused",
+        "internal_error",
+        "step_right",
+        "no_evidence",
+    )
+    tables["hang"] = _subset_tables(effective, HANG_FAULTS, True, "all hang faults", hang_counts, hang_order)
 
     # false alarms
-    fa: dict[str, dict[str, dict[str, int]]] = {}
-    for subset in SUBSETS:
-        rows = {}
-        for kind in ("none", *STRAGGLER_FAULTS, "all without a hang"):
-            rs = [
-                r
-                for r in effective
-                if r["fault"] not in HANG_FAULTS and (kind == "all without a hang" or r["fault"] == kind)
-            ]
-            c = collections.Counter()
-            for r in rs:
-                h = r["hang"].get(subset, {})
-                if h.get("status") == "no_evidence":
-                    c["no_evidence"] += 1
-                    continue
-                c["n"] += 1
-                c["false_alarm"] += bool(h.get("false_alarm"))
-                c["no_hang"] += h.get("verdict") == "no_hang"
-                c["inconclusive"] += h.get("verdict") == "inconclusive"
-                c["refused"] += h.get("status") == "refused"
-                c["internal_error"] += h.get("status") == "internal_error"
-            rows[kind] = {
-                k: c.get(k, 0)
-                for k in (
-                    "n",
-                    "false_alarm",
-                    "no_hang",
-                    "inconclusive",
-                    "refused",
-                    "internal_error",
-                    "no_evidence",
-                )
-            }
-        fa[subset] = rows
-    tables["false_alarms"] = fa
+    def alarm_counts(h: dict[str, Any]) -> dict[str, bool]:
+        return {
+            "false_alarm": bool(h.get("false_alarm")),
+            "no_hang": h.get("verdict") == "no_hang",
+            "inconclusive": h.get("verdict") == "inconclusive",
+        }
+
+    alarm_order = ("n", "false_alarm", "no_hang", "inconclusive", "refused", "internal_error", "no_evidence")
+    tables["false_alarms"] = _subset_tables(
+        effective, ("none", *STRAGGLER_FAULTS), False, "all without a hang", alarm_counts, alarm_order
+    )
 
     # stragglers
     st: dict[str, dict[str, Any]] = {}
     for label, sel in (("markers on", True), ("markers off", False), ("all", None)):
         rs = [r for r in effective if "stragglers" in r and (sel is None or r["markers"] == sel)]
-        c = collections.Counter()
+        c: collections.Counter[str] = collections.Counter()
         for r in rs:
             s = r["stragglers"]
             c["runs"] += 1
