@@ -31,18 +31,25 @@ pub struct ProcessExit {
 /// Reads a line's rank tag: the rank and the line without its tag.
 type Tagger = fn(&[u8]) -> Option<(i64, &[u8])>;
 
-/// The rank a line is tagged with and the line without its tag.
-fn tagged(line: &[u8]) -> Option<(i64, &[u8])> {
+/// The rank a line is tagged with (`[rank3]:`, `[default3]:`) and the line
+/// without its tag (and one space after it). A tag of more digits than a
+/// rank has is taken off but names no rank (`i64::MAX`).
+pub(super) fn tagged(line: &[u8]) -> Option<(i64, &[u8])> {
     for tag in [&b"[rank"[..], &b"[default"[..]] {
         let Some(rest) = line.strip_prefix(tag) else {
             continue;
         };
         let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-        if digits == 0 || digits > 7 {
+        if digits == 0 {
             continue;
         }
-        let rank = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
-        let body = rest[digits..].strip_prefix(b"]:")?;
+        let Some(body) = rest[digits..].strip_prefix(b"]:") else {
+            continue;
+        };
+        let rank = std::str::from_utf8(&rest[..digits])
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(i64::MAX);
         return Some((rank, body.strip_prefix(b" ").unwrap_or(body)));
     }
     None

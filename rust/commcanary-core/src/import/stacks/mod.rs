@@ -140,19 +140,7 @@ pub(crate) fn text_lines(bytes: &[u8]) -> Vec<Cow<'_, str>> {
 /// `line` without a leading `[rank<N>]:` or `[default<N>]:` (and one space
 /// after it), the prefixes `torchrun` writes on each worker's output.
 fn strip_launcher_prefix(line: &[u8]) -> &[u8] {
-    for tag in [&b"[rank"[..], &b"[default"[..]] {
-        let Some(rest) = line.strip_prefix(tag) else {
-            continue;
-        };
-        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-        if digits == 0 {
-            continue;
-        }
-        if let Some(rest) = rest[digits..].strip_prefix(b"]:") {
-            return rest.strip_prefix(b" ").unwrap_or(rest);
-        }
-    }
-    line
+    launcher::tagged(line).map_or(line, |(_, body)| body)
 }
 
 /// Whether `line` starts with whitespace.
