@@ -86,11 +86,34 @@ pub struct Mismatch {
     pub step: i64,
 }
 
+/// A collective every member issued, alike as far as the evidence records
+/// it, that some members completed while others stayed in it: the members
+/// disagreed on something the evidence does not record (a broadcast's root,
+/// a buffer), or the call broke on the members still in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Broken {
+    /// Group index.
+    pub group: usize,
+    /// Sequence number.
+    pub seq: i64,
+    /// Op.
+    pub op: &'static str,
+    /// Members still in it.
+    pub stuck: Vec<i64>,
+    /// Members that completed it.
+    pub done: Vec<i64>,
+    /// Its step (the most common among members), −1 when unknown.
+    pub step: i64,
+}
+
 /// What the alignment found.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Alignment {
     /// Partial collectives and unmatched p2p calls, by group then sequence.
     pub partials: Vec<Partial>,
+    /// Collectives some members completed and others stayed in, by group
+    /// then sequence.
+    pub broken: Vec<Broken>,
     /// Mismatches, by group then sequence.
     pub mismatches: Vec<Mismatch>,
     /// Mismatches a trace-only rank shows against dumped ranks, which a
@@ -176,6 +199,7 @@ pub fn align(model: &Model) -> Alignment {
     let mut out = Alignment::default();
     for a in per_group {
         out.partials.extend(a.partials);
+        out.broken.extend(a.broken);
         out.mismatches.extend(a.mismatches);
         out.unconfirmed.extend(a.unconfirmed);
         out.compared += a.compared;
@@ -254,6 +278,11 @@ fn align_group(model: &Model, grouped: &ByGroup<'_>, gi: usize, out: &mut Alignm
         missing.extend(&late);
         missing.sort_unstable();
         let found = vote(gi, s, &present).or_else(|| root_vote(gi, s, &present));
+        if found.is_none()
+            && let Some(b) = broken(gi, s, &present)
+        {
+            out.broken.push(b);
+        }
         match found {
             Some(m) if only_estimated(model, &m) => out.unconfirmed.push(m),
             Some(m) => {
@@ -277,6 +306,23 @@ fn align_group(model: &Model, grouped: &ByGroup<'_>, gi: usize, out: &mut Alignm
             });
         }
     }
+}
+
+/// The collective at `s` when some present members completed it and others
+/// are still in it.
+fn broken(gi: usize, s: i64, present: &[(i64, &Op)]) -> Option<Broken> {
+    let (stuck, done): (Vec<_>, Vec<_>) = present.iter().partition(|(_, o)| o.pending);
+    if stuck.is_empty() || done.is_empty() {
+        return None;
+    }
+    Some(Broken {
+        group: gi,
+        seq: s,
+        op: present[0].1.op,
+        stuck: stuck.iter().map(|(r, _)| *r).collect(),
+        done: done.iter().map(|(r, _)| *r).collect(),
+        step: common_step(present.iter().map(|(_, o)| o.step)),
+    })
 }
 
 /// The members that issued a collective in time, and those that issued it
@@ -432,7 +478,24 @@ fn only_estimated(model: &Model, m: &Mismatch) -> bool {
             .any(|r| source(r) == Some(Source::FlightRecorder));
     // The sides split exactly along the two recorders: their disagreement
     // may be how each writes the call, not the call.
-    let split = all(&m.minority, Source::FlightRecorder) && all(&m.majority, Source::Trace);
+    let split = if m.majority.is_empty() {
+        // A tie: each side is the members that wrote the call alike.
+        let mut sides: BTreeMap<(&str, u32, u32, u32, u32), Vec<i64>> = BTreeMap::new();
+        for x in &m.seen {
+            sides
+                .entry((x.op, x.in_sizes, x.out_sizes, x.in_dtypes, x.out_dtypes))
+                .or_default()
+                .push(x.rank);
+        }
+        let pure =
+            |ranks: &Vec<i64>| all(ranks, Source::Trace) || all(ranks, Source::FlightRecorder);
+        sides.len() > 1
+            && sides.values().all(pure)
+            && sides.values().any(|r| all(r, Source::Trace))
+            && sides.values().any(|r| all(r, Source::FlightRecorder))
+    } else {
+        all(&m.minority, Source::FlightRecorder) && all(&m.majority, Source::Trace)
+    };
     traced_minority || split
 }
 

@@ -77,6 +77,11 @@ fn in_p2p_by_stacks(model: &Model, r: i64) -> bool {
     })
 }
 
+/// Whether `op` has a root that every member must name alike.
+fn rooted(op: &str) -> bool {
+    matches!(op, "broadcast" | "reduce" | "gather" | "scatter")
+}
+
 /// Whether rank `r` issued calls after `time_ns` (it went on).
 fn went_on(model: &Model, r: i64, time_ns: i64) -> bool {
     time_ns > 0
@@ -127,6 +132,20 @@ pub fn cause(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) 
         "mismatch" => {
             out.category = Some("desync");
             out.desync_kind = facts.alignment.mismatches.get(root.cause).map(|m| m.kind);
+        }
+        "broken" => {
+            let b = &facts.alignment.broken[root.cause];
+            out.category = Some("desync");
+            out.desync_kind = rooted(b.op).then_some("root");
+            out.undecided = true;
+            out.would_settle.push(format!(
+                "each member's arguments to {} #{} on {} (ranks {} stayed in it, ranks {} completed it): profiler traces record a rooted call's root and every call's shapes; gloo's Flight Recorder records no root",
+                b.op,
+                b.seq,
+                super::report::group_label(model, b.group),
+                super::report::ranks_text(&b.stuck),
+                super::report::ranks_text(&b.done),
+            ));
         }
         "late" => out.category = Some("stalled_outside_communication"),
         _ if died => out.category = Some("process_died"),

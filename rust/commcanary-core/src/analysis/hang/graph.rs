@@ -12,6 +12,11 @@
 //!    members of the partial collective the most ranks agree on (the most
 //!    present members): the others wait where the majority of the job
 //!    waits, so the one who is elsewhere diverged.
+//!
+//! Diverged roots that are themselves blocked in a collective other members
+//! completed did not diverge: that collective broke on them (its members
+//! disagreed on something their evidence does not record), and its stuck
+//! members are the roots (`broken`), one of whom caused it.
 
 use std::collections::BTreeMap;
 
@@ -60,10 +65,24 @@ pub struct Root {
     /// Its op.
     pub op: &'static str,
     /// `mismatch`, `not_blocked`, `no_evidence`, `late` (it issued the call
-    /// only after the others had waited past the timeout) or `diverged`.
+    /// only after the others had waited past the timeout), `diverged` or
+    /// `broken` (it stayed in a collective other members completed).
     pub kind: &'static str,
-    /// Index of the partial collective, or of the mismatch for `mismatch`.
+    /// Index of the partial collective, of the mismatch for `mismatch`, of
+    /// the broken collective for `broken`.
     pub cause: usize,
+}
+
+impl Root {
+    /// The step of the call this root is tied to, −1 when unknown.
+    #[must_use]
+    pub fn step(&self, alignment: &Alignment) -> Option<i64> {
+        match self.kind {
+            "mismatch" => alignment.mismatches.get(self.cause).map(|m| m.step),
+            "broken" => alignment.broken.get(self.cause).map(|b| b.step),
+            _ => alignment.partials.get(self.cause).map(|p| p.step),
+        }
+    }
 }
 
 /// Every rank's position.
@@ -156,6 +175,68 @@ fn edge(rank: i64, waits_for: i64, group: usize, seq: i64, op: &'static str, p2p
 /// The roots (see the module doc).
 #[must_use]
 pub fn roots(
+    alignment: &Alignment,
+    positions: &[Position<'_>],
+    departed: &dyn Fn(i64) -> bool,
+    departures: &dyn Fn(i64) -> usize,
+) -> Vec<Root> {
+    let out = wait_roots(alignment, positions, departed, departures);
+    broken_instead(alignment, positions, &out).unwrap_or(out)
+}
+
+/// When every root diverged only by being blocked in a collective other
+/// members completed, that collective's stuck members.
+fn broken_instead(
+    alignment: &Alignment,
+    positions: &[Position<'_>],
+    roots: &[Root],
+) -> Option<Vec<Root>> {
+    if roots.is_empty() || roots.iter().any(|r| r.kind != "diverged") {
+        return None;
+    }
+    let is_root = |r: &i64| roots.iter().any(|x| x.rank == *r);
+    // A root blocked in a partial collective that waits only for other
+    // roots is downstream of them.
+    let waits_on_roots = |o: &Op| {
+        alignment.partials.iter().any(|p| {
+            p.group == o.group
+                && p.seq == o.seq
+                && p.p2p == o.p2p
+                && !p.missing.is_empty()
+                && p.missing.iter().all(is_root)
+        })
+    };
+    let mut first: Option<usize> = None;
+    for r in roots {
+        let o = positions.iter().find(|p| p.rank == r.rank)?.in_flight?;
+        match alignment
+            .broken
+            .iter()
+            .position(|b| !o.p2p && b.group == o.group && b.seq == o.seq)
+        {
+            Some(i) => first = Some(first.map_or(i, |f| f.min(i))),
+            None if waits_on_roots(o) => {}
+            None => return None,
+        }
+    }
+    let i = first?;
+    let b = &alignment.broken[i];
+    Some(
+        b.stuck
+            .iter()
+            .map(|&rank| Root {
+                rank,
+                group: b.group,
+                seq: b.seq,
+                op: b.op,
+                kind: "broken",
+                cause: i,
+            })
+            .collect(),
+    )
+}
+
+fn wait_roots(
     alignment: &Alignment,
     positions: &[Position<'_>],
     departed: &dyn Fn(i64) -> bool,

@@ -370,7 +370,25 @@ fn judge(
         .iter()
         .all(|r| r.kind == "not_blocked" && still_progressing(model, alignment, r))
         && timeouts.is_empty();
-    for r in roots {
+    if let Some(b) = roots
+        .first()
+        .filter(|r| r.kind == "broken")
+        .and_then(|r| alignment.broken.get(r.cause))
+    {
+        out.push((
+            format!(
+                "{} stayed in {} #{} on {} after {} completed it: the members disagreed on that call, and which of them caused it is not in this evidence",
+                ranks_word(&b.stuck),
+                b.op,
+                b.seq,
+                report::group_label(model, b.group),
+                ranks_word(&b.done)
+            ),
+            kinds.to_vec(),
+            confidence,
+        ));
+    }
+    for r in roots.iter().filter(|r| r.kind != "broken") {
         let blocked = positions.iter().filter(|p| p.state == "blocked").count();
         out.push((
             format!(
@@ -451,10 +469,7 @@ fn human_lines(f: &Findings<'_>) -> Vec<String> {
                 .take(4)
                 .map(|r| format!("rank {} {}", r.rank, report::root_reason(f, r)))
                 .collect();
-            let step = f.roots.first().and_then(|r| match r.kind {
-                "mismatch" => f.alignment.mismatches.get(r.cause).map(|m| m.step),
-                _ => f.alignment.partials.get(r.cause).map(|p| p.step),
-            });
+            let step = f.roots.first().and_then(|r| r.step(f.alignment));
             let step = step.unwrap_or(-1);
             let step = if step >= 0 {
                 format!(" (step {step})")

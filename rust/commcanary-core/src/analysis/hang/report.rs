@@ -263,6 +263,13 @@ pub fn root_reason(f: &Findings<'_>, root: &Root) -> String {
                 verb_are(&p.present)
             )
         }
+        "broken" => {
+            let b = &f.alignment.broken[root.cause];
+            format!(
+                "stayed in {at} after {} completed it: its members disagreed on something their evidence does not record (a broadcast's root, a buffer), or the call broke on them",
+                ranks_word(&b.done)
+            )
+        }
         "late" => {
             let p = &f.alignment.partials[root.cause];
             format!(
@@ -302,8 +309,8 @@ pub fn root_reason(f: &Findings<'_>, root: &Root) -> String {
 }
 
 fn root_json(f: &Findings<'_>, root: &Root) -> Json {
-    let p2p =
-        root.kind != "mismatch" && f.alignment.partials.get(root.cause).is_some_and(|p| p.p2p);
+    let p2p = !matches!(root.kind, "mismatch" | "broken")
+        && f.alignment.partials.get(root.cause).is_some_and(|p| p.p2p);
     let j = Json::object()
         .with("rank", root.rank)
         .with("group", group_full(f.model, root.group))
@@ -383,10 +390,7 @@ fn rank_json(f: &Findings<'_>, p: &Position<'_>) -> Json {
 /// The step of the hang: the root's collective's step on its present
 /// members, else the most common in-flight step.
 fn hang_step(f: &Findings<'_>) -> i64 {
-    let from_root = f.roots.iter().find_map(|r| match r.kind {
-        "mismatch" => f.alignment.mismatches.get(r.cause).map(|m| m.step),
-        _ => f.alignment.partials.get(r.cause).map(|p| p.step),
-    });
+    let from_root = f.roots.iter().find_map(|r| r.step(f.alignment));
     from_root.filter(|&s| s >= 0).unwrap_or_else(|| {
         f.positions
             .iter()

@@ -135,3 +135,32 @@ fn a_rank_without_evidence_is_missing() {
     assert_eq!(a.partials.len(), 1);
     assert_eq!((r[0].rank, r[0].kind, r[0].seq), (2, "no_evidence", 2));
 }
+
+#[test]
+fn members_left_in_a_collective_the_others_completed_are_its_broken_roots() {
+    // Broadcast #3: ranks 1 and 3 completed it and wait in all_reduce #4;
+    // ranks 0 and 2 are still in it (they disagreed on its root).
+    let mut m = model(&[3, 4, 3, 4], &[true, true, true, true], &[1, 1, 1, 1]);
+    for r in 0..4 {
+        let bcast = op(&mut m, 3, "broadcast", "[[4]]", r % 2 == 0);
+        m.ranks.get_mut(&r).unwrap().ops[2] = bcast;
+    }
+    let a = align(&m);
+    assert_eq!(
+        (
+            a.broken.len(),
+            a.broken[0].stuck.clone(),
+            a.broken[0].done.clone()
+        ),
+        (1, vec![0, 2], vec![1, 3])
+    );
+    let p = positions(&m, &a);
+    let r = roots(&a, &p, &|_| false, &|_| 0);
+    assert_eq!(
+        r.iter()
+            .map(|x| (x.rank, x.kind, x.seq))
+            .collect::<Vec<_>>(),
+        vec![(0, "broken", 3), (2, "broken", 3)],
+        "not 'skipped all_reduce #4': they are in the broadcast the others left"
+    );
+}
