@@ -114,6 +114,9 @@ pub struct Alignment {
     /// Collectives some members completed and others stayed in, by group
     /// then sequence.
     pub broken: Vec<Broken>,
+    /// Roots' last collectives that depart from their own loop (filled
+    /// when the roots are found, see [`super::departure`]).
+    pub departures: Vec<super::departure::Departure>,
     /// Mismatches, by group then sequence.
     pub mismatches: Vec<Mismatch>,
     /// Mismatches a trace-only rank shows against dumped ranks, which a

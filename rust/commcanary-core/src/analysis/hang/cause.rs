@@ -113,6 +113,18 @@ pub fn cause(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) 
     // The report says the bytes disagreed (a size or a dtype), so an
     // unconfirmed op mismatch is no kind for it; and the root is inferred
     // from a dead or missing rank, not seen in a vote.
+    if root.kind == "departed" {
+        let d = &facts.alignment.departures[root.cause];
+        out.category = Some("desync");
+        out.desync_kind = Some(d.kind);
+        out.inferred = true;
+        out.would_settle.push(format!(
+            "the same call as its peers in {} issued it (their dump or trace at that call): the change is read from rank {}'s own earlier iterations, not from its peers",
+            super::report::group_label(model, d.group),
+            d.rank
+        ));
+        return out;
+    }
     if root.kind != "mismatch" && !facts.mismatch_reports.is_empty() {
         out.category = Some("desync");
         out.desync_kind = facts

@@ -65,11 +65,12 @@ pub struct Root {
     /// Its op.
     pub op: &'static str,
     /// `mismatch`, `not_blocked`, `no_evidence`, `late` (it issued the call
-    /// only after the others had waited past the timeout), `diverged` or
-    /// `broken` (it stayed in a collective other members completed).
+    /// only after the others had waited past the timeout), `diverged`,
+    /// `broken` (it stayed in a collective other members completed) or
+    /// `departed` (its last call departs from its own loop).
     pub kind: &'static str,
     /// Index of the partial collective, of the mismatch for `mismatch`, of
-    /// the broken collective for `broken`.
+    /// the broken collective for `broken`, of the departure for `departed`.
     pub cause: usize,
 }
 
@@ -80,6 +81,7 @@ impl Root {
         match self.kind {
             "mismatch" => alignment.mismatches.get(self.cause).map(|m| m.step),
             "broken" => alignment.broken.get(self.cause).map(|b| b.step),
+            "departed" => alignment.departures.get(self.cause).map(|d| d.step),
             _ => alignment.partials.get(self.cause).map(|p| p.step),
         }
     }

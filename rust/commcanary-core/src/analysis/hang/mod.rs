@@ -16,6 +16,7 @@
 
 pub mod align;
 pub mod cause;
+pub mod departure;
 pub mod fr;
 pub mod graph;
 pub mod model;
@@ -53,7 +54,7 @@ pub fn diagnose(mut evidence: Evidence) -> Result<HangReport> {
     let ctx = Context::of(&evidence);
     let files = std::mem::take(&mut evidence.files);
     let model = build_model(evidence, &ctx)?;
-    let alignment = align::align(&model);
+    let mut alignment = align::align(&model);
     let positions = graph::positions(&model, &alignment);
     let edges = graph::wait_for(&alignment);
     let departed = |r: i64| {
@@ -70,7 +71,11 @@ pub fn diagnose(mut evidence: Evidence) -> Result<HangReport> {
             .and_then(|e| steps::detailed_deviation(&e.ops))
             .unwrap_or(0)
     };
-    let roots = graph::roots(&alignment, &positions, &departed, &departures);
+    let mut roots = graph::roots(&alignment, &positions, &departed, &departures);
+    if let Some((changed, found)) = departure::instead(&model, &roots) {
+        roots = changed;
+        alignment.departures = found;
+    }
     let mut kinds = Vec::new();
     if ctx.have_dumps {
         kinds.push("flight_recorder");
@@ -202,6 +207,9 @@ fn build_model(evidence: Evidence, ctx: &Context) -> Result<Model> {
         ev.exception = Some(exception);
         ev.files.push(rank.label);
     }
+    if ctx.untimed_dumps {
+        failed_calls_pending(&mut model);
+    }
     model.world = model
         .world
         .max(model.ranks.keys().next_back().map_or(0, |r| r + 1));
@@ -209,6 +217,27 @@ fn build_model(evidence: Evidence, ctx: &Context) -> Result<Model> {
         model.notes.push(line.clone());
     }
     Ok(model)
+}
+
+/// A dumped rank whose own exception says its communication failed (a
+/// timeout, a lost peer) failed in its last call, which an untimed dump
+/// (gloo) shows retired like a completed one: that call is in flight.
+fn failed_calls_pending(model: &mut Model) {
+    for ev in model.ranks.values_mut() {
+        let failed = ev
+            .exception
+            .as_ref()
+            .is_some_and(|x| x.timeout.is_some() || x.peer_lost());
+        if !failed
+            || ev.source != Some(model::Source::FlightRecorder)
+            || ev.ops.iter().any(|o| o.pending)
+        {
+            continue;
+        }
+        if let Some(last) = ev.ops.last_mut().filter(|o| !o.p2p) {
+            last.pending = true;
+        }
+    }
 }
 
 /// The judged verdict made honest about what the evidence can show: its

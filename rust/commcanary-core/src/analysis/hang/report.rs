@@ -263,6 +263,15 @@ pub fn root_reason(f: &Findings<'_>, root: &Root) -> String {
                 verb_are(&p.present)
             )
         }
+        "departed" => {
+            let d = &f.alignment.departures[root.cause];
+            format!(
+                "its last call, {at}, has {} {} where the same call of its earlier iterations had {}: it issued the odd call, and the members that vanished or stopped with it are its peers in that call",
+                d.kind,
+                model.text(d.now),
+                model.text(d.usual)
+            )
+        }
         "broken" => {
             let b = &f.alignment.broken[root.cause];
             format!(
@@ -309,7 +318,7 @@ pub fn root_reason(f: &Findings<'_>, root: &Root) -> String {
 }
 
 fn root_json(f: &Findings<'_>, root: &Root) -> Json {
-    let p2p = !matches!(root.kind, "mismatch" | "broken")
+    let p2p = !matches!(root.kind, "mismatch" | "broken" | "departed")
         && f.alignment.partials.get(root.cause).is_some_and(|p| p.p2p);
     let j = Json::object()
         .with("rank", root.rank)

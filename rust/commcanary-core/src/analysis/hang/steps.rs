@@ -125,6 +125,18 @@ fn signature(ops: &[super::model::Op], with_sizes: bool) -> Vec<u64> {
         .collect()
 }
 
+/// `(group, op)` per call, groups numbered by first use (see [`recover`]).
+#[must_use]
+pub fn op_signature(ops: &[super::model::Op]) -> Vec<u64> {
+    signature(ops, false)
+}
+
+/// `(group, op, input sizes)` per call (see [`recover`]).
+#[must_use]
+pub fn sized_signature(ops: &[super::model::Op]) -> Vec<u64> {
+    signature(ops, true)
+}
+
 /// How many of a rank's last `p` calls depart from its own periodic
 /// template (a skipped or reordered call shows here), when it has a period.
 #[must_use]
