@@ -155,40 +155,19 @@ pub fn instead(model: &Model, roots: &[Root]) -> Option<(Vec<Root>, Vec<Departur
 #[cfg(test)]
 mod tests {
     use super::of_rank;
-    use crate::analysis::hang::model::{Model, NONE, Op, RankEvidence, Source};
+    use crate::analysis::hang::model::{Model, RankEvidence, Source};
+    use crate::analysis::hang::tests::op;
 
     /// Rank 0's loop: all_reduce `[4]` then all_reduce `[2]`, four times,
     /// then a last all_reduce of `last`.
     fn looped(last: &str) -> Model {
         let mut m = Model::default();
         let mut ops = Vec::new();
-        let mut push = |m: &mut Model, name: &'static str, sizes: &str| {
-            let s = m.intern(sizes);
-            let d = m.intern("float32");
-            ops.push(Op {
-                group: 0,
-                seq: ops.len() as i64 + 1,
-                p2p: false,
-                peer: -1,
-                peer_is_global: false,
-                root: -1,
-                op: name,
-                in_sizes: s,
-                out_sizes: s,
-                in_dtypes: d,
-                out_dtypes: d,
-                pending: false,
-                time_ns: 0,
-                step: -1,
-                frame: NONE,
-                timeout_ms: -1,
-            });
-        };
-        for _ in 0..4 {
-            push(&mut m, "all_reduce", "[[4]]");
-            push(&mut m, "all_reduce", "[[2]]");
+        for i in 0..4 {
+            ops.push(op(&mut m, 2 * i + 1, "all_reduce", "[[4]]", false));
+            ops.push(op(&mut m, 2 * i + 2, "all_reduce", "[[2]]", false));
         }
-        push(&mut m, "all_reduce", last);
+        ops.push(op(&mut m, 9, "all_reduce", last, false));
         m.ranks.insert(
             0,
             RankEvidence {

@@ -4,7 +4,14 @@ use super::align::align;
 use super::graph::{positions, roots, wait_for};
 use super::model::{GroupInfo, Model, NONE, Op, RankEvidence, Source};
 
-fn op(model: &mut Model, seq: i64, name: &'static str, sizes: &str, pending: bool) -> Op {
+/// A call on group 0 (dtype `Float`) issued at `1000 × seq` ns.
+pub(super) fn op(
+    model: &mut Model,
+    seq: i64,
+    name: &'static str,
+    sizes: &str,
+    pending: bool,
+) -> Op {
     let s = model.intern(sizes);
     let d = model.intern("Float");
     Op {
