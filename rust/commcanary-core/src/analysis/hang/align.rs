@@ -106,6 +106,26 @@ pub struct Broken {
     pub step: i64,
 }
 
+/// A send and the receive it pairs with (the k-th from a to b, the k-th
+/// b receives from a) both posted and both still in flight: they never
+/// matched (a transfer one side skipped earlier shifted the pairing, or
+/// the two disagree on a tag or a size).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StuckPair {
+    /// Group index.
+    pub group: usize,
+    /// The sending rank.
+    pub sender: i64,
+    /// The receiving rank.
+    pub receiver: i64,
+    /// The send's p2p sequence number.
+    pub send_seq: i64,
+    /// The receive's p2p sequence number.
+    pub recv_seq: i64,
+    /// The send's step, −1 when unknown.
+    pub step: i64,
+}
+
 /// What the alignment found.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Alignment {
@@ -114,6 +134,8 @@ pub struct Alignment {
     /// Collectives some members completed and others stayed in, by group
     /// then sequence.
     pub broken: Vec<Broken>,
+    /// Sends and receives that pair but are both stuck.
+    pub stuck_pairs: Vec<StuckPair>,
     /// Roots' last collectives that depart from their own loop (filled
     /// when the roots are found, see [`super::departure`]).
     pub departures: Vec<super::departure::Departure>,
@@ -203,6 +225,7 @@ pub fn align(model: &Model) -> Alignment {
     for a in per_group {
         out.partials.extend(a.partials);
         out.broken.extend(a.broken);
+        out.stuck_pairs.extend(a.stuck_pairs);
         out.mismatches.extend(a.mismatches);
         out.unconfirmed.extend(a.unconfirmed);
         out.compared += a.compared;
@@ -536,7 +559,8 @@ fn root_vote(gi: usize, s: i64, present: &[(i64, &Op)]) -> Option<Mismatch> {
 
 /// Pending p2p calls whose partner has evidence but never posted the
 /// matching call (the k-th send from a to b pairs with b's k-th receive
-/// from a).
+/// from a), and the first pair of each direction whose two sides are both
+/// pending.
 fn p2p_unmatched(model: &Model, p2p: &P2pByGroup<'_>, gi: usize, out: &mut Alignment) {
     let ranks = &model.groups[gi].ranks;
     let global = |peer: i64| {
@@ -567,7 +591,25 @@ fn p2p_unmatched(model: &Model, p2p: &P2pByGroup<'_>, gi: usize, out: &mut Align
         if model.ranks.get(&partner).is_none_or(|e| e.source.is_none()) {
             continue;
         }
-        let matched = posted.get(&(src, dst, !is_send)).map_or(0, Vec::len);
+        let counterparts = posted
+            .get(&(src, dst, !is_send))
+            .map_or(&[][..], Vec::as_slice);
+        if is_send
+            && let Some((s, r)) = calls
+                .iter()
+                .zip(counterparts)
+                .find(|(s, r)| s.pending && r.pending)
+        {
+            out.stuck_pairs.push(StuckPair {
+                group: gi,
+                sender: src,
+                receiver: dst,
+                send_seq: s.seq,
+                recv_seq: r.seq,
+                step: s.step,
+            });
+        }
+        let matched = counterparts.len();
         for o in calls.iter().skip(matched).filter(|o| o.pending) {
             out.partials.push(Partial {
                 group: gi,

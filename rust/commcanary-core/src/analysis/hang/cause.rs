@@ -159,6 +159,17 @@ pub fn cause(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) 
                 super::report::ranks_text(&b.done),
             ));
         }
+        "stuck_pair" => {
+            out.category = Some("p2p_unmatched");
+            if roots.len() > 1 {
+                let s = &facts.alignment.stuck_pairs[root.cause];
+                out.undecided = true;
+                out.would_settle.push(format!(
+                    "which transfer each side meant: rank {}'s send and rank {}'s receive pair by count but never matched, and neither's own loop shows which skipped one; the tags of both calls, or each rank's stack at its call site (which micro-batch), would settle it",
+                    s.sender, s.receiver
+                ));
+            }
+        }
         "late" => out.category = Some("stalled_outside_communication"),
         _ if died => out.category = Some("process_died"),
         "no_evidence" => {

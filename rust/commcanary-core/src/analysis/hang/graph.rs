@@ -67,10 +67,13 @@ pub struct Root {
     /// `mismatch`, `not_blocked`, `no_evidence`, `late` (it issued the call
     /// only after the others had waited past the timeout), `diverged`,
     /// `broken` (it stayed in a collective other members completed) or
-    /// `departed` (its last call departs from its own loop).
+    /// `departed` (its last call departs from its own loop) or `stuck_pair`
+    /// (a side of a send/receive pair both stuck, see
+    /// [`super::align::StuckPair`]).
     pub kind: &'static str,
     /// Index of the partial collective, of the mismatch for `mismatch`, of
-    /// the broken collective for `broken`, of the departure for `departed`.
+    /// the broken collective for `broken`, of the departure for `departed`,
+    /// of the stuck pair for `stuck_pair`.
     pub cause: usize,
 }
 
@@ -82,6 +85,7 @@ impl Root {
             "mismatch" => alignment.mismatches.get(self.cause).map(|m| m.step),
             "broken" => alignment.broken.get(self.cause).map(|b| b.step),
             "departed" => alignment.departures.get(self.cause).map(|d| d.step),
+            "stuck_pair" => alignment.stuck_pairs.get(self.cause).map(|s| s.step),
             _ => alignment.partials.get(self.cause).map(|p| p.step),
         }
     }
@@ -172,6 +176,46 @@ fn edge(rank: i64, waits_for: i64, group: usize, seq: i64, op: &'static str, p2p
         op,
         p2p,
     }
+}
+
+/// The roots at the stuck send/receive pair that ends the chain of
+/// unmatched transfers (or the only pair, when nothing is unmatched): the
+/// side whose own loop departs from its pattern (it skipped a transfer),
+/// else both.
+fn stuck_pair_roots(alignment: &Alignment, departures: &dyn Fn(i64) -> usize) -> Option<Vec<Root>> {
+    let unmatched: Vec<&Partial> = alignment.partials.iter().filter(|p| p.p2p).collect();
+    let waiting = |r: i64| unmatched.iter().any(|p| p.present.contains(&r));
+    let sink = |r: i64| unmatched.iter().any(|p| p.missing.contains(&r)) && !waiting(r);
+    let (i, pair) = alignment.stuck_pairs.iter().enumerate().find(|(_, s)| {
+        if unmatched.is_empty() {
+            alignment.partials.is_empty()
+        } else {
+            sink(s.sender) || sink(s.receiver)
+        }
+    })?;
+    let (ds, dr) = (departures(pair.sender), departures(pair.receiver));
+    let ranks = match ds.cmp(&dr) {
+        std::cmp::Ordering::Greater => vec![pair.sender],
+        std::cmp::Ordering::Less => vec![pair.receiver],
+        std::cmp::Ordering::Equal => vec![pair.sender, pair.receiver],
+    };
+    Some(
+        ranks
+            .into_iter()
+            .map(|rank| Root {
+                rank,
+                group: pair.group,
+                seq: if rank == pair.sender {
+                    pair.send_seq
+                } else {
+                    pair.recv_seq
+                },
+                op: if rank == pair.sender { "send" } else { "recv" },
+                kind: "stuck_pair",
+                cause: i,
+            })
+            .collect(),
+    )
 }
 
 /// The roots (see the module doc).
@@ -327,6 +371,14 @@ fn wait_roots(
             }
             return out;
         }
+    }
+    // A chain of point-to-point waits ends at a rank no unmatched transfer
+    // holds: when that rank is in a send/receive pair whose both sides are
+    // stuck, the chain starts at that pair.
+    if out.is_empty()
+        && let Some(pair) = stuck_pair_roots(alignment, departures)
+    {
+        return pair;
     }
     // A deadlock through point-to-point calls (every missing rank is itself
     // blocked): it starts where the earliest unmatched transfer waits, on

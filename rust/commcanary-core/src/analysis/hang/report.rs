@@ -263,6 +263,26 @@ pub fn root_reason(f: &Findings<'_>, root: &Root) -> String {
                 verb_are(&p.present)
             )
         }
+        "stuck_pair" => {
+            let s = &f.alignment.stuck_pairs[root.cause];
+            format!(
+                "rank {}'s send p2p #{} to rank {} and rank {}'s recv p2p #{} from it pair by count, yet both are stuck on {}: a transfer one side skipped earlier shifted the pairing, or the two disagree on its tag or size{}",
+                s.sender,
+                s.send_seq,
+                s.receiver,
+                s.receiver,
+                s.recv_seq,
+                group_label(model, s.group),
+                if f.roots.iter().filter(|r| r.kind == "stuck_pair").count() == 1 {
+                    format!(
+                        "; rank {}'s own loop departs from its pattern (the skipped side)",
+                        root.rank
+                    )
+                } else {
+                    String::new()
+                }
+            )
+        }
         "departed" => {
             let d = &f.alignment.departures[root.cause];
             format!(
@@ -318,7 +338,7 @@ pub fn root_reason(f: &Findings<'_>, root: &Root) -> String {
 }
 
 fn root_json(f: &Findings<'_>, root: &Root) -> Json {
-    let p2p = !matches!(root.kind, "mismatch" | "broken" | "departed")
+    let p2p = !matches!(root.kind, "mismatch" | "broken" | "departed" | "stuck_pair")
         && f.alignment.partials.get(root.cause).is_some_and(|p| p.p2p);
     let j = Json::object()
         .with("rank", root.rank)

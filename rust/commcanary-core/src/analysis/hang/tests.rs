@@ -171,3 +171,34 @@ fn members_left_in_a_collective_the_others_completed_are_its_broken_roots() {
         "not 'skipped all_reduce #4': they are in the broadcast the others left"
     );
 }
+
+#[test]
+fn a_chain_of_receives_ends_at_a_send_and_receive_both_stuck() {
+    // Rank 2 waits for rank 1's send; rank 1 is in its receive from rank 0,
+    // which pairs with rank 0's send by count: both stuck.
+    let mut m = model(&[1, 1, 1], &[false, false, false], &[1, 1, 1]);
+    let p2p = |m: &mut Model, name: &'static str, peer: i64| {
+        let mut o = op(m, 1, name, "[[4]]", true);
+        (o.p2p, o.peer, o.peer_is_global) = (true, peer, true);
+        o
+    };
+    let calls = [(0, "send", 1), (1, "recv", 0), (2, "recv", 1)];
+    for (rank, name, peer) in calls {
+        let o = p2p(&mut m, name, peer);
+        m.ranks.get_mut(&rank).unwrap().ops.push(o);
+    }
+    let a = align(&m);
+    assert_eq!(
+        a.stuck_pairs
+            .iter()
+            .map(|s| (s.sender, s.receiver))
+            .collect::<Vec<_>>(),
+        vec![(0, 1)]
+    );
+    let r = roots(&a, &positions(&m, &a), &|_| false, &|r| usize::from(r == 0));
+    assert_eq!(
+        r.iter().map(|x| (x.rank, x.kind)).collect::<Vec<_>>(),
+        vec![(0, "stuck_pair")],
+        "the side whose own loop departs, not rank 1 that rank 2 waits for"
+    );
+}
