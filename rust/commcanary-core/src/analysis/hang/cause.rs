@@ -77,6 +77,18 @@ fn in_p2p_by_stacks(model: &Model, r: i64) -> bool {
     })
 }
 
+/// Whether every root waits in a partial collective on another root: a
+/// cycle the roots' own histories did not break.
+fn waiting_on_each_other(alignment: &Alignment, roots: &[Root]) -> bool {
+    roots.len() > 1
+        && roots.iter().all(|r| {
+            alignment.partials.iter().any(|p| {
+                p.present.contains(&r.rank)
+                    && p.missing.iter().any(|m| roots.iter().any(|x| x.rank == *m))
+            })
+        })
+}
+
 /// Whether `op` has a root that every member must name alike.
 fn rooted(op: &str) -> bool {
     matches!(op, "broadcast" | "reduce" | "gather" | "scatter")
@@ -184,6 +196,13 @@ pub fn cause(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) 
         }
         kind => {
             let partial = facts.alignment.partials.get(root.cause);
+            if kind == "diverged" && waiting_on_each_other(facts.alignment, roots) {
+                out.undecided = true;
+                out.would_settle.push(format!(
+                    "which of ranks {} left its loop first: each is blocked in a call another skipped, and each one's own call pattern departs from its loop; a Flight Recorder dump with completion times, or the ranks' stacks and their program's iteration counter, would settle it",
+                    super::report::ranks_text(&roots.iter().map(|r| r.rank).collect::<Vec<_>>())
+                ));
+            }
             if partial.is_some_and(|p| p.p2p) {
                 out.category = Some("p2p_unmatched");
                 return out;

@@ -159,12 +159,18 @@ pub fn detailed_deviation(ops: &[super::model::Op]) -> Option<usize> {
     departures(&sig)
 }
 
-/// How many of the last `p` calls of `sig` depart from its first period.
+/// How many of the last `p` calls of `sig` depart from its loop: its first
+/// period that the next period repeats exactly (a first iteration with
+/// extra calls, as DDP's bucket rebuild, is warm-up, not the loop), read
+/// from there on.
 fn departures(sig: &[u64]) -> Option<usize> {
     let p = period(sig)?;
-    let template = &sig[..p];
+    let start = (0..=sig.len().saturating_sub(2 * p))
+        .find(|&k| sig[k..k + p] == sig[k + p..k + 2 * p])
+        .unwrap_or(0);
+    let template = &sig[start..start + p];
     let (mut j, mut departures) = (0_usize, Vec::with_capacity(sig.len()));
-    for &s in sig {
+    for &s in &sig[start..] {
         if s == template[j] {
             j = (j + 1) % p;
             departures.push(false);
