@@ -309,7 +309,7 @@ fn align_group(model: &Model, grouped: &ByGroup<'_>, gi: usize, out: &mut Alignm
         {
             out.broken.push(b);
         }
-        match found {
+        match found.map(|m| trust_dumps(model, m)) {
             Some(m) if only_estimated(model, &m) => out.unconfirmed.push(m),
             Some(m) => {
                 out.mismatches.push(m);
@@ -487,6 +487,23 @@ fn mismatch(
         pending: present.iter().any(|(_, o)| o.pending),
         step: common_step(present.iter().map(|(_, o)| o.step)),
     }
+}
+
+/// A minority with dumped members keeps only those: a trace-only member's
+/// call there is paired by an estimated number (gloo), and its
+/// disagreement with the dumps is no evidence against it.
+fn trust_dumps(model: &Model, mut m: Mismatch) -> Mismatch {
+    let source = |r: &i64| model.ranks.get(r).and_then(|e| e.source);
+    if m.majority.is_empty()
+        || !m
+            .minority
+            .iter()
+            .any(|r| source(r) == Some(Source::FlightRecorder))
+    {
+        return m;
+    }
+    m.minority.retain(|r| source(r) != Some(Source::Trace));
+    m
 }
 
 /// Whether a mismatch rests only on ranks known from traces while a dumped

@@ -353,6 +353,15 @@ fn wait_roots(
             push(&mut out, root_of(p, r, kind, i));
         }
     }
+    // A chain of point-to-point waits ends at a rank no unmatched transfer
+    // holds: when that rank is in a send/receive pair whose both sides are
+    // stuck, the chain starts at that pair (before
+    // any collective a stuck side is missing from).
+    if out.is_empty()
+        && let Some(pair) = stuck_pair_roots(alignment, departures)
+    {
+        return pair;
+    }
     if out.is_empty() {
         let mut missing: Vec<i64> = alignment
             .partials
@@ -371,14 +380,6 @@ fn wait_roots(
             }
             return out;
         }
-    }
-    // A chain of point-to-point waits ends at a rank no unmatched transfer
-    // holds: when that rank is in a send/receive pair whose both sides are
-    // stuck, the chain starts at that pair.
-    if out.is_empty()
-        && let Some(pair) = stuck_pair_roots(alignment, departures)
-    {
-        return pair;
     }
     // A deadlock through point-to-point calls (every missing rank is itself
     // blocked): it starts where the earliest unmatched transfer waits, on
