@@ -175,3 +175,22 @@ def test_traces_of_two_runs_in_one_directory_are_refused_naming_them(tmp_path: P
         line = result.output.strip()
         assert "traces of two runs" in line and "process" in line and len(line.splitlines()) == 1
         assert not out.exists()
+
+
+def test_gloo_traces_alone_cannot_tell_a_dead_rank_from_a_stalled_one() -> None:
+    # Rank 0's trace just ends: the killed process is named, its category
+    # is left open, and the launcher's log named as what would settle it.
+    doc = diagnose("gloo_w4_rank_sigkill", "traces")
+    assert doc["verdict"] == "inconclusive" and doc["confidence"] == "medium"
+    assert roots(doc) == [0] and doc["category"] is None
+    assert any("launcher" in w for w in doc["would_settle"])
+
+
+@pytest.mark.parametrize("name", ["gloo_w4_desync_broadcast", "gloo_w4_rank_sigstop"])
+def test_gloo_traces_alone_do_not_blame_the_ranks_an_estimated_pairing_names(name: str) -> None:
+    # gloo's traces carry no sequence numbers; the pairing that names the
+    # majority as missing is an estimate, so the answer stays open.
+    doc = diagnose(name, "traces")
+    assert doc["verdict"] == "inconclusive" and doc["confidence"] != "high"
+    assert doc["category"] is None
+    assert any("sequence numbers" in w for w in doc["would_settle"])

@@ -56,6 +56,9 @@ pub struct Facts<'a> {
     pub kinds: &'a [&'static str],
     /// Ranks whose own text reports a collective mismatch.
     pub mismatch_reports: &'a [i64],
+    /// Whether the calls are known only from traces whose sequence numbers
+    /// are estimates (gloo's traces alone).
+    pub estimated_only: bool,
 }
 
 /// Whether any rank's exception says a peer's connection went away.
@@ -104,9 +107,57 @@ fn went_on(model: &Model, r: i64, time_ns: i64) -> bool {
             .is_some_and(|t| t > time_ns)
 }
 
-/// The cause of the first root.
+/// The cause of the first root, as far as the evidence can show it.
 #[must_use]
 pub fn cause(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) -> Cause {
+    let mut out = cause_of(facts, roots, departed);
+    if facts.estimated_only && !out.undecided {
+        estimated_limits(facts, roots, &mut out);
+    }
+    out
+}
+
+/// What calls paired by estimated sequence numbers cannot decide: which of
+/// several ranks is the root, whether a rank skipped a call (or its calls
+/// were paired wrong), whether a rank whose trace just ends died or
+/// stalled.
+fn estimated_limits(facts: &Facts<'_>, roots: &[Root], out: &mut Cause) {
+    let Some(root) = roots.first() else { return };
+    let ranks: Vec<i64> = roots.iter().map(|r| r.rank).collect();
+    let ranks = super::report::ranks_text(&ranks);
+    let pairing = format!(
+        "Flight Recorder dumps of every rank (or traces that record sequence numbers): gloo's traces carry none, so which call of each rank pairs with which is estimated, and the estimate names ranks {ranks}"
+    );
+    // One rank missing where most of a group of three or more met, that
+    // went on to later calls, skipped it whatever the pairing's errors.
+    let outvoted = facts.alignment.partials.get(root.cause).is_some_and(|p| {
+        !p.p2p
+            && p.missing == [root.rank]
+            && p.present.len() >= 2
+            && went_on(facts.model, root.rank, p.time_ns)
+    });
+    let reason = match (root.kind, out.category) {
+        _ if roots.len() > 1 => Some(pairing),
+        ("diverged", Some("missed_collective")) if !outvoted => Some(pairing),
+        ("not_blocked", Some("stalled_outside_communication"))
+            if !facts.died.contains(&root.rank) && !peers_lost(facts.model) =>
+        {
+            Some(format!(
+                "rank {}'s exit or stack: its trace just ends, as a dead process's and a stalled one's both do (the launcher's log shows an exit by signal; a stack dump shows where a live process is)",
+                root.rank
+            ))
+        }
+        _ => None,
+    };
+    if let Some(reason) = reason {
+        out.undecided = true;
+        out.category = None;
+        out.desync_kind = None;
+        out.would_settle.push(reason);
+    }
+}
+
+fn cause_of(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) -> Cause {
     let mut out = Cause::default();
     let Some(root) = roots.first() else {
         if !facts.died.is_empty() {

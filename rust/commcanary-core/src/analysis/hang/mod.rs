@@ -92,6 +92,7 @@ pub fn diagnose(mut evidence: Evidence) -> Result<HangReport> {
         dumps_lack_p2p: ctx.dumps_lack_p2p,
         kinds: &kinds,
         mismatch_reports: &ctx.mismatch_reports,
+        estimated_only: ctx.gloo_traces && !ctx.have_dumps,
     };
     let (verdict, confidence, conclusions, found) = settle(judged, &facts, &ctx, &roots, &departed);
     let findings = Findings {
