@@ -220,6 +220,21 @@ fn build_model(evidence: Evidence, ctx: &Context) -> Result<Model> {
     Ok(model)
 }
 
+/// Whether every member of a mismatch recorded nothing after it in its
+/// group: the last call of the group's record.
+fn stopped_at_mismatch(facts: &cause::Facts<'_>) -> bool {
+    facts.alignment.mismatches.iter().any(|m| {
+        m.seen.iter().all(|s| {
+            facts.model.ranks.get(&s.rank).is_some_and(|e| {
+                e.ops
+                    .iter()
+                    .filter(|o| o.group == m.group && !o.p2p)
+                    .all(|o| o.seq <= m.seq)
+            })
+        })
+    })
+}
+
 /// A dumped rank whose own exception says its communication failed (a
 /// timeout, a lost peer) failed in its last call, which an untimed dump
 /// (gloo) shows retired like a completed one: that call is in flight.
@@ -270,6 +285,19 @@ fn settle(
         && (!ctx.died.is_empty() || !ctx.mismatch_reports.is_empty())
     {
         verdict = "hang";
+    }
+    // In untimed dumps (gloo) a mismatch on the last call its members
+    // recorded did not complete: the record stops there because the job did.
+    if verdict == "no_hang" && ctx.untimed_dumps && stopped_at_mismatch(facts) {
+        verdict = "hang";
+        if confidence == "high" {
+            confidence = "medium";
+        }
+        conclusions.push((
+            "the dumps stop at the mismatched call: gloo retires a call that failed like one that completed, so it did not complete".into(),
+            vec!["flight_recorder"],
+            "medium",
+        ));
     }
     let mut found = cause::cause(facts, roots, departed);
     if verdict == "hang" && found.undecided {
