@@ -23,12 +23,17 @@ def call(iteration: int, start_ms: float, site: str = "grad_norm") -> dict[str, 
     }
 
 
+def forward(iteration: int, start_ms: float) -> dict[str, Any]:
+    return {"kind": "ddp_forward", "iteration": iteration, "start_ns": int(start_ms * 1e6)}
+
+
 def truth() -> dict[str, Any]:
-    # Iteration 1: rank 1 reaches grad_norm 20 ms after rank 0; iteration 2: on time.
+    # Iteration 1: rank 1 reaches grad_norm 20 ms after rank 0; iteration 2: on
+    # time; iteration 3: it starts DDP's forward (its buffer broadcast) 30 ms late.
     return {
         "ranks": {
-            "0": {"comms": [call(1, 100.0), call(2, 200.0)]},
-            "1": {"comms": [call(1, 120.0), call(2, 199.0)]},
+            "0": {"comms": [call(1, 100.0), call(2, 200.0)], "events": [forward(3, 300.0)]},
+            "1": {"comms": [call(1, 120.0), call(2, 199.0)], "events": [forward(3, 330.0)]},
         },
         "noise": {"robust_sigma_ms": 2.0},
         "fault": {"pairs": []},
@@ -41,7 +46,7 @@ def finding(rank: int, step: int, lag_ms: float) -> dict[str, Any]:
 
 
 def test_lateness_is_measured_against_every_other_member() -> None:
-    assert measured_lateness(truth()) == {(1, 1): 20.0, (0, 2): 1.0}
+    assert measured_lateness(truth()) == {(1, 1): 20.0, (0, 2): 1.0, (1, 3): 30.0}
 
 
 def test_a_finding_the_clock_confirms_is_host_confirmed_and_others_stay_false() -> None:

@@ -212,11 +212,17 @@ HOST_CONFIRM_SHARE = 0.5
 
 def measured_lateness(truth: dict[str, Any]) -> dict[tuple[int, int], float]:
     """Per (rank, iteration), the most the rank reached a collective after every other member,
-    ms, by the program's own clock (the calls the program issued; all ranks share one host clock)."""
+    ms, by the program's own clock (the calls the program issued, and the start of DDP's forward,
+    where it broadcasts its buffers; all ranks share one host clock)."""
     starts: dict[tuple[Any, ...], dict[int, int]] = collections.defaultdict(dict)
     for r, v in truth["ranks"].items():
         seen: collections.Counter[tuple[Any, ...]] = collections.Counter()
-        for c in v.get("comms") or []:
+        forwards = [
+            {"op": "ddp_forward", "group": None, "site": "ddp_forward", **e}
+            for e in v.get("events") or []
+            if e.get("kind") == "ddp_forward"
+        ]
+        for c in [*(v.get("comms") or []), *forwards]:
             if c["op"] in ("send", "recv") or c.get("start_ns") is None or c.get("iteration") is None:
                 continue
             k = (c.get("group"), c.get("site"), c["iteration"])
