@@ -227,7 +227,7 @@ def measured_lateness(truth: dict[str, Any]) -> dict[tuple[int, int], float]:
                 continue
             k = (c.get("group"), c.get("site"), c["iteration"])
             seen[k] += 1
-            starts[k + (seen[k],)][int(r)] = int(c["start_ns"])
+            starts[(k[0], k[1], k[2], seen[k])][int(r)] = int(c["start_ns"])
     late: dict[tuple[int, int], float] = collections.defaultdict(float)
     for k, by_rank in starts.items():
         for r, s in by_rank.items():
