@@ -31,7 +31,10 @@
 //!    optimizer, data loading and the loop's own overhead sit at the step
 //!    boundary.
 //!
-//! Calls that are neither (a one-off setup broadcast) never start a step.
+//! Calls that are neither (a one-off setup broadcast) never start the first
+//! step; one-off calls just before a boundary in the first half of the
+//! trace's steps open that step (DDP rebuilds its buckets, and broadcasts
+//! them, as its second step starts).
 //!
 //! Invariants: cuts are ascending call indices; the same sequence gives the
 //! same cuts; a sequence with no key called twice, or whose pattern leaves
@@ -123,11 +126,28 @@ pub fn cut_rank(keys: &[u32], arrival: &[f64], end: &[f64]) -> Option<RankCut> {
         role,
     };
     let best = seq.best_candidate();
+    let mut cuts = seq.cuts(best);
+    open_with_one_offs(&mut cuts, keys, &counts);
     Some(RankCut {
-        cuts: seq.cuts(best),
+        cuts,
         anchors,
         period,
     })
+}
+
+/// Moves each boundary in the first half of the trace's steps (after the
+/// first) back over the one-off calls just before it: one-time work
+/// between two steps as the loop warms up (DDP's bucket rebuild
+/// broadcasts, as its second step starts) opens the next step. Later in
+/// the trace a call seen once may be rare work whose next turn the trace
+/// did not reach (a metrics all_reduce every few steps), which ends a step.
+fn open_with_one_offs(cuts: &mut [usize], keys: &[u32], counts: &FxHashMap<u32, usize>) {
+    for i in 1..cuts.len().div_ceil(2) {
+        let floor = cuts[i - 1] + 1;
+        while cuts[i] > floor && counts[&keys[cuts[i] - 1]] == 1 {
+            cuts[i] -= 1;
+        }
+    }
 }
 
 /// Whether a key called `count` times runs a whole number `m ≥ 1` of times

@@ -142,3 +142,20 @@ fn the_nccl_ddp_trace_steps_start_at_the_buffer_broadcast() {
     let a = recovery.agreement.expect("markers");
     assert_eq!((a.matched, a.markers), (3, 3));
 }
+
+#[test]
+fn one_off_calls_as_the_second_step_starts_open_it() {
+    // DDP rebuilds its buckets after the first backward and broadcasts
+    // them (keys 7 and 8, once each) as the second step starts.
+    let (mut keys, mut arrival, mut end, starts) =
+        sequence(8, &[0, 0, 1, 2], &[30.0, 5.0, 5.0, 2.0], (9, 1000));
+    let second = starts[1];
+    for (j, key) in [7_u32, 8].into_iter().enumerate() {
+        keys.insert(second + j, key);
+        arrival.insert(second + j, arrival[second + j] - 0.5 + j as f64 * 0.1);
+        end.insert(second + j, arrival[second + j] + 0.05);
+    }
+    let cut = cut_rank(&keys, &arrival, &end).expect("repeats");
+    assert_eq!(cut.cuts[1], second, "the rebuild broadcasts open step 1");
+    assert_eq!(cut.cuts[2], starts[2] + 2);
+}
