@@ -87,9 +87,10 @@ pub struct Mismatch {
 }
 
 /// A collective every member issued, alike as far as the evidence records
-/// it, that some members completed while others stayed in it: the members
-/// disagreed on something the evidence does not record (a broadcast's root,
-/// a buffer), or the call broke on the members still in it.
+/// it, that some members completed while others stayed in it (or that
+/// every member issued and none completed): the members disagreed on
+/// something the evidence does not record (a broadcast's root, a buffer),
+/// or the call broke on the members still in it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Broken {
     /// Group index.
@@ -100,7 +101,7 @@ pub struct Broken {
     pub op: &'static str,
     /// Members still in it.
     pub stuck: Vec<i64>,
-    /// Members that completed it.
+    /// Members that completed it (none when every member is still in it).
     pub done: Vec<i64>,
     /// Its step (the most common among members), −1 when unknown.
     pub step: i64,
@@ -305,7 +306,12 @@ fn align_group(model: &Model, grouped: &ByGroup<'_>, gi: usize, out: &mut Alignm
         missing.sort_unstable();
         let found = vote(gi, s, &present).or_else(|| root_vote(gi, s, &present));
         if found.is_none()
-            && let Some(b) = broken(gi, s, &present)
+            && let Some(b) = broken(
+                gi,
+                s,
+                &present,
+                missing.is_empty() && dumped(model, &present),
+            )
         {
             out.broken.push(b);
         }
@@ -334,11 +340,26 @@ fn align_group(model: &Model, grouped: &ByGroup<'_>, gi: usize, out: &mut Alignm
     }
 }
 
+/// Whether every one of `present` is known from a Flight Recorder dump,
+/// whose in-flight state is the call's (a trace's last calls are
+/// incomplete where its window was cut).
+fn dumped(model: &Model, present: &[(i64, &Op)]) -> bool {
+    present.iter().all(|(r, _)| {
+        model
+            .ranks
+            .get(r)
+            .is_some_and(|e| e.source == Some(Source::FlightRecorder))
+    })
+}
+
 /// The collective at `s` when some present members completed it and others
-/// are still in it.
-fn broken(gi: usize, s: i64, present: &[(i64, &Op)]) -> Option<Broken> {
+/// are still in it, or (`whole`: no member missing, all dumped) all are
+/// still in it.
+fn broken(gi: usize, s: i64, present: &[(i64, &Op)], whole: bool) -> Option<Broken> {
     let (stuck, done): (Vec<_>, Vec<_>) = present.iter().partition(|(_, o)| o.pending);
-    if stuck.is_empty() || done.is_empty() {
+    // Every member in it and none through counts too, when every member
+    // issued it: nobody is missing, yet it does not finish.
+    if stuck.is_empty() || (done.is_empty() && !whole) {
         return None;
     }
     Some(Broken {

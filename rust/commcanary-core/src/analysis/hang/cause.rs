@@ -214,12 +214,12 @@ fn cause_of(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) -
             out.desync_kind = rooted(b.op).then_some("root");
             out.undecided = true;
             out.would_settle.push(format!(
-                "each member's arguments to {} #{} on {} (ranks {} stayed in it, ranks {} completed it): profiler traces record a rooted call's root and every call's shapes; gloo's Flight Recorder records no root",
+                "each member's arguments to {} #{} on {} (ranks {} stayed in it {}): profiler traces record a rooted call's root and every call's shapes; gloo's Flight Recorder records no root",
                 b.op,
                 b.seq,
                 super::report::group_label(model, b.group),
                 super::report::ranks_text(&b.stuck),
-                super::report::ranks_text(&b.done),
+                super::report::broken_how(b),
             ));
         }
         "stuck_pair" => {

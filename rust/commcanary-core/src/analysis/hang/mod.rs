@@ -435,12 +435,12 @@ fn judge(
     {
         out.push((
             format!(
-                "{} stayed in {} #{} on {} after {} completed it: the members disagreed on that call, and which of them caused it is not in this evidence",
+                "{} stayed in {} #{} on {} {}: the members disagreed on that call, and which of them caused it is not in this evidence",
                 ranks_word(&b.stuck),
                 b.op,
                 b.seq,
                 report::group_label(model, b.group),
-                ranks_word(&b.done)
+                report::broken_how(b)
             ),
             kinds.to_vec(),
             confidence,

@@ -83,6 +83,17 @@ pub fn verb_are(ranks: &[i64]) -> String {
     format!("{} {verb}", ranks_word(ranks))
 }
 
+/// How a broken collective was left: after which members completed it, or
+/// with every member still in it.
+#[must_use]
+pub fn broken_how(b: &super::align::Broken) -> String {
+    if b.done.is_empty() {
+        "with every member in it and none through".into()
+    } else {
+        format!("after {} completed it", ranks_word(&b.done))
+    }
+}
+
 /// A group's display name: its description, else its name.
 #[must_use]
 pub fn group_label(model: &Model, gi: usize) -> String {
@@ -292,13 +303,10 @@ pub fn root_reason(f: &Findings<'_>, root: &Root) -> String {
                 model.text(d.usual)
             )
         }
-        "broken" => {
-            let b = &f.alignment.broken[root.cause];
-            format!(
-                "stayed in {at} after {} completed it: its members disagreed on something their evidence does not record (a broadcast's root, a buffer), or the call broke on them",
-                ranks_word(&b.done)
-            )
-        }
+        "broken" => format!(
+            "stayed in {at} {}: its members disagreed on something their evidence does not record (a broadcast's root, a buffer), or the call broke on them",
+            broken_how(&f.alignment.broken[root.cause])
+        ),
         "late" => {
             let p = &f.alignment.partials[root.cause];
             format!(
