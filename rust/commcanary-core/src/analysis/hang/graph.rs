@@ -178,6 +178,40 @@ fn edge(rank: i64, waits_for: i64, group: usize, seq: i64, op: &'static str, p2p
     }
 }
 
+/// The ranks that end a chain of unmatched transfers: missing from one,
+/// waiting in none. One that posted its counterpart only after its partner
+/// had waited past the timeout is `late` (it was stalled), else `diverged`.
+fn chain_ends(alignment: &Alignment, positions: &[Position<'_>]) -> Vec<Root> {
+    let unmatched: Vec<(usize, &Partial)> = alignment
+        .partials
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.p2p)
+        .collect();
+    let waiting = |r: i64| unmatched.iter().any(|(_, p)| p.present.contains(&r));
+    let mut out: Vec<Root> = Vec::new();
+    for &(i, p) in &unmatched {
+        for &r in p.missing.iter().filter(|&&r| !waiting(r)) {
+            let late = positions
+                .iter()
+                .find(|x| x.rank == r)
+                .and_then(|x| x.in_flight)
+                .is_some_and(|o| {
+                    o.p2p
+                        && o.timeout_ms > 0
+                        && p.time_ns > 0
+                        && o.time_ns - p.time_ns > o.timeout_ms.saturating_mul(1_000_000)
+                });
+            push(
+                &mut out,
+                root_of(p, r, if late { "late" } else { "diverged" }, i),
+            );
+        }
+    }
+    // A chain that only some of several ends explain is no chain to follow.
+    if out.len() > 1 { Vec::new() } else { out }
+}
+
 /// The roots at the stuck send/receive pair that ends the chain of
 /// unmatched transfers (or the only pair, when nothing is unmatched): the
 /// side whose own loop departs from its pattern (it skipped a transfer),
@@ -379,6 +413,15 @@ fn wait_roots(
                 }
             }
             return out;
+        }
+    }
+    // A chain of unmatched transfers ends at the rank it waits for that
+    // waits in none itself: that rank is the root (a pipeline stage frozen
+    // or elsewhere holds every later stage).
+    if out.is_empty() {
+        let sinks = chain_ends(alignment, positions);
+        if !sinks.is_empty() {
+            return sinks;
         }
     }
     // A deadlock through point-to-point calls (every missing rank is itself

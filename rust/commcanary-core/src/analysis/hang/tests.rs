@@ -202,3 +202,19 @@ fn a_chain_of_receives_ends_at_a_send_and_receive_both_stuck() {
         "the side whose own loop departs, not rank 1 that rank 2 waits for"
     );
 }
+
+#[test]
+fn a_chain_of_receives_ends_at_the_rank_that_waits_in_none() {
+    // Rank 2 waits for rank 1's send, rank 1 for rank 0's; rank 0 posted no
+    // send (it is still in all_reduce #1): the chain's end is the root, not
+    // the rank the earliest unmatched receive waits for.
+    let mut m = model(&[1, 1, 1], &[true, false, false], &[1, 1, 1]);
+    for (rank, peer, at) in [(1, 0, 5_000), (2, 1, 2_000)] {
+        let mut o = op(&mut m, 1, "recv", "[[4]]", true);
+        (o.p2p, o.peer, o.peer_is_global, o.time_ns) = (true, peer, true, at);
+        m.ranks.get_mut(&rank).unwrap().ops.push(o);
+    }
+    let a = align(&m);
+    let r = roots(&a, &positions(&m, &a), &|_| false, &|_| 0);
+    assert_eq!(r.iter().map(|x| x.rank).collect::<Vec<_>>(), vec![0]);
+}
