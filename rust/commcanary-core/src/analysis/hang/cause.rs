@@ -80,6 +80,29 @@ fn in_p2p_by_stacks(model: &Model, r: i64) -> bool {
     })
 }
 
+/// The tied mismatch (no majority) every root is blocked in, if any: the
+/// roots did not skip the call they are missing from, they disagree on the
+/// one they are in.
+fn tied_in<'a>(facts: &'a Facts<'_>, roots: &[Root]) -> Option<&'a super::align::Mismatch> {
+    let at = |r: &Root| {
+        facts
+            .positions
+            .iter()
+            .find(|p| p.rank == r.rank)
+            .and_then(|p| p.in_flight)
+    };
+    facts
+        .alignment
+        .mismatches
+        .iter()
+        .filter(|m| m.majority.is_empty())
+        .find(|m| {
+            roots
+                .iter()
+                .all(|r| at(r).is_some_and(|o| !o.p2p && o.group == m.group && o.seq == m.seq))
+        })
+}
+
 /// Whether every root waits in a partial collective on another root: a
 /// cycle the roots' own histories did not break.
 fn waiting_on_each_other(alignment: &Alignment, roots: &[Root]) -> bool {
@@ -247,6 +270,21 @@ fn cause_of(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) -
         }
         kind => {
             let partial = facts.alignment.partials.get(root.cause);
+            if kind == "diverged"
+                && let Some(m) = tied_in(facts, roots)
+            {
+                out.category = Some("desync");
+                out.desync_kind = Some(m.kind);
+                out.undecided = true;
+                out.would_settle.push(format!(
+                    "which side of the {} disagreement at {} #{} on {} changed: its members split evenly and neither's own history breaks the tie; their program's intended arguments (the code at each call site) would settle it",
+                    m.kind,
+                    m.seen.first().map_or("call", |s| s.op),
+                    m.seq,
+                    super::report::group_label(model, m.group)
+                ));
+                return out;
+            }
             if kind == "diverged" && waiting_on_each_other(facts.alignment, roots) {
                 out.undecided = true;
                 out.would_settle.push(format!(
