@@ -218,3 +218,39 @@ fn a_chain_of_receives_ends_at_the_rank_that_waits_in_none() {
     let r = roots(&a, &positions(&m, &a), &|_| false, &|_| 0);
     assert_eq!(r.iter().map(|x| x.rank).collect::<Vec<_>>(), vec![0]);
 }
+
+#[test]
+fn ranks_blocked_in_a_tied_root_desync_are_its_undecided_sides() {
+    // Rank 0 waits in all_reduce #2 on the world for ranks 1 and 2, which
+    // are in broadcast #1 of their pair, each naming a different root.
+    let mut m = model(&[2, 1, 1], &[true, false, false], &[1, 1, 1]);
+    m.groups.push(GroupInfo {
+        name: "1".into(),
+        desc: "pair".into(),
+        ranks: vec![1, 2],
+        membership: String::new(),
+    });
+    for rank in [1_i64, 2] {
+        let mut o = op(&mut m, 1, "broadcast", "[[4]]", true);
+        (o.group, o.root) = (1, rank);
+        m.ranks.get_mut(&rank).unwrap().ops.push(o);
+    }
+    let a = align(&m);
+    let p = positions(&m, &a);
+    let r = roots(&a, &p, &|_| false, &|_| 0);
+    let facts = super::cause::Facts {
+        model: &m,
+        alignment: &a,
+        positions: &p,
+        died: &[],
+        dumps_lack_p2p: false,
+        kinds: &["flight_recorder"],
+        mismatch_reports: &[],
+        estimated_only: false,
+    };
+    let c = super::cause::cause(&facts, &r, &|_| false);
+    assert_eq!(
+        (c.category, c.desync_kind, c.undecided),
+        (Some("desync"), Some("root"), true)
+    );
+}
