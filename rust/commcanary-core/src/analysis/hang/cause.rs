@@ -292,7 +292,15 @@ fn cause_of(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) -
                     super::report::ranks_text(&roots.iter().map(|r| r.rank).collect::<Vec<_>>())
                 ));
             }
-            if partial.is_some_and(|p| p.p2p) {
+            // A root held in an unmatched transfer never reached the
+            // collective it misses: the transfer is the fault.
+            let in_transfer = kind == "diverged"
+                && facts
+                    .alignment
+                    .partials
+                    .iter()
+                    .any(|p| p.p2p && p.present.contains(&root.rank));
+            if partial.is_some_and(|p| p.p2p) || in_transfer {
                 out.category = Some("p2p_unmatched");
                 return out;
             }
