@@ -435,12 +435,8 @@ fn judge(
     {
         out.push((
             format!(
-                "{} stayed in {} #{} on {} {}: the members disagreed on that call, and which of them caused it is not in this evidence",
-                ranks_word(&b.stuck),
-                b.op,
-                b.seq,
-                report::group_label(model, b.group),
-                report::broken_how(b)
+                "{}: the members disagreed on that call, and which of them caused it is not in this evidence",
+                report::broken_line(model, b)
             ),
             kinds.to_vec(),
             confidence,
@@ -540,6 +536,18 @@ fn human_lines(f: &Findings<'_>) -> Vec<String> {
                 f.confidence
             )
         }
+        // The undecided sides of one broken call or one stuck transfer are
+        // what a person needs first.
+        ("inconclusive", Some(r)) if r.kind == "stuck_pair" => format!(
+            "inconclusive: {} [{} confidence]",
+            report::root_reason(f, r),
+            f.confidence
+        ),
+        ("inconclusive", Some(r)) if r.kind == "broken" => format!(
+            "inconclusive: {}: one of them disagreed with the others on something the evidence does not record (a broadcast's root, a buffer) [{} confidence]",
+            report::broken_line(m, &f.alignment.broken[r.cause]),
+            f.confidence
+        ),
         (verdict, _) => {
             let lead = f
                 .conclusions

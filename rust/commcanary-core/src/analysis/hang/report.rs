@@ -83,6 +83,19 @@ pub fn verb_are(ranks: &[i64]) -> String {
     format!("{} {verb}", ranks_word(ranks))
 }
 
+/// Who stayed in a broken collective, and how it was left.
+#[must_use]
+pub fn broken_line(model: &Model, b: &super::align::Broken) -> String {
+    format!(
+        "{} stayed in {} #{} on {} {}",
+        ranks_word(&b.stuck),
+        b.op,
+        b.seq,
+        group_label(model, b.group),
+        broken_how(b)
+    )
+}
+
 /// How a broken collective was left: after which members completed it, or
 /// with every member still in it.
 #[must_use]
