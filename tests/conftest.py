@@ -21,7 +21,6 @@ DATA = Path(__file__).resolve().parent / "data"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 #: Real captured fixtures, gzipped (tests/data/fixtures/README.md).
 FIXTURES = DATA / "fixtures"
-SHARED = ROOT.parent / "shared"
 
 
 def fixture_json(path: Path) -> Any:

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED
-
 HERE = Path(__file__).resolve().parent
 REQUIRED = [
     "compile-demo",
@@ -58,8 +56,7 @@ REQUIRED = [
 
 
 def transcript_script() -> Path:
-    shared = SHARED / "conformance" / "seed_transcript.py"
-    return shared if shared.is_file() else HERE / "conformance" / "seed_transcript.py"
+    return HERE / "conformance" / "seed_transcript.py"
 
 
 # Runs the transcript and prints every check it reached, even when a later step
