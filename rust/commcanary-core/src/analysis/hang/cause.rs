@@ -80,6 +80,86 @@ fn in_p2p_by_stacks(model: &Model, r: i64) -> bool {
     })
 }
 
+/// The cause of a root missing from a collective its group waits in: a
+/// call it skipped, a transfer that holds it, a stall outside
+/// communication, a death, or a disagreement it is blocked in.
+fn missing_root(
+    facts: &Facts<'_>,
+    roots: &[Root],
+    root: &Root,
+    kind: &str,
+    departed: &dyn Fn(i64) -> bool,
+) -> Cause {
+    let model = facts.model;
+    let mut out = Cause::default();
+    let partial = facts.alignment.partials.get(root.cause);
+    if kind == "diverged"
+        && let Some(m) = tied_in(facts, roots)
+    {
+        out.category = Some("desync");
+        out.desync_kind = Some(m.kind);
+        out.undecided = true;
+        out.would_settle.push(format!(
+            "which side of the {} disagreement at {} #{} on {} changed: its members split evenly and neither's own history breaks the tie; their program's intended arguments (the code at each call site) would settle it",
+            m.kind,
+            m.seen.first().map_or("call", |s| s.op),
+            m.seq,
+            super::report::group_label(model, m.group)
+        ));
+        return out;
+    }
+    if kind == "diverged" && waiting_on_each_other(facts.alignment, roots) {
+        out.undecided = true;
+        out.would_settle.push(format!(
+            "which of ranks {} left its loop first: each is blocked in a call another skipped, and each one's own call pattern departs from its loop; a Flight Recorder dump with completion times, or the ranks' stacks and their program's iteration counter, would settle it",
+            super::report::ranks_text(&roots.iter().map(|r| r.rank).collect::<Vec<_>>())
+        ));
+    }
+    // A root held in an unmatched transfer never reached the
+    // collective it misses: the transfer is the fault.
+    let in_transfer = kind == "diverged"
+        && facts
+            .alignment
+            .partials
+            .iter()
+            .any(|p| p.p2p && p.present.contains(&root.rank));
+    if partial.is_some_and(|p| p.p2p) || in_transfer {
+        out.category = Some("p2p_unmatched");
+        return out;
+    }
+    let state = facts
+        .positions
+        .iter()
+        .find(|p| p.rank == root.rank)
+        .map_or("no_evidence", |p| p.state);
+    let traced = model
+        .ranks
+        .get(&root.rank)
+        .is_some_and(|e| e.source == Some(super::model::Source::Trace));
+    if state == "not_blocked"
+        && (in_p2p_by_stacks(model, root.rank) || (facts.dumps_lack_p2p && !traced))
+    {
+        out.undecided = true;
+        out.would_settle.push(format!(
+            "profiler traces (or stacks) of ranks {}: gloo's Flight Recorder records no send or receive, so a rank in no collective there may be blocked in one",
+            super::report::ranks_text(&[root.rank])
+        ));
+        return out;
+    }
+    let time_ns = partial.map_or(0, |p| p.time_ns);
+    out.category =
+        if kind == "diverged" || departed(root.rank) || went_on(model, root.rank, time_ns) {
+            Some("missed_collective")
+        } else {
+            Some("stalled_outside_communication")
+        };
+    if peers_lost(model) && out.category == Some("stalled_outside_communication") {
+        out.category = Some("process_died");
+        out.inferred = true;
+    }
+    out
+}
+
 /// The tied mismatch (no majority) every root is blocked in, if any: the
 /// roots did not skip the call they are missing from, they disagree on the
 /// one they are in.
@@ -194,11 +274,6 @@ fn cause_of(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) -
         return out;
     };
     let model = facts.model;
-    // A backend that reports a collective mismatch (gloo aborts the rank
-    // that received the wrong size) makes a dead or missing root a desync.
-    // The report says the bytes disagreed (a size or a dtype), so an
-    // unconfirmed op mismatch is no kind for it; and the root is inferred
-    // from a dead or missing rank, not seen in a vote.
     if root.kind == "departed" {
         let d = &facts.alignment.departures[root.cause];
         out.category = Some("desync");
@@ -211,6 +286,11 @@ fn cause_of(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) -
         ));
         return out;
     }
+    // A backend that reports a collective mismatch (gloo aborts the rank
+    // that received the wrong size) makes a dead or missing root a desync.
+    // The report says the bytes disagreed (a size or a dtype), so an
+    // unconfirmed op mismatch is no kind for it; and the root is inferred
+    // from a dead or missing rank, not seen in a vote.
     if root.kind != "mismatch" && !facts.mismatch_reports.is_empty() {
         out.category = Some("desync");
         out.desync_kind = facts
@@ -268,75 +348,7 @@ fn cause_of(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) -
                 ));
             }
         }
-        kind => {
-            let partial = facts.alignment.partials.get(root.cause);
-            if kind == "diverged"
-                && let Some(m) = tied_in(facts, roots)
-            {
-                out.category = Some("desync");
-                out.desync_kind = Some(m.kind);
-                out.undecided = true;
-                out.would_settle.push(format!(
-                    "which side of the {} disagreement at {} #{} on {} changed: its members split evenly and neither's own history breaks the tie; their program's intended arguments (the code at each call site) would settle it",
-                    m.kind,
-                    m.seen.first().map_or("call", |s| s.op),
-                    m.seq,
-                    super::report::group_label(model, m.group)
-                ));
-                return out;
-            }
-            if kind == "diverged" && waiting_on_each_other(facts.alignment, roots) {
-                out.undecided = true;
-                out.would_settle.push(format!(
-                    "which of ranks {} left its loop first: each is blocked in a call another skipped, and each one's own call pattern departs from its loop; a Flight Recorder dump with completion times, or the ranks' stacks and their program's iteration counter, would settle it",
-                    super::report::ranks_text(&roots.iter().map(|r| r.rank).collect::<Vec<_>>())
-                ));
-            }
-            // A root held in an unmatched transfer never reached the
-            // collective it misses: the transfer is the fault.
-            let in_transfer = kind == "diverged"
-                && facts
-                    .alignment
-                    .partials
-                    .iter()
-                    .any(|p| p.p2p && p.present.contains(&root.rank));
-            if partial.is_some_and(|p| p.p2p) || in_transfer {
-                out.category = Some("p2p_unmatched");
-                return out;
-            }
-            let state = facts
-                .positions
-                .iter()
-                .find(|p| p.rank == root.rank)
-                .map_or("no_evidence", |p| p.state);
-            let traced = model
-                .ranks
-                .get(&root.rank)
-                .is_some_and(|e| e.source == Some(super::model::Source::Trace));
-            if state == "not_blocked"
-                && (in_p2p_by_stacks(model, root.rank) || (facts.dumps_lack_p2p && !traced))
-            {
-                out.undecided = true;
-                out.would_settle.push(format!(
-                    "profiler traces (or stacks) of ranks {}: gloo's Flight Recorder records no send or receive, so a rank in no collective there may be blocked in one",
-                    super::report::ranks_text(&[root.rank])
-                ));
-                return out;
-            }
-            let time_ns = partial.map_or(0, |p| p.time_ns);
-            out.category = if kind == "diverged"
-                || departed(root.rank)
-                || went_on(model, root.rank, time_ns)
-            {
-                Some("missed_collective")
-            } else {
-                Some("stalled_outside_communication")
-            };
-            if peers_lost(model) && out.category == Some("stalled_outside_communication") {
-                out.category = Some("process_died");
-                out.inferred = true;
-            }
-        }
+        kind => out = missing_root(facts, roots, root, kind, departed),
     }
     out
 }

@@ -48,29 +48,29 @@ pub struct Departure {
 /// The departure of rank `rank`'s last collective, if it has one.
 #[must_use]
 pub fn of_rank(model: &Model, rank: i64) -> Option<Departure> {
-    let ops: Vec<&Op> = model
+    let ops: Vec<Op> = model
         .ranks
         .get(&rank)?
         .ops
         .iter()
         .filter(|o| !o.p2p)
+        .cloned()
         .collect();
     let last = ops.len().checked_sub(1)?;
-    let owned: Vec<Op> = ops.iter().map(|&o| o.clone()).collect();
-    let sig = steps::op_signature(&owned);
+    let sig = steps::op_signature(&ops);
     // The loop before the last call, its calls told apart by size where
     // that shows it (a step's several all_reduces), else by op.
-    let p = steps::period(&steps::sized_signature(&owned[..last]))
+    let p = steps::period(&steps::sized_signature(&ops[..last]))
         .or_else(|| steps::period(&sig[..last]))?;
     let earlier: Vec<&Op> = (1..=MAX_EARLIER)
         .filter_map(|k| last.checked_sub(k * p))
         .filter(|&i| sig[i] == sig[last])
-        .map(|i| ops[i])
+        .map(|i| &ops[i])
         .collect();
     if earlier.len() < MIN_EARLIER {
         return None;
     }
-    let now = ops[last];
+    let now = &ops[last];
     let usual = earlier[0];
     let alike = |a: &Op, b: &Op| a.in_dtypes == b.in_dtypes && a.in_sizes == b.in_sizes;
     if !earlier.iter().all(|o| alike(o, usual)) || alike(now, usual) {

@@ -178,10 +178,9 @@ fn edge(rank: i64, waits_for: i64, group: usize, seq: i64, op: &'static str, p2p
     }
 }
 
-/// The ranks that end a chain of unmatched transfers: missing from one,
-/// waiting in none. One that posted its counterpart only after its partner
-/// had waited past the timeout is `late` (it was stalled), else `diverged`.
-fn chain_ends(alignment: &Alignment, positions: &[Position<'_>]) -> Vec<Root> {
+/// Each `(partial, rank)` where `rank` is missing from an unmatched
+/// transfer and waits in none itself: where a chain of transfers ends.
+fn transfer_sinks(alignment: &Alignment) -> Vec<(usize, i64)> {
     let unmatched: Vec<(usize, &Partial)> = alignment
         .partials
         .iter()
@@ -189,24 +188,32 @@ fn chain_ends(alignment: &Alignment, positions: &[Position<'_>]) -> Vec<Root> {
         .filter(|(_, p)| p.p2p)
         .collect();
     let waiting = |r: i64| unmatched.iter().any(|(_, p)| p.present.contains(&r));
+    unmatched
+        .iter()
+        .flat_map(|&(i, p)| p.missing.iter().map(move |&r| (i, r)))
+        .filter(|&(_, r)| !waiting(r))
+        .collect()
+}
+
+/// The ranks that end a chain of unmatched transfers: missing from one,
+/// waiting in none. One that posted its counterpart only after its partner
+/// had waited past the timeout is `late` (it was stalled), else `diverged`.
+fn chain_ends(alignment: &Alignment, positions: &[Position<'_>]) -> Vec<Root> {
     let mut out: Vec<Root> = Vec::new();
-    for &(i, p) in &unmatched {
-        for &r in p.missing.iter().filter(|&&r| !waiting(r)) {
-            let late = positions
-                .iter()
-                .find(|x| x.rank == r)
-                .and_then(|x| x.in_flight)
-                .is_some_and(|o| {
-                    o.p2p
-                        && o.timeout_ms > 0
-                        && p.time_ns > 0
-                        && o.time_ns - p.time_ns > o.timeout_ms.saturating_mul(1_000_000)
-                });
-            push(
-                &mut out,
-                root_of(p, r, if late { "late" } else { "diverged" }, i),
-            );
-        }
+    for (i, r) in transfer_sinks(alignment) {
+        let p = &alignment.partials[i];
+        let late = positions
+            .iter()
+            .find(|x| x.rank == r)
+            .and_then(|x| x.in_flight)
+            .is_some_and(|o| {
+                o.p2p
+                    && o.timeout_ms > 0
+                    && p.time_ns > 0
+                    && o.time_ns - p.time_ns > o.timeout_ms.saturating_mul(1_000_000)
+            });
+        let kind = if late { "late" } else { "diverged" };
+        push(&mut out, root_of(p, r, kind, i));
     }
     // A chain that only some of several ends explain is no chain to follow.
     if out.len() > 1 { Vec::new() } else { out }
@@ -217,14 +224,16 @@ fn chain_ends(alignment: &Alignment, positions: &[Position<'_>]) -> Vec<Root> {
 /// side whose own loop departs from its pattern (it skipped a transfer),
 /// else both.
 fn stuck_pair_roots(alignment: &Alignment, departures: &dyn Fn(i64) -> usize) -> Option<Vec<Root>> {
-    let unmatched: Vec<&Partial> = alignment.partials.iter().filter(|p| p.p2p).collect();
-    let waiting = |r: i64| unmatched.iter().any(|p| p.present.contains(&r));
-    let sink = |r: i64| unmatched.iter().any(|p| p.missing.contains(&r)) && !waiting(r);
+    let any_unmatched = alignment.partials.iter().any(|p| p.p2p);
+    let sinks: Vec<i64> = transfer_sinks(alignment)
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect();
     let (i, pair) = alignment.stuck_pairs.iter().enumerate().find(|(_, s)| {
-        if unmatched.is_empty() {
-            alignment.partials.is_empty()
+        if any_unmatched {
+            sinks.contains(&s.sender) || sinks.contains(&s.receiver)
         } else {
-            sink(s.sender) || sink(s.receiver)
+            alignment.partials.is_empty()
         }
     })?;
     let (ds, dr) = (departures(pair.sender), departures(pair.receiver));
