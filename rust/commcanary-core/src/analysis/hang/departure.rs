@@ -57,6 +57,17 @@ pub fn of_rank(model: &Model, rank: i64) -> Option<Departure> {
         .cloned()
         .collect();
     let last = ops.len().checked_sub(1)?;
+    let now = &ops[last];
+    let alike = |a: &Op, b: &Op| a.in_dtypes == b.in_dtypes && a.in_sizes == b.in_sizes;
+    // A call its loop makes elsewhere (the next bucket's size) is a shift:
+    // a skipped or reordered call, not an odd one. Checked first: it is
+    // linear, and it settles almost every rank of a large job.
+    if ops[..last]
+        .iter()
+        .any(|o| o.group == now.group && o.op == now.op && alike(o, now))
+    {
+        return None;
+    }
     let sig = steps::op_signature(&ops);
     // The loop before the last call, its calls told apart by size where
     // that shows it (a step's several all_reduces), else by op.
@@ -70,18 +81,8 @@ pub fn of_rank(model: &Model, rank: i64) -> Option<Departure> {
     if earlier.len() < MIN_EARLIER {
         return None;
     }
-    let now = &ops[last];
     let usual = earlier[0];
-    let alike = |a: &Op, b: &Op| a.in_dtypes == b.in_dtypes && a.in_sizes == b.in_sizes;
-    if !earlier.iter().all(|o| alike(o, usual)) || alike(now, usual) {
-        return None;
-    }
-    // A call its loop makes elsewhere (the next bucket's size) is a shift:
-    // a skipped or reordered call, not an odd one.
-    if ops[..last]
-        .iter()
-        .any(|o| o.group == now.group && o.op == now.op && alike(o, now))
-    {
+    if !earlier.iter().all(|o| alike(o, usual)) {
         return None;
     }
     let (kind, usual, now_v) = if now.in_dtypes == usual.in_dtypes {
