@@ -138,7 +138,7 @@ def test_ddp_with_markers_finds_the_sleeper_at_profiler_step_4() -> None:
     assert top["estimated_cost_us"] > 50_000
 
 
-@pytest.mark.parametrize("command", [["diagnose", "stragglers"], ["steps"], ["timeline"]])
+@pytest.mark.parametrize("command", [["diagnose", "stragglers"], ["steps"]])
 def test_trace_analyses_of_a_directory_without_traces_say_so(tmp_path: Path, command: list[str]) -> None:
     from typer.testing import CliRunner
 
@@ -153,6 +153,24 @@ def test_trace_analyses_of_a_directory_without_traces_say_so(tmp_path: Path, com
         len(lines) == 1 and "no profiler trace found" in lines[0] and "not used by this analysis" in lines[0]
     )
     assert not out.exists()
+
+
+def test_a_timeline_of_a_directory_without_traces_or_dumps_says_so(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from commcanary.cli import app
+
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    job = HANG / "gloo_w4_desync_broadcast"
+    for name in ("rank0_exception.txt.gz", "rank1_stacks.txt.gz"):
+        (texts / name).write_bytes((job / name).read_bytes())
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(app, ["timeline", str(texts), "-o", str(out)])
+    assert result.exit_code == 3, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "no profiler trace or Flight Recorder dump found" in lines[0]
+    assert "not used by this analysis" in lines[0] and not out.exists()
 
 
 def test_traces_of_two_runs_in_one_directory_are_refused_naming_them(tmp_path: Path) -> None:

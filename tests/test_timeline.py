@@ -133,3 +133,67 @@ def test_a_hang_document_of_another_job_is_refused(tmp_path: Path) -> None:
     line = result.output.strip()
     assert "of another job" in line and "world size 8" in line and len(line.splitlines()) == 1
     assert not out.exists()
+
+
+def test_flight_recorder_dumps_alone_draw_the_timeline_and_its_straggler() -> None:
+    # The decode job's gloo dumps (issue times only, no completion times):
+    # the same ranks, flows across ranks, steps recovered from the
+    # collective sequence, and the straggler on the steps its traces show.
+    doc = commcanary.timeline(DECODE / "fr").document()
+    check_layout(doc)
+    assert doc["otherData"]["source"] == "flight_recorder"
+    assert doc["otherData"]["steps"] == "recovered"
+    assert {e["pid"] for e in events(doc, "M") if e["name"] == "process_name"} == set(range(4))
+    assert len(events(doc, "s")) > 300 and Counter(e["id"] for e in events(doc, "s")) == Counter(
+        e["id"] for e in events(doc, "f")
+    )
+    from_traces = commcanary.timeline(TRACES).document()
+    marks = events(doc, "i", "straggler")
+    assert {e["pid"] for e in marks} == {2}
+    assert sorted(e["args"]["step"] for e in marks) == sorted(
+        e["args"]["step"] for e in events(from_traces, "i", "straggler")
+    )
+    # A dump has no trace beside it here, so a directory with both is read
+    # from its traces (the dumps listed, not decoded).
+    assert commcanary.timeline(DECODE).document()["otherData"]["source"] == "kineto"
+
+
+def test_a_hang_from_its_dumps_alone_shows_the_call_in_flight_and_the_marks(tmp_path: Path) -> None:
+    dumps = HANG / "fr_during_hang"
+    hang = tmp_path / "hang.json"
+    commcanary.diagnose_hang(dumps).write(hang)
+    out = tmp_path / "timeline.json"
+    result = runner.invoke(app, ["timeline", str(dumps), "--hang", str(hang), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_bytes())
+    check_layout(doc)
+    calls = events(doc, "X", "collective")
+    end = max(e["ts"] + e["dur"] for e in calls)
+    # Ranks 0-2 wait in the all_reduce rank 3 skipped; rank 3 waits in its
+    # next call, a tp_pair_1 all_gather: each runs to the evidence's end.
+    in_flight = {e["pid"]: e["name"] for e in calls if e["args"].get("in_flight")}
+    assert in_flight == {
+        0: "all_reduce (in flight)",
+        1: "all_reduce (in flight)",
+        2: "all_reduce (in flight)",
+        3: "all_gather (in flight)",
+    }
+    assert all(
+        e["ts"] + e["dur"] == pytest.approx(end, abs=0.002) for e in calls if e["args"].get("in_flight")
+    )
+    roots = [e for e in events(doc, "i", "hang") if "root" in e["name"]]
+    assert [e["pid"] for e in roots] == [3]
+    assert out.read_bytes() == commcanary.timeline(dumps, hang=hang).data
+
+
+def test_dumps_of_two_jobs_are_refused(tmp_path: Path) -> None:
+    out = tmp_path / "timeline.json"
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    desync = FIXTURES / "hang" / "gloo_w4_desync_broadcast" / "fr_during_hang"
+    for src in (DECODE / "fr" / "fr_trace_rank_0.json.gz", desync / "fr_trace_rank_1.json.gz"):
+        (mixed / src.name).write_bytes(src.read_bytes())
+    result = runner.invoke(app, ["timeline", str(mixed), "-o", str(out)])
+    assert result.exit_code == 3, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "dumps of different runs" in result.output
+    assert not out.exists()

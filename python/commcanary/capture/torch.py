@@ -13,6 +13,10 @@ ends, tag and position among their transfers. ``barrier`` is a control op
 and is not recorded. Phases come from the innermost
 ``torch.profiler.record_function`` range, when the program opens any.
 
+With ``capture --evidence DIR``, the wrapped ``init_process_group`` also
+arms :mod:`commcanary.capture.evidence` (the hang evidence: Flight Recorder
+dumps, stacks, exception texts).
+
 ``commcanary capture`` enables this in every child by putting a
 ``sitecustomize`` on the children's ``PYTHONPATH`` that calls
 :func:`install_when_imported`: nothing happens until the program itself
@@ -210,7 +214,12 @@ def install() -> bool:
     @functools.wraps(init)
     def init_process_group(*args: Any, **kwargs: Any) -> Any:
         _follow_record_function()
-        return init(*args, **kwargs)
+        out = init(*args, **kwargs)
+        with contextlib.suppress(Exception):  # never break the program being captured
+            from commcanary.capture.evidence import start
+
+            start(dist)
+        return out
 
     dist.init_process_group = init_process_group
     dist._commcanary_installed = True
@@ -245,25 +254,70 @@ def _follow_record_function() -> None:
     cls.__enter__, cls.__exit__ = patched_enter, patched_exit
 
 
+def _patch_spawn(module: Any) -> None:
+    """``torch.multiprocessing.spawn`` catches a worker's exception before
+    ``sys.excepthook`` sees it: its ``_wrap`` gets the evidence's hook first.
+    The replacement keeps ``_wrap``'s name so the parent's pickle of it
+    resolves, in the child, to the child's (also replaced) one."""
+    original = getattr(module, "_wrap", None)
+    if original is None or getattr(original, "_commcanary", False):
+        return
+
+    def _wrap(fn: Any, i: int, args: Any, error_file: str) -> Any:
+        return original(functools.partial(_reporting, fn), i, args, error_file)
+
+    _wrap.__qualname__ = _wrap.__name__ = "_wrap"
+    _wrap.__module__ = module.__name__
+    _wrap._commcanary = True  # type: ignore[attr-defined]
+    module._wrap = _wrap
+
+
+def _reporting(fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception:
+        from commcanary.capture.evidence import record_uncaught
+
+        record_uncaught(*sys.exc_info())
+        raise
+
+
+def _install_on(_module: Any) -> None:
+    install()
+
+
+#: What to do once a module has loaded.
+_WHEN_LOADED: dict[str, Callable[[Any], None]] = {
+    "torch.distributed": _install_on,
+    "torch.multiprocessing.spawn": _patch_spawn,
+}
+
+
 def install_when_imported() -> None:
     """Installs as soon as the program imports ``torch.distributed`` (now, if
-    it already has); does nothing when torch is absent."""
+    it already has), and readies ``torch.multiprocessing.spawn`` for the
+    evidence; does nothing when torch is absent."""
     import importlib.util
 
-    if "torch.distributed" in sys.modules:
-        install()
-        return
-    if importlib.util.find_spec("torch") is None:
+    pending = {}
+    for name, action in _WHEN_LOADED.items():
+        if name in sys.modules:
+            action(sys.modules[name])
+        else:
+            pending[name] = action
+    if not pending or importlib.util.find_spec("torch") is None:
         return
 
     class _Hook:
-        """A meta-path finder that patches ``torch.distributed`` after it loads."""
+        """A meta-path finder that acts on the modules above after they load."""
 
         @staticmethod
         def find_spec(name: str, path: Any = None, target: Any = None) -> Any:
-            if name != "torch.distributed":
+            action = pending.pop(name, None)
+            if action is None:
                 return None
-            sys.meta_path.remove(_Hook)  # type: ignore[arg-type,unused-ignore]
+            if not pending:
+                sys.meta_path.remove(_Hook)  # type: ignore[arg-type,unused-ignore]
             spec = importlib.util.find_spec(name)
             if spec is None or spec.loader is None:
                 return spec
@@ -272,7 +326,7 @@ def install_when_imported() -> None:
 
             def patched(module: Any) -> None:
                 exec_module(module)
-                install()
+                action(module)
 
             loader.exec_module = patched  # type: ignore[method-assign]
             return spec

@@ -36,6 +36,26 @@ Preserve = Annotated[
         "capture_failure.json.",
     ),
 ]
+EvidenceDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--evidence",
+        metavar="DIR",
+        help="Leave each process's hang evidence in DIR (new or empty) for `commcanary diagnose hang DIR`: "
+        "Flight Recorder dumps while a collective is stuck and after an error (gloo never writes them by "
+        "itself), every thread's stack, exception texts.",
+    ),
+]
+HangAfter = Annotated[
+    float,
+    typer.Option(
+        "--hang-after",
+        metavar="SECONDS",
+        min=1.0,
+        help="With --evidence: how long a collective may stay incomplete, with no other progress, "
+        "before the stacks and a dump are written (set it below the job's collective timeout).",
+    ),
+]
 Command = Annotated[
     list[str] | None,
     typer.Argument(metavar="-- CMD...", help="The program to run (argv, no shell) after --."),
@@ -93,6 +113,20 @@ def _preserve(work: Path, target: Path, session: str, workload: str, code: int) 
     typer.echo(f"preserved failed capture: {target}", err=True)
 
 
+def _report_evidence(directory: Path) -> None:
+    """One line: what the processes left, and how to read it."""
+    files = sorted(p for p in directory.rglob("*") if p.is_file() and not p.name.startswith("."))
+    if not files:
+        typer.echo(
+            f"evidence: {directory}: nothing written (no collective stalled, no process failed)", err=True
+        )
+        return
+    typer.echo(
+        f"evidence: {directory}: {len(files)} file(s); read it with: commcanary diagnose hang {directory}",
+        err=True,
+    )
+
+
 def _run_child(command: list[str], env: dict[str, str]) -> int:
     """Runs the child; Ctrl-C is forwarded to it, and its exit status returned."""
     try:
@@ -113,6 +147,8 @@ def capture_command(
     workload_name: WorkloadName = "instrumented-workload",
     allow_empty: AllowEmpty = False,
     preserve_on_failure: Preserve = None,
+    evidence: EvidenceDir = None,
+    hang_after: HangAfter = 60.0,
 ) -> None:
     """Run a program with capture enabled and merge the collectives it recorded into one trace."""
     with errors_exit(ctx):
@@ -126,6 +162,12 @@ def capture_command(
             preserve_on_failure.exists() or preserve_on_failure.is_symlink()
         ):
             fail(f"--preserve-on-failure {preserve_on_failure} already exists")
+        if evidence is not None and (
+            evidence.is_symlink() or evidence.is_file() or (evidence.is_dir() and any(evidence.iterdir()))
+        ):
+            fail(
+                f"--evidence {evidence}: must be a new or empty directory (evidence of two runs is not mixed)"
+            )
         check_paths(ctx, inputs={}, outputs={"output": output})
         session = str(uuid.uuid4())
         work = Path(tempfile.mkdtemp(prefix="commcanary-capture-"))
@@ -141,7 +183,15 @@ def capture_command(
                 COMMCANARY_WORKLOAD_NAME=workload_name,
                 COMMCANARY_CAPTURE_SESSION_ID=session,
             )
+            if evidence is not None:
+                from commcanary.capture.evidence import parent_environment
+
+                evidence.mkdir(parents=True, exist_ok=True, mode=0o700)
+                env.update(parent_environment(evidence.resolve(), env))
+                env["COMMCANARY_HANG_AFTER_S"] = repr(hang_after)
             code = _run_child(command, env)
+            if evidence is not None:
+                _report_evidence(evidence)
             if code != 0:
                 if preserve_on_failure is not None:
                     _preserve(work, preserve_on_failure, session, workload_name, code)

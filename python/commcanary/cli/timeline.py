@@ -1,8 +1,9 @@
 """``commcanary timeline``: a job's per-rank timeline as Chrome-trace JSON
 for Perfetto and ``chrome://tracing``: one process per rank, one track per
 process group, flows joining each collective across ranks, step slices, and
-marks for stragglers and (given ``--hang``) the hang. Exit 0, or 3 on bad
-input.
+marks for stragglers and (given ``--hang``) the hang; from the profiler
+traces, or from the Flight Recorder dumps when there are none. Exit 0, or 3
+on bad input.
 """
 
 from __future__ import annotations
@@ -13,11 +14,20 @@ from typing import Annotated
 import typer
 
 from commcanary.cli import check_paths, errors_exit
-from commcanary.cli.diagnose import Traces
 from commcanary.cli.import_ import CacheDir, NoCache
 
 __all__ = ["timeline_command"]
 
+TimelineInputs = Annotated[
+    list[Path],
+    typer.Argument(
+        metavar="TRACE...",
+        help=(
+            "Each rank's PyTorch profiler (Kineto) trace, or directories of them (walked recursively), or one"
+            " merged commcanary.trace.v1; where there is no profiler trace, each rank's Flight Recorder dump."
+        ),
+    ),
+]
 TimelineOutput = Annotated[
     Path,
     typer.Option("--output", "-o", metavar="OUT.json", help="Where to write the Chrome-trace JSON."),
@@ -34,7 +44,7 @@ HangDocument = Annotated[
 
 def timeline_command(
     ctx: typer.Context,
-    traces: Traces,
+    traces: TimelineInputs,
     output: TimelineOutput,
     hang: HangDocument = None,
     cache_dir: CacheDir = None,

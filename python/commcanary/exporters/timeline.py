@@ -1,5 +1,6 @@
 """A job's timeline for Perfetto: :func:`timeline` over per-rank profiler
-traces, optionally with a ``commcanary.hang.v1`` document's marks.
+traces (or, without them, Flight Recorder dumps), optionally with a
+``commcanary.hang.v1`` document's marks.
 
 The Chrome-trace JSON is written in Rust (``core/src/export/timeline.rs``):
 one process per rank, one track per process group plus a ``steps`` track,
@@ -111,12 +112,14 @@ def timeline(
     paths: PathLike | Iterable[PathLike], *, hang: PathLike | None = None, cache_dir: PathLike | None = None
 ) -> Timeline:
     """The timeline of a job's per-rank Kineto traces (files or directories)
-    or of one merged ``commcanary.trace.v1``,
+    or of one merged ``commcanary.trace.v1`` (or, where ``paths`` hold no
+    profiler trace, of the ranks' Flight Recorder dumps: calls in flight
+    are marked ``in_flight``),
     with straggler marks (when two or more ranks and steps are known) and,
     given ``hang`` (a ``commcanary.hang.v1`` document), the hang's marks.
 
     Raises :class:`~commcanary.errors.InputError` when there is no profiler
-    trace or no collective call, or ``hang`` is not a hang document or is
+    trace and no dump, no collective call, dumps of different runs, or ``hang`` is not a hang document or is
     one of another job (its world size, a group's ranks or a marked rank
     disagree with the traces).
     """

@@ -130,7 +130,7 @@ pub(crate) fn job_timeline<'py>(
     let options = GatherOptions {
         cache_dir,
         merged_traces: true,
-        uses: Uses::Traces,
+        uses: Uses::Timeline,
     };
     let t = detached(py, None, || {
         build(gather(&paths, &options)?, &marks, hang_job.as_ref())

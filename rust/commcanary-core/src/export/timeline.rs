@@ -19,6 +19,7 @@
 //! `otherData`).
 
 use crate::analysis::evidence::Evidence;
+use crate::analysis::hang::as_job::job_from_dumps;
 use crate::analysis::steps::{self, groups_of_calls};
 use crate::analysis::stragglers::{Stragglers, analyze};
 use crate::error::{Error, Result};
@@ -113,22 +114,35 @@ pub struct Timeline {
     pub hang_marks: usize,
 }
 
-/// Builds the timeline of the profiler traces in `evidence`, with the
-/// straggler findings (when the job has two ranks and steps) and `marks`.
+/// Builds the timeline of the profiler traces in `evidence` (or, when it
+/// has none, of its Flight Recorder dumps), with the straggler findings
+/// (when the job has two ranks and steps) and `marks`.
 ///
 /// # Errors
-/// No profiler traces; no collective call in them.
+/// No profiler traces and no dumps; no collective call in them; dumps of
+/// different jobs or runs.
 pub fn build(evidence: Evidence, marks: &[HangMark], hang: Option<&HangJob>) -> Result<Timeline> {
-    let Some(mut job) = evidence.traces else {
-        return Err(Error::invalid(
-            "no profiler traces in the evidence: a timeline is drawn from each rank's Kineto trace",
-        ));
+    let mut job = match evidence.traces {
+        Some(job) => job,
+        None if !evidence.dumps.is_empty() => job_from_dumps(evidence.dumps)?,
+        None => {
+            return Err(Error::invalid(
+                "no profiler traces or Flight Recorder dumps in the evidence: a timeline is drawn from each rank's Kineto trace or dump",
+            ));
+        }
     };
     if let Some(hang) = hang {
         check_same_job(&job, hang, marks)?;
     }
     if job.profiles.iter().all(|p| p.calls.is_empty()) {
-        return Err(Error::invalid("no collective calls in the traces"));
+        return Err(Error::invalid(format!(
+            "no collective calls in the {}",
+            if job.source == "flight_recorder" {
+                "Flight Recorder dumps"
+            } else {
+                "traces"
+            }
+        )));
     }
     let recovered = !steps::has_markers(&job);
     if recovered && let Ok(r) = steps::recover(&job) {
@@ -285,6 +299,7 @@ fn write(
         },
     );
     w.int(",\"ranks\":", job.profiles.len() as i64);
+    w.text(",\"source\":", job.source);
     w.int(",\"straggler_marks\":", straggler_marks as i64);
     w.int(",\"hang_marks\":", hang_marks as i64);
     w.out.extend_from_slice(b"}}");
@@ -335,6 +350,8 @@ fn write_tracks(w: &mut Writer, job: &AlignedJob, groups: &[Vec<usize>]) {
 fn write_calls(w: &mut Writer, job: &AlignedJob, groups: &[Vec<usize>]) {
     let unmatched = job.groups.len() as i64 + 1;
     let mut args = Vec::with_capacity(128);
+    let open: std::collections::HashSet<(usize, usize)> =
+        job.in_flight.iter().map(|m| (m.slot, m.call)).collect();
     for (slot, p) in job.profiles.iter().enumerate() {
         let shift = job.shifts[slot];
         for (i, c) in p.calls.iter().enumerate() {
@@ -352,13 +369,22 @@ fn write_calls(w: &mut Writer, job: &AlignedJob, groups: &[Vec<usize>]) {
             write_str(&mut args, c.dtype);
             args.extend_from_slice(b",\"step\":");
             write_i64(&mut args, c.step);
+            let in_flight = open.contains(&(slot, i));
+            if in_flight {
+                args.extend_from_slice(b",\"in_flight\":true");
+            }
             let cat = if p2p || c.kind.is_p2p() {
                 "p2p"
             } else {
                 "collective"
             };
+            let name = if in_flight {
+                format!("{op} (in flight)")
+            } else {
+                op.to_owned()
+            };
             w.slice(
-                op,
+                &name,
                 cat,
                 p.rank,
                 tid,

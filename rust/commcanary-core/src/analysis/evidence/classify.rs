@@ -96,8 +96,15 @@ pub(super) fn classify(path: &Path) -> Result<Kind> {
             // Past the head of a large merged trace only `events` shows.
             let events_only =
                 keys == [b"events".as_slice()] && head.windows(4).any(|w| w == b"\"op\"");
+            // Past the head of a large dump written with sorted keys
+            // (`comm_lib_version`, `entries`, … `version`) only its
+            // entries show.
+            let entries_only = keys.last() == Some(&b"entries".as_slice())
+                && head.windows(19).any(|w| w == b"\"collective_seq_id\"");
             if events_only {
                 Kind::Merged
+            } else if entries_only {
+                Kind::Dump
             } else {
                 json_kind(&keys)
             }
@@ -203,5 +210,26 @@ mod tests {
         ));
         // Escaped quotes inside strings do not end them.
         assert_eq!(kind(br#"{"s":"a\"b","traceEvents":[]}"#), Kind::Trace);
+    }
+
+    #[test]
+    fn a_large_dump_with_sorted_keys_is_a_dump_from_its_head() {
+        // The head ends inside `entries`; `version` and `pg_config` follow.
+        let dir = std::env::temp_dir().join(format!("cc-classify-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let entry = r#"{"collective_seq_id":1,"input_dtypes":["Float"],"profiling_name":"gloo:all_reduce"},"#;
+        let mut doc = String::from(r#"{"comm_lib_version":"","entries":["#);
+        while doc.len() < 2 * HEAD_BYTES as usize {
+            doc.push_str(entry);
+        }
+        doc.push_str(r#"{}],"pg_config":{},"version":"2.10"}"#);
+        let path = dir.join("fr_trace_rank_0.json");
+        std::fs::write(&path, &doc).unwrap();
+        assert_eq!(classify(&path).unwrap(), Kind::Dump);
+        // Only entries that are not a recorder's: not a dump.
+        let other = dir.join("other.json");
+        std::fs::write(&other, doc.replace("collective_seq_id", "something_else")).unwrap();
+        assert!(matches!(classify(&other).unwrap(), Kind::Other(_)));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -112,9 +112,13 @@ pub enum Uses {
     /// Every kind of evidence (a hang diagnosis).
     #[default]
     Everything,
-    /// Profiler traces only (stragglers, steps, timelines): dumps and texts
-    /// are listed, never decoded.
+    /// Profiler traces only (stragglers, steps): dumps and texts are
+    /// listed, never decoded.
     Traces,
+    /// Profiler traces, or, where there are none, Flight Recorder dumps (a
+    /// timeline): texts are listed, never decoded, and so are the dumps
+    /// when traces are there.
+    Timeline,
 }
 
 /// Options of [`gather`].
@@ -158,14 +162,23 @@ pub fn gather(paths: &[PathBuf], options: &GatherOptions) -> Result<Evidence> {
     let mut evidence = Evidence::default();
     let mut damage: Vec<Error> = Vec::new();
     let listing = sort(&mut evidence, &mut damage, listed, options);
-    let traces_only = options.uses == Uses::Traces;
-    if traces_only {
-        for (_, label) in listing.dumps.iter().chain(&listing.texts) {
-            evidence
-                .files
-                .push(skipped(label, "not used by this analysis"));
-        }
-    } else {
+    let traces_only = options.uses != Uses::Everything;
+    let no_traces = listing.traces.is_empty() && listing.merged.is_empty();
+    let dumps_used = match options.uses {
+        Uses::Everything => true,
+        Uses::Traces => false,
+        Uses::Timeline => no_traces,
+    };
+    let unused = (!dumps_used)
+        .then_some(&listing.dumps)
+        .into_iter()
+        .flatten();
+    for (_, label) in unused.chain(if traces_only { &listing.texts[..] } else { &[] }) {
+        evidence
+            .files
+            .push(skipped(label, "not used by this analysis"));
+    }
+    if dumps_used {
         read_dumps(&mut evidence, &mut damage, listing.dumps);
     }
     if let Some((path, label)) = listing.merged.first() {
@@ -185,10 +198,10 @@ pub fn gather(paths: &[PathBuf], options: &GatherOptions) -> Result<Evidence> {
     if !traces_only {
         texts::read_texts(&mut evidence, &mut damage, listing.texts);
     }
-    let usable = if traces_only {
-        evidence.traces.is_some()
-    } else {
-        !evidence.is_empty()
+    let usable = match options.uses {
+        Uses::Everything => !evidence.is_empty(),
+        Uses::Traces => evidence.traces.is_some(),
+        Uses::Timeline => evidence.traces.is_some() || !evidence.dumps.is_empty(),
     };
     if usable {
         evidence.damaged = damage.iter().map(ToString::to_string).collect();
@@ -208,6 +221,9 @@ fn nothing_usable(paths: &[PathBuf], evidence: &Evidence, uses: Uses) -> Error {
             "no hang evidence found (no Flight Recorder dump, profiler trace, stack dump or exception text)"
         }
         Uses::Traces => "no profiler trace found (this analysis reads PyTorch profiler traces)",
+        Uses::Timeline => {
+            "no profiler trace or Flight Recorder dump found (a timeline is drawn from either)"
+        }
     };
     let seen = evidence.files.len();
     let tail = if seen == 0 {

@@ -289,6 +289,7 @@ fn rank_ops(model: &Model, d: &LabeledDump) -> RankEvidence {
                 step: -1,
                 frame: u32::try_from(e.stack).unwrap_or(NONE),
                 timeout_ms: e.timeout_ms,
+                done_ns: e.completed_ns,
             }
         })
         .collect();
@@ -323,6 +324,11 @@ fn resolve_membership(model: &mut Model, dumps: &[LabeledDump], config: &Declare
     let mut world = dumped.iter().next_back().map_or(0, |r| r + 1);
     for (_, ranks, _) in config.values() {
         world = world.max(ranks.iter().max().map_or(0, |r| r + 1));
+    }
+    // gloo's unnamed pg_config row lists a group's ranks: the world holds
+    // them, though the group is not known.
+    for d in dumps {
+        world = world.max(d.dump.unnamed_ranks.last().map_or(0, |r| r + 1));
     }
     model.world = model.world.max(world);
     for (name, (desc, _, _)) in config {

@@ -15,6 +15,7 @@
 //! what they show (see [`diagnose`]).
 
 pub mod align;
+pub mod as_job;
 pub mod cause;
 pub mod departure;
 pub mod fr;

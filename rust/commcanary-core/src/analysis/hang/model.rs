@@ -74,6 +74,10 @@ pub struct Op {
     pub frame: u32,
     /// The group timeout, ms, −1 when unknown.
     pub timeout_ms: i64,
+    /// When it completed (CLOCK_REALTIME ns: NCCL's
+    /// `time_discovered_completed_ns`, a trace's measured end), 0 when
+    /// unknown (gloo's dumps record none).
+    pub done_ns: i64,
 }
 
 /// A process group as the diagnosis knows it.

@@ -31,6 +31,7 @@ pub(super) fn op(
         step: -1,
         frame: NONE,
         timeout_ms: -1,
+        done_ns: 0,
     }
 }
 

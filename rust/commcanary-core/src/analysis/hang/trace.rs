@@ -149,6 +149,11 @@ fn member_op(
         step: c.step,
         frame: super::model::NONE,
         timeout_ms: -1,
+        done_ns: if c.end_measured {
+            p.epoch_ns + (c.end * 1000.0) as i64
+        } else {
+            0
+        },
     }
 }
 

@@ -127,6 +127,10 @@ pub struct FrDump {
     pub comm_lib_version: String,
     /// Rows of `pg_config` that name a group.
     pub pg_config: Vec<PgConfig>,
+    /// The ranks of `pg_config` rows that name no group (gloo writes one,
+    /// for the last group it configured, not always the world): ranks the
+    /// job has, whatever their group.
+    pub unnamed_ranks: Vec<i64>,
     /// `pg_status`, sorted by `pg_id`.
     pub pg_status: Vec<PgStatus>,
     /// `(global name, description)` of the groups entries name.
@@ -239,10 +243,12 @@ fn read_tree<'a, T: Tree<'a>>(root: T, encoding: &'static str) -> Result<FrDump>
             entries.type_name()
         ))
     })?;
+    let (pg_config, unnamed_ranks) = read_pg_config(root)?;
     let mut dump = FrDump {
         version: text_field(root, "version")?,
         comm_lib_version: text_field(root, "comm_lib_version")?,
-        pg_config: read_pg_config(root)?,
+        pg_config,
+        unnamed_ranks,
         pg_status: read_pg_status(root)?,
         encoding,
         ..FrDump::default()
@@ -270,19 +276,21 @@ fn text_field<'a, T: Tree<'a>>(root: T, key: &str) -> Result<String> {
     }
 }
 
-fn read_pg_config<'a, T: Tree<'a>>(root: T) -> Result<Vec<PgConfig>> {
+/// The named rows, and the ranks the unnamed rows list.
+fn read_pg_config<'a, T: Tree<'a>>(root: T) -> Result<(Vec<PgConfig>, Vec<i64>)> {
     let Some(config) = root.get("pg_config") else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     };
     let mut out = Vec::new();
+    let mut unnamed = Vec::new();
     let mut failure: Option<Error> = None;
     let is_dict = config.members(|key, _, row| {
         if failure.is_some() {
             return;
         }
         match pg_config_row(&String::from_utf8_lossy(key), row) {
-            Ok(Some(r)) => out.push(r),
-            Ok(None) => {}
+            Ok(r) if r.name.is_empty() => unnamed.extend(r.ranks.unwrap_or_default()),
+            Ok(r) => out.push(r),
             Err(e) => failure = Some(e),
         }
     });
@@ -292,21 +300,21 @@ fn read_pg_config<'a, T: Tree<'a>>(root: T) -> Result<Vec<PgConfig>> {
             config.type_name()
         )));
     }
+    unnamed.sort_unstable();
+    unnamed.dedup();
     match failure {
         Some(e) => Err(e),
-        None => Ok(out),
+        None => Ok((out, unnamed)),
     }
 }
 
-fn pg_config_row<'a, T: Tree<'a>>(key: &str, row: T) -> Result<Option<PgConfig>> {
+/// One row; its `name` is empty when the row names no group.
+fn pg_config_row<'a, T: Tree<'a>>(key: &str, row: T) -> Result<PgConfig> {
     let field = |k: &str| row.get(k).and_then(|v| v.as_str()).unwrap_or("").to_owned();
     let name = match field("name") {
         n if n.is_empty() => key.to_owned(),
         n => n,
     };
-    if name.is_empty() {
-        return Ok(None);
-    }
     let ranks = match row.get("ranks") {
         None => None,
         Some(v) => Some(rank_list(v).ok_or_else(|| {
@@ -316,11 +324,11 @@ fn pg_config_row<'a, T: Tree<'a>>(key: &str, row: T) -> Result<Option<PgConfig>>
         })?),
     };
     let ranks = ranks.filter(|r| !r.is_empty());
-    Ok(Some(PgConfig {
+    Ok(PgConfig {
         name,
         desc: field("desc"),
         ranks,
-    }))
+    })
 }
 
 /// A rank list: a list of integers or its text (`"[0, 1, 2]"`).

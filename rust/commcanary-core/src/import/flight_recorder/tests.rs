@@ -92,6 +92,7 @@ fn the_fixture_reads_the_same_from_pickle_and_json() {
         p.pg_config.is_empty(),
         "gloo's empty pg_config row is no group"
     );
+    assert_eq!(p.unnamed_ranks, j.unnamed_ranks);
     for (a, b) in p.entries.iter().zip(&j.entries) {
         assert_eq!(
             (a.seq, a.op_id, a.op, a.retired, a.created_ns),

@@ -25,7 +25,7 @@ use rustc_hash::FxHashMap;
 
 use super::job::AlignedJob;
 use super::ops::{Kind, dtype, normalize};
-use super::profile::{Call, GroupDecl, RankProfile};
+use super::profile::{Call, GroupDecl, RankProfile, groups_of_rank};
 use crate::error::{Error, Result};
 use crate::json::{Doc, JsonLimits, parse_into};
 use crate::trace::{Signature, Trace, flag};
@@ -150,16 +150,10 @@ fn member_call(
             .unwrap_or(-1)
     };
     Call {
-        kind,
-        name: 0,
         bytes: sig.bytes,
-        in_elems: 0,
-        out_elems: 0,
-        out_tensors: 1,
         dtype: unquoted(&sig.dtype)
             .and_then(|d| dtype(&d))
             .map_or("unknown", |d| d.0),
-        peer: -1,
         peer_global: match kind {
             Kind::Send => sig.receiver_rank.unwrap_or(-1),
             Kind::Recv => sig.sender_rank.unwrap_or(-1),
@@ -167,21 +161,9 @@ fn member_call(
         },
         tag: number(&sig.tag),
         group: 0,
-        seq: -1,
-        arrival,
-        end,
         end_measured: measured,
-        thread: -1,
-        caller: 0,
-        device_us: f64::NAN,
-        kernels: 0,
-        algorithm: 0,
         step: if step.is_finite() { step as i64 } else { -1 },
-        phase: -1,
-        compute_before: 0.0,
-        compute_overlap: 0.0,
-        file: 0,
-        index: 0,
+        ..Call::bare(kind, arrival, end)
     }
 }
 
@@ -282,14 +264,7 @@ fn assemble(
                 .total_cmp(&b.call.arrival)
                 .then(a.event.cmp(&b.event))
         });
-        let mine: Vec<usize> = (0..groups.decls.len())
-            .filter(|&g| groups.decls[g].ranks.contains(&rank))
-            .collect();
-        let local: FxHashMap<usize, i64> = mine
-            .iter()
-            .enumerate()
-            .map(|(i, &g)| (g, i as i64))
-            .collect();
+        let (mine, local) = groups_of_rank(&groups.decls, rank);
         let mut calls = Vec::with_capacity(pending.len());
         for (ci, p) in pending.into_iter().enumerate() {
             let g = event_group[p.event];
@@ -351,6 +326,7 @@ fn assemble(
         profiles,
         instances,
         source: "commcanary.trace.v1",
+        in_flight: Vec::new(),
     }
 }
 

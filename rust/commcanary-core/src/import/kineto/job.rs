@@ -10,7 +10,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::align::{Instance, Job, align};
+use super::align::{Instance, Job, Member, align};
 use super::events::{PartialCollective, write_events};
 use super::profile::{GroupDecl, RankProfile};
 use crate::error::{Error, Result};
@@ -139,8 +139,12 @@ pub struct AlignedJob {
     /// Complete and partial instances.
     pub instances: Vec<Instance>,
     /// What the job was read from: `kineto` (per-rank profiler traces) or
-    /// `commcanary.trace.v1` (a merged trace, [`super::from_trace`]).
+    /// `commcanary.trace.v1` (a merged trace, [`super::from_trace`]) or
+    /// `flight_recorder` (dumps, `analysis::hang::as_job`).
     pub source: &'static str,
+    /// Calls still in flight when their rank's evidence was taken (known
+    /// from Flight Recorder dumps only; a trace records finished calls).
+    pub in_flight: Vec<Member>,
 }
 
 impl AlignedJob {
@@ -201,6 +205,7 @@ pub fn align_job(
         group_maps,
         instances: Vec::new(),
         source: "kineto",
+        in_flight: Vec::new(),
     };
     aligned.instances = align(&aligned.job());
     Ok(aligned)

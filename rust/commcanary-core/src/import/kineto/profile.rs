@@ -92,6 +92,58 @@ pub struct Call {
     pub index: u64,
 }
 
+impl Call {
+    /// A call of `kind` from `arrival` to `end` (not a measured end), with
+    /// nothing else known: no size, group, sequence number, thread, kernel,
+    /// step or phase; callers fill in what their source records.
+    #[must_use]
+    pub fn bare(kind: Kind, arrival: f64, end: f64) -> Call {
+        Call {
+            kind,
+            name: 0,
+            bytes: 0,
+            in_elems: 0,
+            out_elems: 0,
+            out_tensors: 1,
+            dtype: "unknown",
+            peer: -1,
+            peer_global: -1,
+            tag: -1,
+            group: -1,
+            seq: -1,
+            arrival,
+            end,
+            end_measured: false,
+            thread: -1,
+            caller: 0,
+            device_us: f64::NAN,
+            kernels: 0,
+            algorithm: 0,
+            step: -1,
+            phase: -1,
+            compute_before: 0.0,
+            compute_overlap: 0.0,
+            file: 0,
+            index: 0,
+        }
+    }
+}
+
+/// The job groups `rank` is a member of (indices into `groups`), and each
+/// one's index among them (a profile's own group index).
+#[must_use]
+pub fn groups_of_rank(groups: &[GroupDecl], rank: i64) -> (Vec<usize>, FxHashMap<usize, i64>) {
+    let mine: Vec<usize> = (0..groups.len())
+        .filter(|&g| groups[g].ranks.contains(&rank))
+        .collect();
+    let local = mine
+        .iter()
+        .enumerate()
+        .map(|(i, &g)| (g, i as i64))
+        .collect();
+    (mine, local)
+}
+
 /// What was kept and skipped while reading a rank's files.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProfileCounts {

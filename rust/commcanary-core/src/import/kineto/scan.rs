@@ -515,7 +515,6 @@ impl FileScan {
             return None;
         }
         let mut call = Call {
-            kind: raw.kind,
             name: raw.name,
             bytes: nelems.saturating_mul(element),
             in_elems,
@@ -531,20 +530,9 @@ impl FileScan {
                 -1
             },
             seq: raw.seq,
-            arrival: raw.ts,
-            end: raw.ts + raw.dur,
-            end_measured: false,
-            thread: -1,
             caller: raw.thread,
-            device_us: f64::NAN,
-            kernels: 0,
-            algorithm: 0,
-            step: -1,
-            phase: -1,
-            compute_before: 0.0,
-            compute_overlap: 0.0,
-            file: 0,
             index: raw.index,
+            ..Call::bare(raw.kind, raw.ts, raw.ts + raw.dur)
         };
         match (raw.origin, range) {
             (Origin::C10d, Some(r)) => {
