@@ -1,6 +1,8 @@
-"""The suite's straggler scoring (benches/faulty_jobs/score.py): a finding no
+"""The suite's scoring (benches/faulty_jobs/score.py): a straggler finding no
 delay was injected for counts as right only when the program's own clock
-shows that rank reaching the step's collective after every other member."""
+shows that rank reaching the step's collective after every other member; a
+hang answer is acceptable when right, or when what it leaves open it says
+how to settle."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
 
-from faulty_jobs.score import judge_stragglers, measured_lateness
+from faulty_jobs.score import judge_hang, judge_stragglers, measured_lateness
 
 
 def call(iteration: int, start_ms: float, site: str = "grad_norm") -> dict[str, Any]:
@@ -58,3 +60,43 @@ def test_a_finding_the_clock_confirms_is_host_confirmed_and_others_stay_false() 
     assert [(f["rank"], f["step"]) for f in judged["host_confirmed"]] == [(1, 1)]
     # rank 0's 1 ms at iteration 2 is under half its 9 ms lag; rank 1 was early there
     assert sorted((f["rank"], f["step"]) for f in judged["false_findings"]) == [(0, 2), (1, 2)]
+
+
+def hang_truth(kind: str | None) -> dict[str, Any]:
+    return {
+        "expected": {
+            "hang": True,
+            "root_ranks": [5],
+            "category": "desync" if kind else "missed_collective",
+            "desync_kind": kind,
+            "step_iteration": 2,
+            "step_profiler": None,
+        },
+        "scenario": {"markers": False},
+    }
+
+
+def hang_answer(kind: str | None, confidence: str, settle: list[str], roots: list[int]) -> dict[str, Any]:
+    doc = {
+        "verdict": "hang",
+        "confidence": confidence,
+        "root": [{"rank": r, "kind": "no_evidence"} for r in roots],
+        "category": "desync",
+        "desync_kind": kind,
+        "step": {"value": 2, "source": "recovered"},
+        "would_settle": settle,
+    }
+    return {"status": "ok", "document": doc}
+
+
+def test_a_desync_whose_kind_is_left_open_and_named_is_acceptable_not_right() -> None:
+    settle = ["the desynced call in a dump of every rank"]
+    judged = judge_hang(hang_truth("size"), hang_answer(None, "medium", settle, [5]))
+    assert (judged["right"], judged["acceptable"], judged["confidently_wrong"]) == (False, True, False)
+    # Not without saying what would settle it, not at high confidence, not
+    # with the wrong root, and not when the kind it names is wrong.
+    assert not judge_hang(hang_truth("size"), hang_answer(None, "medium", [], [5]))["acceptable"]
+    assert not judge_hang(hang_truth("size"), hang_answer(None, "high", settle, [5]))["acceptable"]
+    assert not judge_hang(hang_truth("size"), hang_answer(None, "medium", settle, [4]))["acceptable"]
+    assert not judge_hang(hang_truth("size"), hang_answer("dtype", "medium", settle, [5]))["acceptable"]
+    assert judge_hang(hang_truth("size"), hang_answer("size", "medium", [], [5]))["right"]

@@ -166,9 +166,20 @@ def judge_hang(truth: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
         cat_ok = category == exp["category"]
         kind_ok = exp["desync_kind"] is None or desync_kind == exp["desync_kind"]
         right = verdict == "hang" and roots == exp["root_ranks"] and cat_ok and kind_ok
-        honest = (
-            (verdict == "inconclusive" or not roots) and isinstance(would_settle, list) and bool(would_settle)
+        names_missing = isinstance(would_settle, list) and bool(would_settle)
+        # The kind of a desync left open (gloo's abort gives only "N vs M"
+        # bytes: half the elements and half the width read alike) while the
+        # root and the category are right: undecided on what the evidence
+        # cannot show, and saying what would show it.
+        kind_left_open = (
+            verdict == "hang"
+            and roots == exp["root_ranks"]
+            and cat_ok
+            and exp["desync_kind"] is not None
+            and desync_kind is None
+            and conf != "high"
         )
+        honest = ((verdict == "inconclusive" or not roots) or kind_left_open) and names_missing
         use_ps = markers and _uses_profiler_steps(step.get("source"))
         expected_step = exp["step_profiler"] if use_ps else exp["step_iteration"]
         out.update(
