@@ -141,7 +141,7 @@ pub fn cut_rank(keys: &[u32], arrival: &[f64], end: &[f64]) -> Option<RankCut> {
 /// broadcasts, as its second step starts) opens the next step. Later in
 /// the trace a call seen once may be rare work whose next turn the trace
 /// did not reach (a metrics all_reduce every few steps), which ends a step.
-fn open_with_one_offs(cuts: &mut [usize], keys: &[u32], counts: &FxHashMap<u32, usize>) {
+pub(super) fn open_with_one_offs(cuts: &mut [usize], keys: &[u32], counts: &FxHashMap<u32, usize>) {
     for i in 1..cuts.len().div_ceil(2) {
         let floor = cuts[i - 1] + 1;
         while cuts[i] > floor && counts[&keys[cuts[i] - 1]] == 1 {
@@ -157,6 +157,47 @@ fn regular(count: usize, period: usize) -> bool {
     let m = (count as f64 / period as f64).round() as usize;
     m >= 1 && count.abs_diff(m * period) <= m
 }
+
+/// [`open_with_one_offs`] by sized keys (group or peer, op, elements): a
+/// one-off that shares its op and group with a step's calls is seen once
+/// by its size, and the one-time work may repeat a call the step already
+/// made (DDP's second step opens with its bucket-rebuild broadcasts, one
+/// of them the size of a broadcast every step makes). Each boundary in the
+/// first half moves back over such repeats and one-offs, to the earliest
+/// one-off among them; never when no one-off is there. Not when sizes
+/// change from step to step (a decode's growing messages): then most sized
+/// keys are seen once, and say nothing of one-off work.
+pub fn open_with_sized_one_offs(cuts: &mut [usize], sized: &[u32]) {
+    let mut counts: FxHashMap<u32, usize> = FxHashMap::default();
+    for &k in sized {
+        *counts.entry(k).or_default() += 1;
+    }
+    let once = sized.iter().filter(|k| counts[k] == 1).count();
+    if once == 0 || once * SIZED_ONE_OFFS_AT_MOST > sized.len() {
+        return;
+    }
+    for i in 1..cuts.len().div_ceil(2) {
+        let floor = cuts[i - 1] + 1;
+        let mut at = cuts[i];
+        let mut best = cuts[i];
+        while at > floor {
+            let k = sized[at - 1];
+            let one_off = counts[&k] == 1;
+            if !one_off && !sized[floor..at - 1].contains(&k) {
+                break;
+            }
+            at -= 1;
+            if one_off {
+                best = at;
+            }
+        }
+        cuts[i] = best;
+    }
+}
+
+/// Sized keys seen once must be at most one call in this many for them to
+/// mark one-off work.
+const SIZED_ONE_OFFS_AT_MOST: usize = 10;
 
 /// How many of `keys`' calls a `period` explains closely: calls of keys
 /// called a whole number `m ≥ 1` of times per step, give or take one call

@@ -203,7 +203,8 @@ pub fn recover(job: &AlignedJob) -> Result<Recovery> {
             }
             (c, s) => c.or(s),
         };
-        let cuts = found.as_ref().map(|f| f.cuts.clone()).unwrap_or_default();
+        let mut cuts = found.as_ref().map(|f| f.cuts.clone()).unwrap_or_default();
+        cut::open_with_sized_one_offs(&mut cuts, &sized);
         ranks.push(RankSteps {
             rank: p.rank,
             begins_with: (cuts.first()).map(|&c| (groups[slot][c], p.calls[c].kind.trace_op().0)),

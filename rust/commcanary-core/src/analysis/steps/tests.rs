@@ -159,3 +159,50 @@ fn one_off_calls_as_the_second_step_starts_open_it() {
     assert_eq!(cut.cuts[1], second, "the rebuild broadcasts open step 1");
     assert_eq!(cut.cuts[2], starts[2] + 2);
 }
+
+#[test]
+fn a_sized_one_off_and_a_repeat_of_the_steps_own_call_open_the_second_step() {
+    // Sized keys of a DDP-like loop: buffer broadcasts 10, 11, bucket
+    // reduces 20, 21, the end-of-step broadcast 12. Step 1 opens with a
+    // rebuild broadcast seen once (99) and one the size of the end-of-step
+    // broadcast (12); the coarse cut put the boundary at the buffer
+    // broadcast after them.
+    let step = [10_u32, 11, 20, 21, 12];
+    let mut sized: Vec<u32> = Vec::new();
+    let mut cuts = Vec::new();
+    for s in 0..10 {
+        if s == 1 {
+            sized.extend([99, 12]);
+        }
+        cuts.push(sized.len());
+        sized.extend(step);
+    }
+    let before = cuts.clone();
+    super::cut::open_with_sized_one_offs(&mut cuts, &sized);
+    assert_eq!(
+        cuts[1],
+        before[1] - 2,
+        "back over the repeat to the one-off"
+    );
+    assert_eq!(cuts[2..], before[2..], "later boundaries stay");
+    // A repeat alone, with no one-off before it, moves nothing.
+    let mut plain: Vec<u32> = Vec::new();
+    let mut plain_cuts = Vec::new();
+    for s in 0..10 {
+        if s == 1 {
+            plain.push(12);
+        }
+        plain_cuts.push(plain.len());
+        plain.extend(step);
+    }
+    let kept = plain_cuts.clone();
+    super::cut::open_with_sized_one_offs(&mut plain_cuts, &plain);
+    assert_eq!(plain_cuts, kept);
+    // Sizes that change every step (a decode's growing messages) are no
+    // sign of one-off work.
+    let growing: Vec<u32> = (0..50).collect();
+    let mut growing_cuts: Vec<usize> = (0..10).map(|s| s * 5).collect();
+    let kept = growing_cuts.clone();
+    super::cut::open_with_sized_one_offs(&mut growing_cuts, &growing);
+    assert_eq!(growing_cuts, kept);
+}

@@ -21,6 +21,9 @@ pub const NOISE_FLOOR: f64 = 0.01;
 /// `MATERIAL_Z` × the job's step-time noise (σ of the step durations): a
 /// delay the job's own step-to-step variation would hide is no straggler.
 pub const MATERIAL_Z: f64 = 1.0;
+/// Rounds of taking the steps that clear the threshold out of the
+/// step-time noise.
+const NOISE_TRIM_ROUNDS: usize = 4;
 /// A slow collective's what-if cost must exceed `SLOW_MATERIAL_Z` × the
 /// step-time noise.
 pub const SLOW_MATERIAL_Z: f64 = 2.0;
@@ -369,9 +372,31 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
     let excesses: Vec<f64> = worst.values().map(|w| w.0).collect();
     let (baseline, spread) = robust(&excesses);
     let noise = spread.max(floor);
-    let step_noise = step_noise(&occ, &by_step);
+    let mut late_in_step: BTreeMap<i64, f64> = BTreeMap::new();
+    for (&(_, step), w) in &worst {
+        let e = late_in_step.entry(step).or_insert(0.0);
+        *e = e.max(w.0);
+    }
+    // The step-time noise without the lateness of the steps that clear the
+    // threshold it sets, until that set no longer grows: a short job where
+    // half the steps have a straggler does not hide them in its noise, and
+    // lateness below the threshold stays noise.
+    let mut trimmed: BTreeMap<i64, f64> = BTreeMap::new();
+    let mut step_noise = step_noise(&occ, &by_step, &trimmed);
+    let mut threshold = baseline + (LATE_Z * noise).max(MATERIAL_Z * step_noise);
+    for _ in 0..NOISE_TRIM_ROUNDS {
+        let clearing: BTreeMap<i64, f64> = (late_in_step.iter())
+            .filter(|&(_, &e)| e > threshold)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        if clearing.len() <= trimmed.len() {
+            break;
+        }
+        trimmed = clearing;
+        step_noise = self::step_noise(&occ, &by_step, &trimmed);
+        threshold = baseline + (LATE_Z * noise).max(MATERIAL_Z * step_noise);
+    }
     let material = MATERIAL_Z * step_noise;
-    let threshold = baseline + (LATE_Z * noise).max(material);
     let mut findings = Vec::new();
     for (&(rank, step), &(worst_e, _, _)) in &worst {
         if worst_e > threshold {
@@ -443,14 +468,24 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
 /// The job's step-time noise: σ (1.4826 · MAD) of each step's duration less
 /// the median duration of the steps of its shape (the same collectives), so
 /// steps that differ by design (an extra collective every few steps,
-/// prefill and decode) do not count as noise.
-fn step_noise(occ: &[Occurrence], by_step: &BTreeMap<i64, Vec<usize>>) -> f64 {
+/// prefill and decode) do not count as noise. A step in `late` is taken
+/// without that lateness (its straggler's): the noise the findings must
+/// clear is what the stragglers do not explain.
+fn step_noise(
+    occ: &[Occurrence],
+    by_step: &BTreeMap<i64, Vec<usize>>,
+    late: &BTreeMap<i64, f64>,
+) -> f64 {
     let mut by_shape: BTreeMap<Vec<(usize, &'static str, i64)>, Vec<f64>> = BTreeMap::new();
-    for list in by_step.values() {
+    for (step, list) in by_step {
         let mut shape: Vec<(usize, &'static str, i64)> =
             list.iter().map(|&i| occ[i].class).collect();
         shape.sort_unstable();
-        by_shape.entry(shape).or_default().push(span(occ, list));
+        let lateness = late.get(step).copied().unwrap_or(0.0);
+        by_shape
+            .entry(shape)
+            .or_default()
+            .push(span(occ, list) - lateness);
     }
     let mut residuals = Vec::new();
     for durations in by_shape.values_mut() {
@@ -750,5 +785,69 @@ fn tables(
         step_noise_us: 0.0,
         bandwidth: Vec::new(),
         members: Members::default(),
+    }
+}
+
+#[cfg(test)]
+mod noise_tests {
+    use super::*;
+
+    /// One all_reduce per step of two ranks: the step lasts `ms` and rank
+    /// 1 arrives `late` ms after rank 0.
+    fn steps(
+        durations_and_lateness: &[(f64, f64)],
+    ) -> (Vec<Occurrence>, BTreeMap<i64, Vec<usize>>) {
+        let mut occ = Vec::new();
+        let mut by_step = BTreeMap::new();
+        let mut t = 0.0;
+        for (s, &(ms, late)) in durations_and_lateness.iter().enumerate() {
+            let (start, end) = (t, t + ms * 1000.0);
+            occ.push(Occurrence {
+                instance: s,
+                algorithm: 0,
+                step: s as i64,
+                p2p: false,
+                class: (0, "all_reduce", 64),
+                members: vec![
+                    Member {
+                        rank: 0,
+                        arrival: start,
+                        end,
+                        gap: 1.0,
+                    },
+                    Member {
+                        rank: 1,
+                        arrival: start + late * 1000.0,
+                        end,
+                        gap: 1.0,
+                    },
+                ],
+            });
+            by_step.insert(s as i64, vec![s]);
+            t = end + 1.0;
+        }
+        (occ, by_step)
+    }
+
+    #[test]
+    fn a_steps_straggler_taken_out_leaves_the_noise_it_does_not_explain() {
+        // Six 100 ms steps (±1 ms), half of them 60-120 ms longer for a
+        // late rank (a short job, as after DDP's first two steps, whose
+        // shapes differ): with them the noise is tens of ms, without them
+        // about 1 ms.
+        let plan = [
+            (100.0, 0.0),
+            (220.0, 120.0),
+            (101.0, 0.0),
+            (160.0, 60.0),
+            (99.0, 0.0),
+            (161.0, 60.0),
+        ];
+        let (occ, by_step) = steps(&plan);
+        let all = step_noise(&occ, &by_step, &BTreeMap::new());
+        assert!(all > 20_000.0, "{all}");
+        let late: BTreeMap<i64, f64> = [(1, 120_000.0), (3, 60_000.0), (5, 60_000.0)].into();
+        let rest = step_noise(&occ, &by_step, &late);
+        assert!(rest < 2_000.0, "{rest}");
     }
 }
