@@ -223,7 +223,8 @@ pub fn cause(facts: &Facts<'_>, roots: &[Root], departed: &dyn Fn(i64) -> bool) 
 /// What calls paired by estimated sequence numbers cannot decide: which of
 /// several ranks is the root, whether a rank skipped a call (or its calls
 /// were paired wrong), whether a rank whose trace just ends died or
-/// stalled.
+/// stalled, whether a rank with no trace was killed or aborted on a
+/// mismatch.
 fn estimated_limits(facts: &Facts<'_>, roots: &[Root], out: &mut Cause) {
     let Some(root) = roots.first() else { return };
     let ranks: Vec<i64> = roots.iter().map(|r| r.rank).collect();
@@ -242,7 +243,10 @@ fn estimated_limits(facts: &Facts<'_>, roots: &[Root], out: &mut Cause) {
     let reason = match (root.kind, out.category) {
         _ if roots.len() > 1 => Some(pairing),
         ("diverged", Some("missed_collective")) if !outvoted => Some(pairing),
-        ("not_blocked", Some("stalled_outside_communication"))
+        // A trace that just ends (the rank in no call) reads alike for a
+        // dead, a stalled and a frozen process, whatever the others wait
+        // on it in.
+        ("not_blocked", Some(_))
             if !facts.died.contains(&root.rank) && !peers_lost(facts.model) =>
         {
             Some(format!(
@@ -250,6 +254,12 @@ fn estimated_limits(facts: &Facts<'_>, roots: &[Root], out: &mut Cause) {
                 root.rank
             ))
         }
+        // No trace at all: a process killed by a signal and one gloo
+        // aborted on a collective mismatch both leave none.
+        ("no_evidence", Some("process_died")) if !facts.died.contains(&root.rank) => Some(format!(
+            "how rank {} ended: it left no trace, as a process killed by a signal and one gloo aborted on a collective mismatch both do (the launcher's log, or the ranks' exception texts, tell them apart)",
+            root.rank
+        )),
         _ => None,
     };
     if let Some(reason) = reason {

@@ -255,3 +255,41 @@ fn ranks_blocked_in_a_tied_root_desync_are_its_undecided_sides() {
         (Some("desync"), Some("root"), true)
     );
 }
+
+#[test]
+fn gloo_traces_alone_leave_open_how_a_rank_without_a_trace_ended() {
+    // Ranks 0 and 1 wait in all_reduce #3; rank 2 left no trace. From
+    // gloo traces alone that reads alike for a killed rank and one gloo
+    // aborted on a mismatch; the launcher's word that it died settles it.
+    let mut m = model(&[3, 3, 3], &[true, true, false], &[1, 1, 1]);
+    m.ranks.remove(&2);
+    let a = align(&m);
+    let p = positions(&m, &a);
+    let r = roots(&a, &p, &|_| false, &|_| 0);
+    assert_eq!(
+        r.iter().map(|x| (x.rank, x.kind)).collect::<Vec<_>>(),
+        vec![(2, "no_evidence")]
+    );
+    let facts = |died: &'static [i64]| super::cause::Facts {
+        model: &m,
+        alignment: &a,
+        positions: &p,
+        died,
+        dumps_lack_p2p: false,
+        kinds: &["kineto"],
+        mismatch_reports: &[],
+        estimated_only: true,
+    };
+    let open = super::cause::cause(&facts(&[]), &r, &|_| false);
+    assert_eq!((open.category, open.undecided), (None, true));
+    assert!(
+        open.would_settle
+            .iter()
+            .any(|w| w.contains("how rank 2 ended"))
+    );
+    let killed = super::cause::cause(&facts(&[2]), &r, &|_| false);
+    assert_eq!(
+        (killed.category, killed.undecided),
+        (Some("process_died"), false)
+    );
+}
