@@ -137,6 +137,15 @@ pub fn positions<'a>(model: &'a Model, alignment: &Alignment) -> Vec<Position<'a
         .collect()
 }
 
+/// Whether some root itself waits in a transfer on another rank: a chain
+/// of transfers cut there may go on (a deadlock further along can hold it).
+#[must_use]
+pub fn waits_in_transfer(roots: &[Root], edges: &[Edge]) -> bool {
+    roots
+        .iter()
+        .any(|r| edges.iter().any(|e| e.p2p && e.rank == r.rank))
+}
+
 /// The wait-for edges.
 #[must_use]
 pub fn wait_for(alignment: &Alignment) -> Vec<Edge> {

@@ -95,7 +95,17 @@ pub fn diagnose(mut evidence: Evidence) -> Result<HangReport> {
         mismatch_reports: &ctx.mismatch_reports,
         estimated_only: ctx.gloo_traces && !ctx.have_dumps,
     };
-    let (verdict, confidence, conclusions, found) = settle(judged, &facts, &ctx, &roots, &departed);
+    let (verdict, mut confidence, conclusions, found) =
+        settle(judged, &facts, &ctx, &roots, &departed);
+    // A root of an unmatched transfer that itself waits in a transfer on
+    // another rank is where a chain was cut, not necessarily where it
+    // ends (a deadlock further along can hold it): no high confidence.
+    if confidence == "high"
+        && found.category == Some("p2p_unmatched")
+        && graph::waits_in_transfer(&roots, &edges)
+    {
+        confidence = "medium";
+    }
     let findings = Findings {
         model: &model,
         alignment: &alignment,

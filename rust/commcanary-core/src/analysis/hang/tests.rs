@@ -1,7 +1,7 @@
 //! The alignment and the graph on small hand-built models.
 
 use super::align::align;
-use super::graph::{positions, roots, wait_for};
+use super::graph::{positions, roots, wait_for, waits_in_transfer};
 use super::model::{GroupInfo, Model, NONE, Op, RankEvidence, Source};
 
 /// A call on group 0 (dtype `Float`) issued at `1000 × seq` ns.
@@ -218,6 +218,13 @@ fn a_chain_of_receives_ends_at_the_rank_that_waits_in_none() {
     let a = align(&m);
     let r = roots(&a, &positions(&m, &a), &|_| false, &|_| 0);
     assert_eq!(r.iter().map(|x| x.rank).collect::<Vec<_>>(), vec![0]);
+    // The chain's end waits in no transfer; a root that did (rank 1, itself
+    // waiting on rank 0) would be where the chain was cut.
+    let edges = wait_for(&a);
+    assert!(!waits_in_transfer(&r, &edges));
+    let mut cut = r.clone();
+    cut[0].rank = 1;
+    assert!(waits_in_transfer(&cut, &edges));
 }
 
 #[test]
