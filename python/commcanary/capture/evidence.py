@@ -49,16 +49,17 @@ DEFAULT_BUFFER = 2000
 _active: _Evidence | None = None
 
 
-def parent_environment(directory: Path, env: dict[str, str]) -> dict[str, str]:
+def parent_environment(directory: Path, hang_after_s: float, env: dict[str, str]) -> dict[str, str]:
     """The variables ``capture`` adds to the program's environment so its
-    processes leave evidence in ``directory`` (values already set win)."""
-    added = {
-        "COMMCANARY_EVIDENCE_DIR": str(directory),
+    processes leave evidence in ``directory`` after ``hang_after_s`` of no
+    progress (the recorder's and NCCL's settings already in ``env`` win)."""
+    ours = {"COMMCANARY_EVIDENCE_DIR": str(directory), "COMMCANARY_HANG_AFTER_S": repr(hang_after_s)}
+    torch_defaults = {
         "TORCH_FR_BUFFER_SIZE": str(DEFAULT_BUFFER),
         "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
         "TORCH_FR_DUMP_TEMP_FILE": str(directory / "fr_on_timeout" / "fr_trace_rank_"),
     }
-    return {k: v for k, v in added.items() if k == "COMMCANARY_EVIDENCE_DIR" or k not in env}
+    return ours | {k: v for k, v in torch_defaults.items() if k not in env}
 
 
 class _Recorder:

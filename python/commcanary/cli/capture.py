@@ -187,8 +187,7 @@ def capture_command(
                 from commcanary.capture.evidence import parent_environment
 
                 evidence.mkdir(parents=True, exist_ok=True, mode=0o700)
-                env.update(parent_environment(evidence.resolve(), env))
-                env["COMMCANARY_HANG_AFTER_S"] = repr(hang_after)
+                env.update(parent_environment(evidence.resolve(), hang_after, env))
             code = _run_child(command, env)
             if evidence is not None:
                 _report_evidence(evidence)

@@ -169,11 +169,17 @@ pub fn gather(paths: &[PathBuf], options: &GatherOptions) -> Result<Evidence> {
         Uses::Traces => false,
         Uses::Timeline => no_traces,
     };
-    let unused = (!dumps_used)
-        .then_some(&listing.dumps)
-        .into_iter()
-        .flatten();
-    for (_, label) in unused.chain(if traces_only { &listing.texts[..] } else { &[] }) {
+    let unused_dumps = if dumps_used {
+        &[][..]
+    } else {
+        &listing.dumps[..]
+    };
+    let unused_texts = if traces_only {
+        &listing.texts[..]
+    } else {
+        &[][..]
+    };
+    for (_, label) in unused_dumps.iter().chain(unused_texts) {
         evidence
             .files
             .push(skipped(label, "not used by this analysis"));

@@ -63,7 +63,8 @@ pub fn job_from_dumps(dumps: Vec<LabeledDump>) -> Result<AlignedJob> {
     // Per rank: (op, call), ordered by arrival; then instances by key.
     let mut profiles = Vec::with_capacity(ranks.len());
     let mut keyed: BTreeMap<Key, Vec<(Member, f64)>> = BTreeMap::new();
-    let mut in_flight: Vec<Vec<bool>> = Vec::with_capacity(ranks.len());
+    let mut group_maps: Vec<Vec<usize>> = Vec::with_capacity(ranks.len());
+    let mut open_calls = Vec::new();
     for (slot, &rank) in ranks.iter().enumerate() {
         let ev = &model.ranks[&rank];
         let (mine, local) = groups_of_rank(&groups, rank);
@@ -92,19 +93,22 @@ pub fn job_from_dumps(dumps: Vec<LabeledDump>) -> Result<AlignedJob> {
             calls.push((call, key, o.pending));
         }
         calls.sort_by(|a, b| a.0.arrival.total_cmp(&b.0.arrival));
-        let mut pending = Vec::with_capacity(calls.len());
         let mut own_calls = Vec::with_capacity(calls.len());
-        for (i, (call, key, open)) in calls.into_iter().enumerate() {
+        for (i, (mut call, key, open)) in calls.into_iter().enumerate() {
+            let member = Member { slot, call: i };
             if key != Key::None {
-                keyed
-                    .entry(key)
-                    .or_default()
-                    .push((Member { slot, call: i }, call.arrival));
+                keyed.entry(key).or_default().push((member, call.arrival));
             }
-            pending.push(open);
+            // A call in flight when its rank was dumped runs to the
+            // evidence's end.
+            if open {
+                if !call.end_measured {
+                    call.end = last_us.max(call.arrival);
+                }
+                open_calls.push(member);
+            }
             own_calls.push(call);
         }
-        in_flight.push(pending);
         profiles.push(RankProfile {
             rank,
             world_size: Some(model.world),
@@ -115,6 +119,7 @@ pub fn job_from_dumps(dumps: Vec<LabeledDump>) -> Result<AlignedJob> {
             names: vec!["flight_recorder".to_owned()],
             ..RankProfile::default()
         });
+        group_maps.push(mine);
     }
     let mut instances = Vec::with_capacity(keyed.len());
     for (key, mut members) in keyed {
@@ -132,7 +137,7 @@ pub fn job_from_dumps(dumps: Vec<LabeledDump>) -> Result<AlignedJob> {
         for (m, _) in &members {
             let c = &mut profiles[m.slot].calls[m.call];
             if !c.end_measured && complete {
-                c.end = last.max(c.arrival);
+                c.end = c.end.max(last);
             }
         }
         instances.push(Instance {
@@ -142,27 +147,6 @@ pub fn job_from_dumps(dumps: Vec<LabeledDump>) -> Result<AlignedJob> {
             ambiguous: false,
         });
     }
-    // A call in flight when its rank was dumped runs to the evidence's end.
-    let mut open_calls = Vec::new();
-    for (slot, (p, open)) in profiles.iter_mut().zip(&in_flight).enumerate() {
-        for (call, (c, _)) in (p.calls.iter_mut())
-            .zip(open)
-            .enumerate()
-            .filter(|(_, (_, o))| **o)
-        {
-            if !c.end_measured {
-                c.end = last_us.max(c.arrival);
-            }
-            open_calls.push(Member { slot, call });
-        }
-    }
-    let group_maps = (profiles.iter())
-        .map(|p| {
-            (p.groups.iter())
-                .map(|d| groups.iter().position(|j| j.name == d.name).unwrap_or(0))
-                .collect()
-        })
-        .collect();
     let labels = (ranks.iter())
         .map(|r| model.ranks[r].files.first().cloned().unwrap_or_default())
         .collect();

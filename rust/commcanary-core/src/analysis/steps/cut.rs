@@ -141,7 +141,7 @@ pub fn cut_rank(keys: &[u32], arrival: &[f64], end: &[f64]) -> Option<RankCut> {
 /// broadcasts, as its second step starts) opens the next step. Later in
 /// the trace a call seen once may be rare work whose next turn the trace
 /// did not reach (a metrics all_reduce every few steps), which ends a step.
-pub(super) fn open_with_one_offs(cuts: &mut [usize], keys: &[u32], counts: &FxHashMap<u32, usize>) {
+fn open_with_one_offs(cuts: &mut [usize], keys: &[u32], counts: &FxHashMap<u32, usize>) {
     for i in 1..cuts.len().div_ceil(2) {
         let floor = cuts[i - 1] + 1;
         while cuts[i] > floor && counts[&keys[cuts[i] - 1]] == 1 {

@@ -381,9 +381,11 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
     // threshold it sets, until that set no longer grows: a short job where
     // half the steps have a straggler does not hide them in its noise, and
     // lateness below the threshold stays noise.
+    let threshold_over =
+        |steps_sigma: f64| baseline + (LATE_Z * noise).max(MATERIAL_Z * steps_sigma);
     let mut trimmed: BTreeMap<i64, f64> = BTreeMap::new();
-    let mut step_noise = step_noise(&occ, &by_step, &trimmed);
-    let mut threshold = baseline + (LATE_Z * noise).max(MATERIAL_Z * step_noise);
+    let mut steps_sigma = step_noise(&occ, &by_step, &trimmed);
+    let mut threshold = threshold_over(steps_sigma);
     for _ in 0..NOISE_TRIM_ROUNDS {
         let clearing: BTreeMap<i64, f64> = (late_in_step.iter())
             .filter(|&(_, &e)| e > threshold)
@@ -393,9 +395,10 @@ pub fn analyze(job: &AlignedJob) -> Result<Stragglers> {
             break;
         }
         trimmed = clearing;
-        step_noise = self::step_noise(&occ, &by_step, &trimmed);
-        threshold = baseline + (LATE_Z * noise).max(MATERIAL_Z * step_noise);
+        steps_sigma = step_noise(&occ, &by_step, &trimmed);
+        threshold = threshold_over(steps_sigma);
     }
+    let step_noise = steps_sigma;
     let material = MATERIAL_Z * step_noise;
     let mut findings = Vec::new();
     for (&(rank, step), &(worst_e, _, _)) in &worst {
