@@ -12,6 +12,7 @@ import numpy.typing as npt
 __all__ = [
     "ABLATIONS",
     "CANARY_FORMAT",
+    "CANARY_LOOP_FORMAT",
     "CONFIGURATION_COUNT_RANGE",
     "DEFAULT_RESOURCE_LIMITS",
     "DEFAULT_SETTINGS",
@@ -73,6 +74,7 @@ __all__ = [
 
 __version__: Final[str]
 CANARY_FORMAT: Final[str]
+CANARY_LOOP_FORMAT: Final[str]
 TRACE_FORMAT: Final[str]
 REPORT_FORMAT: Final[str]
 REPLAY_MODEL: Final[str]
@@ -123,6 +125,7 @@ class Trace:
         budgets: list[tuple[str, float]] | None = None,
         lossless_timing: bool = False,
         sequence_motifs: bool = True,
+        step_loops: bool = True,
         allow_empty: bool = False,
         compiler_members: list[tuple[str, bytes]] | None = None,
     ) -> CompiledCanary: ...
@@ -145,6 +148,7 @@ def compile_file(
     budgets: list[tuple[str, float]] | None = None,
     lossless_timing: bool = False,
     sequence_motifs: bool = True,
+    step_loops: bool = True,
     allow_empty: bool = False,
 ) -> CompiledCanary: ...
 def write_atomic(path: str, data: bytes) -> None: ...
@@ -239,6 +243,7 @@ def behavior_search(
     budgets: list[tuple[str, float]] | None = None,
     lossless_timing: bool = False,
     sequence_motifs: bool = True,
+    step_loops: bool = True,
     progress: Callable[[int, int], object] | None = None,
 ) -> tuple[CompiledCanary, dict[str, Any], bytes]: ...
 def import_kineto_file(

@@ -421,6 +421,7 @@ def search(
     budgets: Mapping[str, float] | None = None,
     lossless_timing: bool = False,
     sequence_motifs: bool = True,
+    step_loops: bool = True,
     progress: Callable[[int, int], object] | None = None,
 ) -> SearchResult:
     """Find the smallest canary of ``trace`` that is behaviourally verified.
@@ -452,6 +453,7 @@ def search(
         budgets=sorted((budgets or {}).items()),
         lossless_timing=lossless_timing,
         sequence_motifs=sequence_motifs,
+        step_loops=step_loops,
         progress=progress,
     )
     candidate = Canary(selected)
@@ -495,6 +497,7 @@ def search(
         budgets=budgets,
         lossless_timing=lossless_timing,
         sequence_motifs=sequence_motifs,
+        step_loops=step_loops,
         compiler_members={"behavior_search": summary},
     )
     if final.commitments["execution_semantic_sha256"] != candidate.commitments["execution_semantic_sha256"]:

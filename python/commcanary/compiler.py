@@ -145,6 +145,7 @@ def compile(
     budgets: Mapping[str, float] | None = None,
     lossless_timing: bool = False,
     sequence_motifs: bool = True,
+    step_loops: bool = True,
     allow_empty: bool = False,
     compiler_members: Mapping[str, Any] | None = None,
 ) -> Canary:
@@ -153,6 +154,9 @@ def compile(
     ``budgets`` maps bound names (see :data:`BOUND_FIELDS`) to maxima; a bound
     that is exceeded raises :class:`commcanary.errors.BudgetError` carrying the
     achieved value, as does ``lossless_timing=True`` when approximation is needed.
+    ``step_loops`` (on by default) encodes a trace whose events carry ``step``
+    as one loop over an iteration's slots when that is smaller; off, or for a
+    trace without iterations, the program is flat (``sequence_motifs`` only).
     ``compiler_members`` adds JSON members to the canary's ``compiler`` block
     (verification statuses, a search summary); they are covered by its
     provenance digest and counted in its bytes.
@@ -164,6 +168,7 @@ def compile(
         "budgets": sorted((budgets or {}).items()),
         "lossless_timing": lossless_timing,
         "sequence_motifs": sequence_motifs,
+        "step_loops": step_loops,
         "allow_empty": allow_empty,
     }
     if compiler_members:

@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from commcanary.formats import FIDELITY_VERIFICATION_FORMAT
+from commcanary.formats import CANARY_FORMAT, FIDELITY_VERIFICATION_FORMAT
 
 __all__ = ["FIDELITY_FORMAT", "SourceTrace", "verify_fidelity"]
 
@@ -190,10 +190,47 @@ def _weight(record: Any) -> int:
     return int(record["interval"][0])
 
 
-def _logical_leaves(canary: dict[str, Any]) -> list[dict[str, Any]]:
-    leaves = []
+#: The execution semantics every commitment names: a step loop (v4) runs
+#: the same occurrences as the flat program (v3) it encodes.
+EXECUTION_FORMAT = CANARY_FORMAT
+
+
+def _logical_events(canary: dict[str, Any]) -> list[tuple[int, int, int]]:
+    """(stream, first occurrence in it, occurrences) of every logical event.
+
+    A stream is a stored leaf instance read once: a plain leaf, each
+    repetition of a motif leaf, or a step loop's slot, read on across the
+    iterations of its schedule. ``_streams`` gives the leaf of each.
+    """
+    out: list[tuple[int, int, int]] = []
+    stream = 0
     for block in canary["events"]:
-        if "motif" in block:
+        if "loop" in block:
+            taken = [0] * len(block["loop"])
+            for variant, iterations in block["schedule"]:
+                for _ in range(int(iterations)):
+                    for slot, events in block["variants"][variant]:
+                        out.append((stream + slot, taken[slot], int(events)))
+                        taken[slot] += int(events)
+            stream += len(block["loop"])
+        elif "motif" in block:
+            for _ in range(int(block["repeats"])):
+                for leaf in block["motif"]:
+                    out.append((stream, 0, sum(_weight(r) for r in leaf["timing"])))
+                    stream += 1
+        else:
+            out.append((stream, 0, sum(_weight(r) for r in block["timing"])))
+            stream += 1
+    return out
+
+
+def _streams(canary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The leaf of each stream ``_logical_events`` numbers."""
+    leaves: list[dict[str, Any]] = []
+    for block in canary["events"]:
+        if "loop" in block:
+            leaves.extend(block["loop"])
+        elif "motif" in block:
             for _ in range(int(block["repeats"])):
                 leaves.extend(block["motif"])
         else:
@@ -276,40 +313,48 @@ def program_commitments(canary: dict[str, Any]) -> tuple[str, str]:
     exec_events: list[Any] = []
     calib_events: list[Any] = []
     seen: dict[int, int] = {}
-    for leaf in _logical_leaves(canary):
-        sig_index = leaf["signature"]
+    leaves = _streams(canary)
+    expanded: dict[int, list[tuple[float, list[Any], Any]]] = {}
+
+    def occurrences_of(stream: int) -> list[tuple[float, list[Any], Any]]:
+        if stream not in expanded:
+            out = []
+            for record in leaves[stream]["timing"]:
+                if isinstance(record, dict) and "interval" in record:
+                    obs = record["interval"][interval_observed] if interval_observed is not None else None
+                else:
+                    obs = None
+                out.extend((gap, v, obs) for gap, v in _occurrences(record))
+            expanded[stream] = out
+        return expanded[stream]
+
+    for stream, first, take in _logical_events(canary):
+        sig_index = leaves[stream]["signature"]
         sig = canary["signatures"][sig_index]
         base = seen.get(sig_index, 0)
         runs: list[dict[str, Any]] = []
         observed_runs: list[dict[str, Any]] | None = [] if observed_at is not None else None
-        count = 0
-        for record in leaf["timing"]:
-            if isinstance(record, dict) and "interval" in record:
-                obs = record["interval"][interval_observed] if interval_observed is not None else None
+        for gap, v, obs in occurrences_of(stream)[first : first + take]:
+            item = {
+                "arrival_offsets_us": [round(o, 9) for o in v[2]],
+                "compute_overlap_us": round(v[4], 9),
+                "compute_pressure": round(v[5], 9),
+                "gap_us": round(gap, 9),
+            }
+            if runs and runs[-1]["item"] == item:
+                runs[-1]["weight"] += 1
             else:
-                obs = None
-            for gap, v in _occurrences(record):
-                item = {
-                    "arrival_offsets_us": [round(o, 9) for o in v[2]],
-                    "compute_overlap_us": round(v[4], 9),
-                    "compute_pressure": round(v[5], 9),
-                    "gap_us": round(gap, 9),
-                }
-                if runs and runs[-1]["item"] == item:
-                    runs[-1]["weight"] += 1
+                runs.append({"item": item, "weight": 1})
+            if observed_runs is not None:
+                value = round(obs if obs is not None else v[observed_at], 9)  # type: ignore[index]
+                if observed_runs and observed_runs[-1]["item"] == value:
+                    observed_runs[-1]["weight"] += 1
                 else:
-                    runs.append({"item": item, "weight": 1})
-                if observed_runs is not None:
-                    value = round(obs if obs is not None else v[observed_at], 9)  # type: ignore[index]
-                    if observed_runs and observed_runs[-1]["item"] == value:
-                        observed_runs[-1]["weight"] += 1
-                    else:
-                        observed_runs.append({"item": value, "weight": 1})
-                count += 1
-        seen[sig_index] = base + count
+                    observed_runs.append({"item": value, "weight": 1})
+        seen[sig_index] = base + take
         exec_events.append({"execution_occurrence_base": base, "signature": sig, "timing_runs": runs})
         calib_events.append({"observed_runs": observed_runs, "signature": sig})
-    fmt = canary["format"]
+    fmt = EXECUTION_FORMAT
     return sha({"events": exec_events, "format": fmt}), sha({"events": calib_events, "format": fmt})
 
 
@@ -367,16 +412,16 @@ class _Walk:
                 where, "compute_fields_uncertain", bool(sample.get("compute_fields_uncertain")), uncertain
             )
 
-    def interval(self, record: dict[str, Any], start: int, group_start: int, where: str) -> None:
+    def interval(self, record: dict[str, Any], stream: list[dict[str, Any]], start: int, where: str) -> None:
         self.checked_intervals += 1
         cols = dict(zip(self.interval_columns, record["interval"], strict=False))
         w = int(cols["weight"])
-        segment = self.samples[start : start + w]
+        segment = stream[start : start + w]
         rep_index = int(cols["representative_index"])
-        if len(segment) != w or not (group_start <= group_start + rep_index < len(self.samples)):
+        if len(segment) != w or not (0 <= rep_index < len(stream)):
             self.fail(where, "weight", len(segment), w)
             return
-        rep = self.samples[group_start + rep_index]
+        rep = stream[rep_index]
         digest = hashlib.sha256(canonical({"samples": segment})).hexdigest()
         if digest != record["source_segment_sha256"]:
             self.fail(where, "source_segment_sha256", digest, record["source_segment_sha256"])
@@ -432,42 +477,58 @@ class _Walk:
         self.encoded_gap_sums.append(round(total, 9))
 
     def run(self) -> int:
-        position = 0
+        """Walks every stream's records over its source samples; returns
+        the source events the logical events consume."""
         n = len(self.samples)
-        for e, leaf in enumerate(_logical_leaves(self.canary)):
-            sig = self.canary["signatures"][leaf["signature"]]
-            group_start = position
-            where_leaf = f"logical event {e}"
-            for r, record in enumerate(leaf["timing"]):
-                where = f"{where_leaf} record {r}"
-                w = _weight(record)
-                self.recursive += 1
-                if position + w > n:
-                    self.fail(where, "source events", n - position, w)
-                    return position + w
-                for k in range(position, position + w):
-                    if self.signatures[k] != sig:
-                        self.fail(where, "signature", self.signatures[k], sig)
-                        break
-                if isinstance(record, list):
-                    for k in range(position, position + w):
-                        self.plain_matches(record, self.samples[k], where)
-                    gap = record[1]
-                    self.encoded_gap_sums.append(gap if w == 1 else round(gap * w, 9))
-                elif "pattern" in record:
-                    period = len(record["pattern"])
-                    self.recursive += period
-                    for k in range(position, position + w):
-                        self.plain_matches(record["pattern"][(k - position) % period], self.samples[k], where)
-                    total = round(py_sum(x["gap_us"] for x in self.samples[position : position + w]), 9)
-                    if total != record["gap_sum_us"]:
-                        self.fail(where, "gap_sum_us", total, record["gap_sum_us"])
-                    self.encoded_gap_sums.append(record["gap_sum_us"])
-                else:
-                    self.approximate += 1
-                    self.interval(record, position, group_start, where)
-                position += w
+        leaves = _streams(self.canary)
+        positions: list[list[int]] = [[] for _ in leaves]
+        position = 0
+        for stream, _first, take in _logical_events(self.canary):
+            positions[stream].extend(range(position, min(position + take, n)))
+            position += take
+        if position > n:
+            self.fail("canary", "source events", n, position)
+            return position
+        for stream, leaf in enumerate(leaves):
+            self.stream(leaf, positions[stream], f"stream {stream}")
         return position
+
+    def stream(self, leaf: dict[str, Any], indices: list[int], where_leaf: str) -> None:
+        """One stream: its records cover the samples at ``indices`` in order."""
+        sig = self.canary["signatures"][leaf["signature"]]
+        stream = [self.samples[k] for k in indices]
+        for k in indices:
+            if self.signatures[k] != sig:
+                self.fail(where_leaf, "signature", self.signatures[k], sig)
+                break
+        at = 0
+        for r, record in enumerate(leaf["timing"]):
+            where = f"{where_leaf} record {r}"
+            w = _weight(record)
+            self.recursive += 1
+            if at + w > len(stream):
+                self.fail(where, "source events", len(stream) - at, w)
+                return
+            if isinstance(record, list):
+                for k in range(at, at + w):
+                    self.plain_matches(record, stream[k], where)
+                gap = record[1]
+                self.encoded_gap_sums.append(gap if w == 1 else round(gap * w, 9))
+            elif "pattern" in record:
+                period = len(record["pattern"])
+                self.recursive += period
+                for k in range(at, at + w):
+                    self.plain_matches(record["pattern"][(k - at) % period], stream[k], where)
+                total = round(py_sum(x["gap_us"] for x in stream[at : at + w]), 9)
+                if total != record["gap_sum_us"]:
+                    self.fail(where, "gap_sum_us", total, record["gap_sum_us"])
+                self.encoded_gap_sums.append(record["gap_sum_us"])
+            else:
+                self.approximate += 1
+                self.interval(record, stream, at, where)
+            at += w
+        if at != len(stream):
+            self.fail(where_leaf, "source events", len(stream), at)
 
 
 def verify_fidelity(

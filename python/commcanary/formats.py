@@ -10,6 +10,8 @@ CANONICAL_JSON = "commcanary.canonical-json.v1"
 REPLAY_MODEL = "deterministic-scheduler-v4"
 TRACE_FORMAT = "commcanary.trace.v1"
 CANARY_FORMAT = "commcanary.canary.v3"
+#: A canary whose program is a step loop (``compile`` on a trace with iterations).
+CANARY_LOOP_FORMAT = "commcanary.canary.v4"
 REPORT_FORMAT = "commcanary.report.v3"
 COMPARISON_FORMAT = "commcanary.compare.v3"
 REPORT_VERIFICATION_FORMAT = "commcanary.report_verification.v1"
@@ -28,6 +30,7 @@ MEASURED_MODE = "physical-measurement"
 FORMATS: dict[str, str] = {
     "trace": TRACE_FORMAT,
     "canary": CANARY_FORMAT,
+    "canary_step_loop": CANARY_LOOP_FORMAT,
     "report": REPORT_FORMAT,
     "comparison": COMPARISON_FORMAT,
     "report_verification": REPORT_VERIFICATION_FORMAT,

@@ -62,6 +62,13 @@ LosslessTiming = Annotated[
 DisableSequenceMotifs = Annotated[
     bool, typer.Option("--disable-sequence-motifs", help="Emit flat events only (no sequence motifs).")
 ]
+NoStepLoops = Annotated[
+    bool,
+    typer.Option(
+        "--no-step-loops",
+        help="Keep a trace with iterations (a step column) flat instead of encoding it as one step loop.",
+    ),
+]
 RequireBehaviorVerification = Annotated[
     bool,
     typer.Option(
@@ -127,6 +134,7 @@ def compile_command(
     max_prefix_gap_error_us: MaxPrefixGap = None,
     lossless_timing: LosslessTiming = False,
     disable_sequence_motifs: DisableSequenceMotifs = False,
+    no_step_loops: NoStepLoops = False,
     require_behavior_verification: RequireBehaviorVerification = False,
     reference_trace: ReferenceTrace = None,
     allow_partial_source: AllowPartialSource = False,
@@ -152,6 +160,7 @@ def compile_command(
         "budgets": {k: v for k, v in budgets.items() if v is not None},
         "lossless_timing": lossless_timing,
         "sequence_motifs": not disable_sequence_motifs,
+        "step_loops": not no_step_loops,
     }
     with errors_exit(ctx):
         _check_flags(

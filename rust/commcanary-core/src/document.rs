@@ -14,6 +14,9 @@ use crate::error::{Error, ErrorKind, Result};
 pub const TRACE: &str = "commcanary.trace.v1";
 /// `commcanary.canary.v3`: a compiled canary.
 pub const CANARY: &str = "commcanary.canary.v3";
+/// `commcanary.canary.v4`: a compiled canary whose program is a step loop
+/// (v3 plus the `loop` block; same execution semantics).
+pub const CANARY_LOOP: &str = "commcanary.canary.v4";
 /// `commcanary.report.v3`: a replay report.
 pub const REPORT: &str = "commcanary.report.v3";
 /// `commcanary.compare.v3`: a comparison of two reports.
@@ -40,9 +43,10 @@ pub const TIMELINE: &str = "commcanary.timeline.v1";
 pub const SIGNATURE: &str = "commcanary.signature.v1";
 
 /// Every document format this version knows, with the noun a person reads.
-pub const KINDS: [(&str, &str); 13] = [
+pub const KINDS: [(&str, &str); 14] = [
     (TRACE, "trace"),
     (CANARY, "canary"),
+    (CANARY_LOOP, "canary"),
     (REPORT, "report"),
     (COMPARISON, "comparison"),
     (REPORT_VERIFICATION, "report verification"),

@@ -161,7 +161,7 @@ pub fn evaluate_behavior<'py>(
 /// JSON)`; the options dict has `timing_sample_limit` and
 /// `timing_sample_limits_by_group` (list of pairs).
 #[pyfunction]
-#[pyo3(signature = (trace, reference, *, min_limit, max_limit, tolerances, max_events=None, budgets=None, lossless_timing=false, sequence_motifs=true, progress=None))]
+#[pyo3(signature = (trace, reference, *, min_limit, max_limit, tolerances, max_events=None, budgets=None, lossless_timing=false, sequence_motifs=true, step_loops=true, progress=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn behavior_search<'py>(
     py: Python<'py>,
@@ -174,6 +174,7 @@ pub fn behavior_search<'py>(
     budgets: Option<Vec<(String, f64)>>,
     lossless_timing: bool,
     sequence_motifs: bool,
+    step_loops: bool,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<(PyCompiled, Bound<'py, PyDict>, Bound<'py, PyBytes>)> {
     let options = detached(py, None, || {
@@ -184,6 +185,7 @@ pub fn behavior_search<'py>(
             budgets,
             lossless_timing,
             sequence_motifs,
+            step_loops,
             false,
         )?;
         SearchOptions::checked(min_limit, compile, self::tolerances(tolerances)?)

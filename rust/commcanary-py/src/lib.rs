@@ -97,10 +97,12 @@ fn default_tolerances(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 fn formats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     for (format, noun) in commcanary_core::document::KINDS {
-        d.set_item(
-            noun.replace(' ', "_").replace("behaviour", "behavior"),
-            format,
-        )?;
+        let role = if format == commcanary_core::document::CANARY_LOOP {
+            "canary_step_loop".to_owned()
+        } else {
+            noun.replace(' ', "_").replace("behaviour", "behavior")
+        };
+        d.set_item(role, format)?;
     }
     Ok(d)
 }
@@ -154,6 +156,7 @@ mod _core {
         }));
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("CANARY_FORMAT", core::canary::CANARY_FORMAT)?;
+        m.add("CANARY_LOOP_FORMAT", core::canary::CANARY_LOOP_FORMAT)?;
         m.add("TRACE_FORMAT", core::trace::TRACE_FORMAT)?;
         m.add("REPORT_FORMAT", core::report::REPORT_FORMAT)?;
         m.add("REPLAY_MODEL", core::sim::MODEL_VERSION)?;

@@ -41,6 +41,7 @@ pub(crate) fn compile_options(
     budgets: Option<Vec<(String, f64)>>,
     lossless_timing: bool,
     sequence_motifs: bool,
+    step_loops: bool,
     allow_empty: bool,
 ) -> commcanary_core::Result<CompileOptions> {
     CompileOptions::checked(&RequestedOptions {
@@ -50,6 +51,7 @@ pub(crate) fn compile_options(
         budgets: budgets.unwrap_or_default(),
         lossless_timing,
         sequence_motifs,
+        step_loops,
         allow_empty,
     })
 }
@@ -124,7 +126,7 @@ impl PyTrace {
     }
 
     /// Compiles the trace into a canary (see `commcanary.compile`).
-    #[pyo3(signature = (*, timing_sample_limit=None, timing_sample_limits_by_group=None, max_events=None, budgets=None, lossless_timing=false, sequence_motifs=true, allow_empty=false, compiler_members=None))]
+    #[pyo3(signature = (*, timing_sample_limit=None, timing_sample_limits_by_group=None, max_events=None, budgets=None, lossless_timing=false, sequence_motifs=true, step_loops=true, allow_empty=false, compiler_members=None))]
     #[allow(clippy::too_many_arguments)]
     fn compile(
         &self,
@@ -135,6 +137,7 @@ impl PyTrace {
         budgets: Option<Vec<(String, f64)>>,
         lossless_timing: bool,
         sequence_motifs: bool,
+        step_loops: bool,
         allow_empty: bool,
         compiler_members: Option<Vec<(String, PyBackedBytes)>>,
     ) -> PyResult<PyCompiled> {
@@ -147,6 +150,7 @@ impl PyTrace {
                 budgets,
                 lossless_timing,
                 sequence_motifs,
+                step_loops,
                 allow_empty,
             )?;
             for (key, value) in compiler_members.unwrap_or_default() {
@@ -161,7 +165,7 @@ impl PyTrace {
 /// Reads a trace file and compiles it in one step, releasing the input bytes
 /// as soon as the source commitment is taken (lowest peak memory).
 #[pyfunction]
-#[pyo3(signature = (path, *, timing_sample_limit=None, timing_sample_limits_by_group=None, max_events=None, budgets=None, lossless_timing=false, sequence_motifs=true, allow_empty=false))]
+#[pyo3(signature = (path, *, timing_sample_limit=None, timing_sample_limits_by_group=None, max_events=None, budgets=None, lossless_timing=false, sequence_motifs=true, step_loops=true, allow_empty=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn compile_file(
     py: Python<'_>,
@@ -172,6 +176,7 @@ pub(crate) fn compile_file(
     budgets: Option<Vec<(String, f64)>>,
     lossless_timing: bool,
     sequence_motifs: bool,
+    step_loops: bool,
     allow_empty: bool,
 ) -> PyResult<PyCompiled> {
     let display = path.display().to_string();
@@ -183,6 +188,7 @@ pub(crate) fn compile_file(
             budgets,
             lossless_timing,
             sequence_motifs,
+            step_loops,
             allow_empty,
         )?;
         let trace = load(&path, &LoadOptions::default())?;

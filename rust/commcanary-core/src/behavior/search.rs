@@ -303,18 +303,16 @@ impl Searcher<'_> {
     }
 }
 
-/// Number of source events in each group of `compiled`.
+/// Number of source events in each group of `compiled` (of a step loop:
+/// its logical events, the flat groups that per-group limits name).
 fn group_sizes(compiled: &Compiled) -> Vec<u64> {
     let p = &compiled.program;
-    p.leaves
-        .iter()
-        .map(|leaf| {
-            p.leaf_records(leaf)
-                .iter()
-                .map(|r| p.record_weight(r))
-                .sum()
-        })
-        .collect()
+    if p.has_loop() {
+        let mut sizes = Vec::new();
+        crate::canary::expand::for_each_logical_event(p, |e| sizes.push(e.take));
+        return sizes;
+    }
+    p.leaves.iter().map(|leaf| p.leaf_repeat(leaf)).collect()
 }
 
 /// Runs the search.

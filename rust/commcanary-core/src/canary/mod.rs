@@ -29,8 +29,13 @@ pub mod write;
 
 use crate::trace::Signature;
 
-/// The canary format string written by this crate.
+/// The canary format string written by this crate for flat programs; it
+/// also names the execution semantics every commitment is defined over, so a
+/// loop canary and the flat canary of one trace share their commitments.
 pub const CANARY_FORMAT: &str = crate::document::CANARY;
+
+/// The canary format string of a program with a step loop.
+pub const CANARY_LOOP_FORMAT: &str = crate::document::CANARY_LOOP;
 
 /// The eight fidelity fields of a canary's bounds and budgets, in
 /// budget-check order.
@@ -179,6 +184,62 @@ pub enum Block {
         /// Repetitions (≥ 2).
         repeats: u64,
     },
+    /// A step loop (index into [`Program::loops`]).
+    Loop(u32),
+}
+
+/// A training loop: the slots of one iteration, the iteration shapes
+/// (variants) and the order they run in (the schedule).
+///
+/// A slot is the k-th group of one signature within an iteration; its leaf
+/// holds the timing of that group across every iteration, in execution
+/// order, as one record stream. Iteration `i` runs the variant the schedule
+/// names for it: a list of `(slot, events)` pairs, each a logical event that
+/// takes the next `events` occurrences of its slot's stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepLoop {
+    /// First slot leaf in [`Program::leaves`].
+    pub first_leaf: u32,
+    /// Number of slots (their leaves follow `first_leaf`).
+    pub slot_count: u32,
+    /// Each variant's logical events, `(slot, events)`.
+    pub variants: Vec<Vec<(u32, u64)>>,
+    /// `(variant, consecutive iterations)` in execution order.
+    pub schedule: Vec<(u32, u64)>,
+}
+
+impl StepLoop {
+    /// Number of iterations the schedule runs.
+    #[must_use]
+    pub fn iterations(&self) -> u64 {
+        self.schedule
+            .iter()
+            .fold(0u64, |a, &(_, n)| a.saturating_add(n))
+    }
+
+    /// Logical events over the whole schedule (saturating).
+    #[must_use]
+    pub fn logical_events(&self) -> u64 {
+        self.schedule.iter().fold(0u64, |a, &(v, n)| {
+            let len = self.variants.get(v as usize).map_or(0, Vec::len) as u64;
+            a.saturating_add(len.saturating_mul(n))
+        })
+    }
+
+    /// Occurrences each slot's stream must hold: what the schedule takes
+    /// from it (saturating).
+    #[must_use]
+    pub fn slot_demand(&self) -> Vec<u64> {
+        let mut demand = vec![0u64; self.slot_count as usize];
+        for &(v, n) in &self.schedule {
+            for &(slot, events) in self.variants.get(v as usize).map_or(&[][..], Vec::as_slice) {
+                if let Some(d) = demand.get_mut(slot as usize) {
+                    *d = d.saturating_add(events.saturating_mul(n));
+                }
+            }
+        }
+        demand
+    }
 }
 
 /// A canary program with its storage.
@@ -198,6 +259,8 @@ pub struct Program {
     pub leaves: Vec<Leaf>,
     /// The program, in order.
     pub blocks: Vec<Block>,
+    /// Step loops that [`Block::Loop`] refers to.
+    pub loops: Vec<StepLoop>,
     /// Points carry `observed_exposed_us`.
     pub has_observed: bool,
 }
@@ -236,6 +299,24 @@ impl Program {
             .fold(0u64, u64::saturating_add)
     }
 
+    /// Whether the program holds a step loop (written as
+    /// [`CANARY_LOOP_FORMAT`]).
+    #[must_use]
+    pub fn has_loop(&self) -> bool {
+        !self.loops.is_empty()
+    }
+
+    /// The format the program is written as: the loop format when it holds
+    /// a step loop, else the flat one.
+    #[must_use]
+    pub fn format(&self) -> &'static str {
+        if self.has_loop() {
+            CANARY_LOOP_FORMAT
+        } else {
+            CANARY_FORMAT
+        }
+    }
+
     /// Whether any point has uncertain compute fields.
     #[must_use]
     pub fn has_uncertain(&self) -> bool {
@@ -248,6 +329,10 @@ impl Program {
     pub fn block_leaves(&self, block: &Block) -> std::ops::Range<u32> {
         match *block {
             Block::Leaf(l) => l..l + 1,
+            Block::Loop(i) => {
+                let l = &self.loops[i as usize];
+                l.first_leaf..l.first_leaf + l.slot_count
+            }
             Block::Motif {
                 first_leaf,
                 leaf_count,
@@ -256,11 +341,12 @@ impl Program {
         }
     }
 
-    /// Repetitions of a block (1 for a leaf).
+    /// Repetitions of a block (1 for a leaf and a loop, whose slots are
+    /// not repeated but consumed by its schedule).
     #[must_use]
     pub fn block_repeats(block: &Block) -> u64 {
         match *block {
-            Block::Leaf(_) => 1,
+            Block::Leaf(_) | Block::Loop(_) => 1,
             Block::Motif { repeats, .. } => repeats,
         }
     }

@@ -1,4 +1,4 @@
-//! Reading and validating a `commcanary.canary.v3` file.
+//! Reading and validating a `commcanary.canary.v3` or `.v4` (step loop) file.
 //!
 //! [`read_canary`] parses the bytes, checks every shape rule of
 //! `docs/formats/canary.md`, bounds the expansion before anything is expanded,
@@ -13,7 +13,8 @@ use sha2::{Digest, Sha256};
 use super::commit::program_digests;
 use super::expand::expanded_counts;
 use super::{
-    Block, Bounded, CANARY_FORMAT, FIDELITY_FIELDS, IntervalErrors, Leaf, Point, Program, Record,
+    Block, Bounded, CANARY_FORMAT, CANARY_LOOP_FORMAT, FIDELITY_FIELDS, IntervalErrors, Leaf,
+    Point, Program, Record, StepLoop,
 };
 use crate::error::{Error, Result};
 use crate::json::{Doc, JsonLimits, Node, NodeId, Parser, Value, canon};
@@ -395,11 +396,20 @@ pub fn read_canary_deferred(bytes: &[u8]) -> Result<Canary> {
         ..JsonLimits::default()
     };
     let top = parse_top(bytes, limits)?;
-    crate::document::expect_format(top.get("format").and_then(|f| f.as_str()), CANARY_FORMAT)?;
+    let format = top.get("format").and_then(|f| f.as_str());
+    let loops_allowed = format == Some(CANARY_LOOP_FORMAT);
+    crate::document::expect_format(
+        format,
+        if loops_allowed {
+            CANARY_LOOP_FORMAT
+        } else {
+            CANARY_FORMAT
+        },
+    )?;
     check_top_members(&top)?;
     let compiler = top.get("compiler").expect("checked above");
     let (has_observed, has_uncertain) = timing_layout(&top)?;
-    let program = read_program(&top, has_observed, has_uncertain)?;
+    let program = read_program(&top, has_observed, has_uncertain, loops_allowed)?;
     let source_events = check_counts(compiler, &program)?;
     check_fidelity(compiler, &program)?;
     let digests = check_commitments(bytes, &top, compiler)?;
@@ -439,7 +449,7 @@ fn check_top_members(top: &TopLevel) -> Result<()> {
     }
     let root = &top;
     match root.get("format").and_then(|f| f.as_str()) {
-        Some(CANARY_FORMAT) => {}
+        Some(CANARY_FORMAT | CANARY_LOOP_FORMAT) => {}
         Some(other) => {
             return Err(bad(format_args!(
                 "field 'format' must be '{CANARY_FORMAT}', got '{other}'"
@@ -489,7 +499,12 @@ fn timing_layout(root: &TopLevel) -> Result<(bool, bool)> {
 }
 
 /// Stage 3: signatures and events into the program.
-fn read_program(top: &TopLevel, has_observed: bool, has_uncertain: bool) -> Result<Program> {
+fn read_program(
+    top: &TopLevel,
+    has_observed: bool,
+    has_uncertain: bool,
+    loops_allowed: bool,
+) -> Result<Program> {
     let root = top;
     let mut program = Program {
         has_observed,
@@ -522,7 +537,18 @@ fn read_program(top: &TopLevel, has_observed: bool, has_uncertain: bool) -> Resu
         if !block.is_object() {
             return Err(bad(format_args!("{} must be an object", path())));
         }
-        if let Some(children) = block.get("motif") {
+        if let Some(slots) = block.get("loop") {
+            if !loops_allowed {
+                return Err(bad(format_args!(
+                    "{} is a step loop, which only a {CANARY_LOOP_FORMAT} canary may hold",
+                    path()
+                )));
+            }
+            let step_loop = read_loop(&mut reader, block, slots, e)?;
+            reader.program.loops.push(step_loop);
+            let i = reader.program.loops.len() as u32 - 1;
+            reader.program.blocks.push(Block::Loop(i));
+        } else if let Some(children) = block.get("motif") {
             only_keys(block, &["motif", "repeats"], &path)?;
             let repeats = integer(block.get("repeats"), 2, &|| format!("{} repeats", path()))?;
             if !children.is_array() || children.len().unwrap_or(0) < 2 {
@@ -548,6 +574,96 @@ fn read_program(top: &TopLevel, has_observed: bool, has_uncertain: bool) -> Resu
     }
 
     Ok(program)
+}
+
+/// A step loop block: its slot leaves, variants and schedule, with every
+/// slot's stream holding exactly what the schedule takes from it.
+fn read_loop(
+    reader: &mut RecordReader<'_>,
+    block: Value<'_>,
+    slots: Value<'_>,
+    e: usize,
+) -> Result<StepLoop> {
+    let path = || format!("events[{e}]");
+    only_keys(block, &["loop", "schedule", "variants"], &path)?;
+    if !slots.is_array() || slots.is_empty() {
+        return Err(bad(format_args!(
+            "{} loop must list at least one slot leaf",
+            path()
+        )));
+    }
+    let first_leaf = reader.program.leaves.len() as u32;
+    for (k, leaf) in slots.elements().enumerate() {
+        reader.leaf(leaf, &|| format!("events[{e}].loop[{k}]"))?;
+    }
+    let slot_count = reader.program.leaves.len() as u32 - first_leaf;
+    let pairs = |v: Option<Value<'_>>, what: &str, first_max: u64| -> Result<Vec<(u32, u64)>> {
+        let v = v
+            .filter(|v| v.is_array() && !v.is_empty())
+            .ok_or_else(|| bad(format_args!("{what} must be a non-empty list of pairs")))?;
+        v.elements()
+            .enumerate()
+            .map(|(k, pair)| {
+                let at = || format!("{what}[{k}]");
+                let items: Vec<Value<'_>> = if pair.is_array() {
+                    pair.elements().collect()
+                } else {
+                    Vec::new()
+                };
+                if items.len() != 2 {
+                    return Err(bad(format_args!("{} must be a pair of integers", at())));
+                }
+                let a = integer(Some(items[0]), 0, &at)? as u64;
+                if a >= first_max {
+                    return Err(bad(format_args!(
+                        "{} names {a}, which does not exist ({first_max} defined)",
+                        at()
+                    )));
+                }
+                let b = integer(Some(items[1]), 1, &at)? as u64;
+                Ok((a as u32, b))
+            })
+            .collect()
+    };
+    let variants_v = block
+        .get("variants")
+        .filter(|v| v.is_array() && !v.is_empty())
+        .ok_or_else(|| bad(format_args!("{} variants must be a non-empty list", path())))?;
+    let mut variants = Vec::new();
+    for (v, variant) in variants_v.elements().enumerate() {
+        let what = format!("{}.variants[{v}]", path());
+        variants.push(pairs(Some(variant), &what, u64::from(slot_count))?);
+    }
+    let schedule = pairs(
+        block.get("schedule"),
+        &format!("{}.schedule", path()),
+        variants.len() as u64,
+    )?;
+    let step_loop = StepLoop {
+        first_leaf,
+        slot_count,
+        variants,
+        schedule,
+    };
+    for v in 0..step_loop.variants.len() as u32 {
+        if !step_loop.schedule.iter().any(|&(s, _)| s == v) {
+            return Err(bad(format_args!(
+                "{}.variants[{v}] never runs (the schedule does not name it)",
+                path()
+            )));
+        }
+    }
+    for (k, demand) in step_loop.slot_demand().into_iter().enumerate() {
+        let leaf = &reader.program.leaves[first_leaf as usize + k];
+        let held = reader.program.leaf_repeat(leaf);
+        if held != demand {
+            return Err(bad(format_args!(
+                "{}.loop[{k}] timing covers {held} events but the schedule takes {demand}",
+                path()
+            )));
+        }
+    }
+    Ok(step_loop)
 }
 
 /// Stage 4: expansion bounds, then the counts the `compiler` block claims;

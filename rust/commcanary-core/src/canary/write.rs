@@ -17,7 +17,7 @@
 //!   they follow from `timing_columns` (observed latency present or not,
 //!   uncertain compute fields present or not), as the format document states.
 
-use super::{Block, Bounded, Leaf, Point, Program, Record};
+use super::{Block, Bounded, Leaf, Point, Program, Record, StepLoop};
 use crate::json::canon::{self, ObjectWriter};
 use crate::trace::{Signature, hex};
 
@@ -147,6 +147,35 @@ impl PointWriter {
         }
         out.push(b']');
     }
+}
+
+/// Appends what follows a loop's slot leaves:
+/// `],"schedule":[[variant,iterations],...],"variants":[[[slot,events],...],...]}`.
+pub fn write_loop_tail(out: &mut Vec<u8>, step_loop: &StepLoop) {
+    let pairs = |out: &mut Vec<u8>, pairs: &[(u32, u64)]| {
+        out.push(b'[');
+        for (k, &(a, b)) in pairs.iter().enumerate() {
+            if k > 0 {
+                out.push(b',');
+            }
+            out.push(b'[');
+            canon::write_i64(out, i64::from(a));
+            out.push(b',');
+            canon::write_i64(out, b as i64);
+            out.push(b']');
+        }
+        out.push(b']');
+    };
+    out.extend_from_slice(b"],\"schedule\":");
+    pairs(out, &step_loop.schedule);
+    out.extend_from_slice(b",\"variants\":[");
+    for (k, variant) in step_loop.variants.iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
+        }
+        pairs(out, variant);
+    }
+    out.extend_from_slice(b"]}");
 }
 
 /// Serialises leaves and blocks of one program.
@@ -283,6 +312,17 @@ impl<'p> ProgramWriter<'p> {
                 out.extend_from_slice(b"],\"repeats\":");
                 canon::write_i64(out, repeats as i64);
                 out.push(b'}');
+            }
+            Block::Loop(i) => {
+                let step_loop = &self.program.loops[i as usize];
+                out.extend_from_slice(b"{\"loop\":[");
+                for l in step_loop.first_leaf..step_loop.first_leaf + step_loop.slot_count {
+                    if l > step_loop.first_leaf {
+                        out.push(b',');
+                    }
+                    self.write_leaf(out, &self.program.leaves[l as usize]);
+                }
+                write_loop_tail(out, step_loop);
             }
         }
     }

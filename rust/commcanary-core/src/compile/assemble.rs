@@ -10,8 +10,8 @@ use rustc_hash::FxHashMap;
 
 use super::samples::Ordering;
 use super::{CompileOptions, Compiled, Encoded, PRODUCER, Summary};
-use crate::canary::write::{ProgramWriter, timing_columns};
-use crate::canary::{Block, CANARY_FORMAT, FIDELITY_FIELDS, Program, Record};
+use crate::canary::write::{ProgramWriter, timing_columns, write_loop_tail};
+use crate::canary::{Block, FIDELITY_FIELDS, Program, Record};
 use crate::error::{Error, Result};
 use crate::json::canon::{self, ObjectWriter};
 use crate::pyfloat::round;
@@ -224,6 +224,19 @@ fn body_pieces(program: &Program, trace: &Trace) -> Vec<Piece> {
                 close.push(b'}');
                 pieces.push(Piece::Owned(close));
             }
+            Block::Loop(i) => {
+                sep.extend_from_slice(b"{\"loop\":[");
+                pieces.push(Piece::Owned(sep));
+                for l in program.block_leaves(block) {
+                    if l > program.loops[i as usize].first_leaf {
+                        pieces.push(Piece::Owned(b",".to_vec()));
+                    }
+                    pieces.push(Piece::Leaf(l));
+                }
+                let mut close = Vec::new();
+                write_loop_tail(&mut close, &program.loops[i as usize]);
+                pieces.push(Piece::Owned(close));
+            }
         }
     }
     pieces.push(Piece::Owned(closing_members(program, trace)));
@@ -236,7 +249,7 @@ fn closing_members(program: &Program, trace: &Trace) -> Vec<u8> {
     let writer = ProgramWriter::new(program);
     let mut rest = Vec::new();
     rest.extend_from_slice(b"],\"format\":");
-    canon::write_str(&mut rest, CANARY_FORMAT);
+    canon::write_str(&mut rest, program.format());
     rest.extend_from_slice(b",\"signatures\":");
     writer.write_signatures(&mut rest);
     rest.extend_from_slice(b",\"source_format\":");

@@ -7,6 +7,8 @@
 //! 3. compress each group's samples with the timing ladder ([`ladder`]);
 //! 4. account fidelity: per-field maxima over bounded records, the exact
 //!    total-gap check, `--lossless-timing` and error budgets;
+//!    or, when the trace carries iterations, a step loop's slot streams
+//!    ([`loops`]);
 //! 5. wrap repeated runs of identical groups as sequence motifs ([`motif`]);
 //! 6. commit: source projection, execution and calibration digests,
 //!    artifact provenance; then settle `canary_bytes` at its fixed point.
@@ -22,6 +24,7 @@
 mod assemble;
 pub mod bounded;
 pub mod ladder;
+pub mod loops;
 pub mod motif;
 pub mod options;
 mod program;
@@ -277,9 +280,33 @@ fn encode(
 ) -> Result<Encoded> {
     let samples = build_samples(trace, ordering, count)?;
     let groups = program::signature_groups(&samples, options)?;
-    let built = program::build_program(trace, &samples, &groups, count);
-    let fidelity = program::account_fidelity(&samples, &built, count, options)?;
     let uncertain_events = samples.uncertain.iter().filter(|&&u| u).count() as u64;
+    let plan = (options.step_loops && groups.overrides.is_empty())
+        .then(|| {
+            let step = &trace.events.step;
+            loops::plan(&groups, |k| step[ordering.order[k] as usize])
+        })
+        .flatten();
+    let (built, fidelity, step_loop) = match plan {
+        Some(plan) => {
+            let streams = samples.gather(&plan.order, |sig| {
+                trace.signatures[sig as usize].rank_count()
+            });
+            let slots = program::Groups {
+                limits: vec![options.timing_sample_limit; plan.slot_spans.len()],
+                spans: plan.slot_spans,
+                overrides: Vec::new(),
+            };
+            let built = program::build_program(trace, &streams, &slots, count);
+            let fidelity = program::account_fidelity(&samples.gap, &built, count, options)?;
+            (built, fidelity, Some(plan.step_loop))
+        }
+        None => {
+            let built = program::build_program(trace, &samples, &groups, count);
+            let fidelity = program::account_fidelity(&samples.gap, &built, count, options)?;
+            (built, fidelity, None)
+        }
+    };
     drop(samples);
     let program::Built {
         mut program,
@@ -290,14 +317,22 @@ fn encode(
     // which is what sequence motifs repeat. Meanwhile another core computes
     // the execution and calibration commitments: they are defined over
     // logical events, which motif wrapping does not change, so they are taken
-    // over the flat leaf sequence.
-    program.blocks = (0..program.leaves.len() as u32).map(Block::Leaf).collect();
+    // over the flat leaf sequence (or the loop, which runs the same events).
+    program.blocks = match step_loop {
+        Some(step_loop) => {
+            program.loops.push(step_loop);
+            vec![Block::Loop(0)]
+        }
+        None => (0..program.leaves.len() as u32).map(Block::Leaf).collect(),
+    };
     let (digests, leaves) = rayon::join(
         || program_digests(&program),
         || assemble::LeafJson::of(&program),
     );
     let (execution_semantic_sha256, calibration_evaluation_sha256) = digests;
-    program.blocks = motif::find_motifs(&leaves.keys(), options.sequence_motifs);
+    if !program.has_loop() {
+        program.blocks = motif::find_motifs(&leaves.keys(), options.sequence_motifs);
+    }
     Ok(Encoded {
         program,
         groups,

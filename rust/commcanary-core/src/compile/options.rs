@@ -100,6 +100,8 @@ pub struct CompileOptions {
     pub lossless_timing: bool,
     /// Wrap repeated groups as sequence motifs.
     pub sequence_motifs: bool,
+    /// Encode a trace with iterations (`step`) as a step loop when smaller.
+    pub step_loops: bool,
     /// Accept an empty selection.
     pub allow_empty: bool,
     /// Extra members of the `compiler` block, `(key, canonical JSON value)`
@@ -118,6 +120,7 @@ impl Default for CompileOptions {
             budgets: Budgets::default(),
             lossless_timing: false,
             sequence_motifs: true,
+            step_loops: true,
             allow_empty: false,
             compiler_members: Vec::new(),
         }
@@ -140,6 +143,8 @@ pub struct RequestedOptions {
     pub lossless_timing: bool,
     /// `sequence_motifs`.
     pub sequence_motifs: bool,
+    /// `step_loops`.
+    pub step_loops: bool,
     /// `allow_empty`.
     pub allow_empty: bool,
 }
@@ -196,6 +201,7 @@ impl CompileOptions {
             budgets,
             lossless_timing: requested.lossless_timing,
             sequence_motifs: requested.sequence_motifs,
+            step_loops: requested.step_loops,
             allow_empty: requested.allow_empty,
             compiler_members: Vec::new(),
         })
@@ -210,6 +216,7 @@ mod tests {
     fn requested() -> RequestedOptions {
         RequestedOptions {
             sequence_motifs: true,
+            step_loops: true,
             ..RequestedOptions::default()
         }
     }

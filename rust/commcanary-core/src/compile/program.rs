@@ -201,19 +201,19 @@ fn push_point(program: &mut Program, samples: &Samples, i: usize, ranks: usize) 
     program.points.len() as u32 - 1
 }
 
-/// Fidelity accounting: the exact total-gap check, then `lossless_timing`
-/// and the error budgets.
+/// Fidelity accounting over the source's gaps in source order: the exact
+/// total-gap check, then `lossless_timing` and the error budgets.
 ///
 /// # Errors
 /// A changed total gap ([`crate::ErrorKind::Invalid`]), a lossless request
 /// that needed approximation or a budget exceeded ([`crate::ErrorKind::Budget`]).
 pub(super) fn account_fidelity(
-    samples: &Samples,
+    source_gaps: &[f64],
     built: &Built,
     count: usize,
     options: &CompileOptions,
 ) -> Result<Fidelity> {
-    let source_gap_total = py_sum(samples.gap.iter().copied());
+    let source_gap_total = py_sum(source_gaps.iter().copied());
     let encoded_gap_total = py_sum(built.encoded_gap_sums.iter().copied());
     let difference = (source_gap_total - encoded_gap_total).abs();
     // Every stored gap sum is rounded to 9 decimals (≤ 5e-10 each) and both

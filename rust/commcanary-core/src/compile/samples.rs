@@ -175,6 +175,44 @@ impl Samples {
     }
 }
 
+impl Samples {
+    /// The samples at `order`, in that order (a step loop's slot streams);
+    /// `ranks_of(sig)` is a signature's rank count. Classes keep their
+    /// meaning: two gathered samples are equal iff their classes are.
+    #[must_use]
+    pub fn gather(&self, order: &[usize], ranks_of: impl Fn(u32) -> usize) -> Samples {
+        let mut s = Samples {
+            signature: Vec::with_capacity(order.len()),
+            gap: Vec::with_capacity(order.len()),
+            skew: Vec::with_capacity(order.len()),
+            before: Vec::with_capacity(order.len()),
+            overlap: Vec::with_capacity(order.len()),
+            pressure: Vec::with_capacity(order.len()),
+            observed: Vec::with_capacity(order.len()),
+            uncertain: Vec::with_capacity(order.len()),
+            offsets_at: Vec::with_capacity(order.len()),
+            offsets: Vec::with_capacity(self.offsets.len()),
+            class: Vec::with_capacity(order.len()),
+        };
+        for &i in order {
+            let sig = self.signature[i];
+            s.offsets_at.push(s.offsets.len() as u32);
+            s.offsets
+                .extend_from_slice(self.offsets_of(i, ranks_of(sig)));
+            s.signature.push(sig);
+            s.gap.push(self.gap[i]);
+            s.skew.push(self.skew[i]);
+            s.before.push(self.before[i]);
+            s.overlap.push(self.overlap[i]);
+            s.pressure.push(self.pressure[i]);
+            s.observed.push(self.observed[i]);
+            s.uncertain.push(self.uncertain[i]);
+            s.class.push(self.class[i]);
+        }
+        s
+    }
+}
+
 /// Builds samples for the first `count` ordered events.
 ///
 /// # Errors

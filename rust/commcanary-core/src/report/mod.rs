@@ -249,7 +249,7 @@ pub fn canary_ref_json(c: &Canary) -> Vec<u8> {
         &c.calibration_evaluation_sha256,
     );
     o.str("execution_semantic_sha256", &c.execution_semantic_sha256);
-    o.str("format", crate::canary::CANARY_FORMAT);
+    o.str("format", c.program.format());
     o.str("sha256", &c.sha256);
     o.i64("source_events", c.source_events as i64);
     o.end();

@@ -56,6 +56,9 @@ struct Pending {
 /// trace written without arrivals): the analyses need each member's times.
 pub fn job_from_trace(trace: &Trace, label: &str) -> Result<(AlignedJob, Skipped)> {
     let ev = &trace.events;
+    // Steps the importer recovered are not markers: the analyses recover
+    // them again (and say so) rather than take them as `ProfilerStep`s.
+    let markers = !steps_were_recovered(trace);
     let mut skipped = Skipped::default();
     let mut groups = Groups::default();
     let mut per_rank: FxHashMap<i64, Vec<Pending>> = FxHashMap::default();
@@ -105,7 +108,8 @@ pub fn job_from_trace(trace: &Trace, label: &str) -> Result<(AlignedJob, Skipped
                 }
                 (k, _) => k,
             };
-            let call = member_call(sig, kind, arrival, end, meta.ends.is_some(), ev.step[i]);
+            let step = if markers { ev.step[i] } else { f64::NAN };
+            let call = member_call(sig, kind, arrival, end, meta.ends.is_some(), step);
             per_rank
                 .entry(rank)
                 .or_default()
@@ -328,6 +332,23 @@ fn assemble(
         source: "commcanary.trace.v1",
         in_flight: Vec::new(),
     }
+}
+
+/// Whether the trace's `step` column was recovered from the collective
+/// sequence (`workload.kineto_steps` or `workload.capture_steps` is
+/// `"recovered"`) rather than read from `ProfilerStep` markers.
+#[must_use]
+pub fn steps_were_recovered(trace: &Trace) -> bool {
+    let Some(workload) = trace.member("workload") else {
+        return false;
+    };
+    let Ok(doc) = crate::json::parse(workload, crate::json::JsonLimits::default()) else {
+        return false;
+    };
+    let root = doc.root();
+    ["kineto_steps", "capture_steps"]
+        .iter()
+        .any(|key| root.and_then(|w| w.get(key)).and_then(|v| v.as_str()) == Some("recovered"))
 }
 
 /// `(N, first arrival, last end)` of each step among `calls`.

@@ -78,13 +78,18 @@ pub fn import_job(
     options: &JobOptions,
 ) -> Result<JobImport> {
     let files = profiles.len() as u64;
-    let aligned = align_job(profiles, labels, &options.clock_offsets_us)?;
+    let mut aligned = align_job(profiles, labels, &options.clock_offsets_us)?;
+    let recovered_steps = recover_missing_steps(&mut aligned);
     let (profiles, groups) = (&aligned.profiles, &aligned.groups);
     let epoch = aligned.epoch;
     let job = aligned.job();
     let instances = &aligned.instances;
     let mut b = TraceBuilder::new();
-    let (partial, origin) = write_events(&job, instances, options.phase.as_deref(), &mut b);
+    let (mut partial, origin) = write_events(&job, instances, options.phase.as_deref(), &mut b);
+    if recovered_steps.is_some() {
+        // A recovered step is no `ProfilerStep#N` to point a person at.
+        partial.iter_mut().for_each(|p| p.step = -1);
+    }
     let mut counts = sum_counts(profiles);
     counts.files = files;
     counts.imported = b.len() as u64;
@@ -109,13 +114,39 @@ pub fn import_job(
     b.set_member(b"system", system_json(profiles, groups, epoch));
     b.set_member(
         b"workload",
-        workload_json(&counts, &partial, origin, epoch, profiles, options),
+        workload_json(
+            &counts,
+            &partial,
+            origin,
+            epoch,
+            profiles,
+            options,
+            recovered_steps,
+        ),
     );
     Ok(JobImport {
         trace: b.finish(Vec::new()),
         counts,
         partial,
     })
+}
+
+/// Without `ProfilerStep` markers, gives every call the step recovered from
+/// its rank's collective sequence (the recovery `commcanary steps` runs), so
+/// the trace's `step` column holds the program's iterations either way.
+/// Returns the number of steps recovered; `None` when the job has markers or
+/// its sequence does not repeat (the calls keep no step).
+fn recover_missing_steps(job: &mut AlignedJob) -> Option<usize> {
+    use crate::analysis::steps;
+    if steps::has_markers(job) || job.profiles.iter().all(|p| p.calls.is_empty()) {
+        return None;
+    }
+    let recovery = steps::recover(job).ok()?;
+    if recovery.count() < 2 {
+        return None;
+    }
+    steps::assign(job, &recovery);
+    Some(recovery.count())
 }
 
 /// A job's profiles joined per rank, checked to be one job, and matched
@@ -412,6 +443,7 @@ fn workload_json(
     epoch: i64,
     profiles: &[RankProfile],
     options: &JobOptions,
+    recovered_steps: Option<usize>,
 ) -> Vec<u8> {
     let mut out = Vec::new();
     let mut o = ObjectWriter::new(&mut out);
@@ -422,6 +454,10 @@ fn workload_json(
         "kineto_job_start_ns",
         epoch + (origin * 1000.0).round() as i64,
     );
+    if let Some(count) = recovered_steps {
+        o.str("kineto_steps", "recovered");
+        o.i64("kineto_steps_recovered", count as i64);
+    }
     o.str("name", &options.workload_name);
     o.str("notes", &notes(c, partial, profiles, options));
     o.i64("partial_collectives", c.partial as i64);
