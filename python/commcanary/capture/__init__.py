@@ -33,7 +33,15 @@ import orjson
 
 from commcanary.errors import OptionError
 
-__all__ = ["SHARD_FORMAT", "ShardRecorder", "current_phase", "record_collective", "recorder", "step"]
+__all__ = [
+    "SHARD_FORMAT",
+    "ShardRecorder",
+    "current_phase",
+    "current_step",
+    "record_collective",
+    "recorder",
+    "step",
+]
 
 SHARD_FORMAT = "commcanary.capture-shard.v1"
 _RANK_VARIABLES = ("COMMCANARY_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "LOCAL_RANK")
@@ -101,7 +109,15 @@ def step(number: int | None = None) -> int:
         if value < 0:
             raise OptionError("number", "must be non-negative")
         _step[:] = [value]
-        return value
+    from commcanary.capture import flight
+
+    flight.mark_step(value)
+    return value
+
+
+def current_step() -> int | None:
+    """The step :func:`step` last marked, if any."""
+    return _step[0] if _step else None
 
 
 def current_phase() -> str | None:
@@ -193,6 +209,7 @@ def record_collective(
     step: int | None = None,
     metadata: Mapping[str, Any] | None = None,
     called_at_ns: int | None = None,
+    use_current_step: bool = True,
 ) -> None:
     """Record one collective (or one side of a transfer) called now.
 
@@ -201,7 +218,9 @@ def record_collective(
     several recording processes it is what the merge pairs. ``duration_us``
     is how long the call took on this rank, when known; ``called_at_ns``
     (``time.time_ns()`` at the call) when the call is recorded after it
-    returned, else the call is taken to be now.
+    returned, else the call is taken to be now. ``use_current_step=False``
+    keeps a call without ``step`` stepless instead of taking the step
+    :func:`step` marked last (a call recorded long after it was made).
     """
     now_ns = time.time_ns() if called_at_ns is None else int(called_at_ns)
     sink = _state["recorder"] if _state.get("pid") == os.getpid() else recorder()
@@ -224,7 +243,7 @@ def record_collective(
     ):
         if rank is not None and rank not in members:
             raise OptionError(name, "must be one of the ranks")
-    if step is None and _step:
+    if step is None and _step and use_current_step:
         step = _step[0]
     if phase == "unknown":
         phase = current_phase() or phase

@@ -229,6 +229,12 @@ def _instance(key: str, members: list[tuple[int, dict[str, Any]]], single: bool)
         compute_overlap_us=min(e["compute_overlap_us"] for _, e in members),
         metadata={"capture_collective_id": first.get("collective_id"), "recorder_ranks": sorted(seen)},
     )
+    shard_meta = [e.get("metadata") or {} for _, e in members]
+    if all(m.get("source") == "flight_recorder" for m in shard_meta):
+        # Read from the processes' Flight Recorder rings; `wrapped` when the
+        # program called it from Python (the wrapper annotated the entry).
+        out["metadata"]["capture_source"] = "flight_recorder"
+        out["metadata"]["capture_wrapped"] = all(m.get("wrapped") is True for m in shard_meta)
     if p2p:
         out.update(
             op="point_to_point", sender_rank=first["sender_rank"], receiver_rank=first["receiver_rank"]

@@ -34,7 +34,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from commcanary.capture import record_collective
+from commcanary.capture import current_phase, current_step, record_collective
+from commcanary.capture import flight
 
 __all__ = ["install", "install_when_imported"]
 
@@ -132,6 +133,22 @@ def _wrap_collective(
         tensor = _arg(args, kwargs, tensor_at, "input" if tensor_at else "tensor")
         size, dtype = _tensor_bytes(args[0] if tensor is None else tensor)
         root = _arg(args, kwargs, 1, root_name) if root_name else None
+        call = flight.annotate(name, op, start)
+        if call is not None:
+            # The Flight Recorder reader records the entry this call creates;
+            # the call annotates it once done (an async call, when waited).
+            info = {
+                "root_rank": root,
+                "phase": current_phase() or "unknown",
+                "step": current_step(),
+                "bytes": max(size, 1),
+                "dtype": dtype,
+            }
+
+            def annotate(duration: float | None) -> None:
+                flight.close(call, {**info, "duration_us": duration})
+
+            return _when_done(fn(*args, **kwargs), annotate, start)
         collective_id = f"{name}:{_next((name,))}"
         result = fn(*args, **kwargs)
 
@@ -214,16 +231,59 @@ def install() -> bool:
     @functools.wraps(init)
     def init_process_group(*args: Any, **kwargs: Any) -> Any:
         _follow_record_function()
+        _follow_profiler_steps()
         out = init(*args, **kwargs)
         with contextlib.suppress(Exception):  # never break the program being captured
             from commcanary.capture.evidence import start
 
             start(dist)
+        with contextlib.suppress(Exception):
+            flight.start(dist)
         return out
 
     dist.init_process_group = init_process_group
+    destroy = dist.destroy_process_group
+
+    @functools.wraps(destroy)
+    def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+        flight.flush()  # the ring's last entries, while the groups are still there
+        return destroy(*args, **kwargs)
+
+    dist.destroy_process_group = destroy_process_group
     dist._commcanary_installed = True
     return True
+
+
+def _follow_profiler_steps() -> None:
+    """Steps: ``torch.profiler.profile``'s ``start()`` (step 0) and each
+    ``step()`` mark the step the program's collectives belong to."""
+    import importlib
+
+    from commcanary.capture import step as mark
+
+    try:
+        profiler: Any = importlib.import_module("torch.profiler")
+    except ImportError:
+        return
+    cls = getattr(profiler, "profile", None)
+    if cls is None or getattr(cls, "_commcanary_steps", False):
+        return
+    cls._commcanary_steps = True
+    start, step = cls.start, cls.step
+
+    def patched_start(self: Any) -> Any:
+        out = start(self)
+        with contextlib.suppress(Exception):
+            mark(int(self.step_num))
+        return out
+
+    def patched_step(self: Any) -> Any:
+        out = step(self)
+        with contextlib.suppress(Exception):
+            mark(int(self.step_num))
+        return out
+
+    cls.start, cls.step = patched_start, patched_step
 
 
 def _follow_record_function() -> None:

@@ -15,7 +15,10 @@ import typer
 
 from commcanary.cli import EXIT_CHILD, check_paths, errors_exit, fail
 
-__all__ = ["capture_command"]
+__all__ = ["FLIGHT_RECORDER_ENTRIES", "capture_command"]
+
+#: Entries of the Flight Recorder ring ``capture`` asks torch to keep.
+FLIGHT_RECORDER_ENTRIES = 2000
 
 Output = Annotated[
     Path,
@@ -150,7 +153,13 @@ def capture_command(
     evidence: EvidenceDir = None,
     hang_after: HangAfter = 60.0,
 ) -> None:
-    """Run a program with capture enabled and merge the collectives it recorded into one trace."""
+    """Run a program with capture enabled and merge the collectives it recorded into one trace.
+
+    An unmodified torch.distributed program is recorded as it runs: the collectives and send/recv it
+    calls from Python, and, read from each process's Flight Recorder ring (TORCH_FR_BUFFER_SIZE, set to
+    2000 unless you set it), the collectives torch issues itself, such as DDP's gradient buckets and
+    FSDP's all_gathers; each is recorded once. Steps come from torch.profiler's step().
+    """
     with errors_exit(ctx):
         from commcanary import _core
         from commcanary.capture.merge import merge_shards
@@ -183,6 +192,9 @@ def capture_command(
                 COMMCANARY_WORKLOAD_NAME=workload_name,
                 COMMCANARY_CAPTURE_SESSION_ID=session,
             )
+            # The Flight Recorder ring is what shows the collectives torch
+            # issues from C++ (DDP's buckets, FSDP): on unless the caller set it.
+            env.setdefault("TORCH_FR_BUFFER_SIZE", str(FLIGHT_RECORDER_ENTRIES))
             if evidence is not None:
                 from commcanary.capture.evidence import parent_environment
 
@@ -201,7 +213,11 @@ def capture_command(
                 if not allow_empty:
                     fail(
                         "target command did not write a trace; import commcanary.capture.record_collective "
-                        "or pass --allow-empty"
+                        "or pass --allow-empty (tried: every torch.distributed collective and send/recv called "
+                        "from Python, and each process's Flight Recorder ring, which shows the collectives "
+                        "torch issues itself, such as DDP's and FSDP's; none was seen: the program ran no "
+                        "collective, is not a Python program that imports torch.distributed, or set "
+                        "TORCH_FR_BUFFER_SIZE=0)"
                     )
                 document = {
                     "format": "commcanary.trace.v1",
