@@ -126,13 +126,17 @@ def measure(name: str, evidence: Path | list[Path], work: Path, limit: int) -> d
             "byte_ratio": s["byte_compression_ratio"],
             "canary_bytes": s["canary_bytes"],
             "execution": s["execution_semantic_sha256"],
-            "mode": s["fidelity"]["mode"],
+            "mode": s["fidelity_mode"],
         }
     for key in ("loop", "loop16"):
         row[key]["fidelity"] = verify_fidelity(trace, json.loads(canaries[key].read_bytes()))["status"]
-    behavior = cli("verify-behavior", str(trace_path), str(canaries["loop"]), "-o", str(work / "behavior.json"))
+    behavior = cli(
+        "verify-behavior", str(trace_path), str(canaries["loop"]), "-o", str(work / "behavior.json")
+    )
     row["loop"]["behavior"] = (
-        json.loads((work / "behavior.json").read_bytes())["status"] if behavior.returncode in (0, 1) else "error"
+        json.loads((work / "behavior.json").read_bytes())["status"]
+        if behavior.returncode in (0, 1)
+        else "error"
     )
     for key in ("loop", "flat"):
         cli("replay", str(canaries[key]), "-o", str(work / f"{key}.report.json"))

@@ -163,7 +163,11 @@ def test_ddp_gradient_all_reduces_are_captured_once(tmp_path: Path) -> None:
         ["verify-fidelity", "job.trace.json", "job.canary.json", "-o", "fidelity.json"],
     ):
         q = subprocess.run(
-            [sys.executable, "-m", "commcanary", *args], cwd=tmp_path, capture_output=True, text=True, check=False
+            [sys.executable, "-m", "commcanary", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         assert q.returncode == 0, (args, q.stderr)
     canary = json.loads((tmp_path / "job.canary.json").read_text())

@@ -318,7 +318,7 @@ def program_commitments(canary: dict[str, Any]) -> tuple[str, str]:
 
     def occurrences_of(stream: int) -> list[tuple[float, list[Any], Any]]:
         if stream not in expanded:
-            out = []
+            out: list[tuple[float, list[Any], Any]] = []
             for record in leaves[stream]["timing"]:
                 if isinstance(record, dict) and "interval" in record:
                     obs = record["interval"][interval_observed] if interval_observed is not None else None

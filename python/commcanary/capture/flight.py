@@ -48,7 +48,7 @@ from typing import Any
 
 from commcanary.capture import record_collective
 
-__all__ = ["FlightReader", "POLL_S", "active", "annotate", "close", "flush", "mark_step", "start"]
+__all__ = ["POLL_S", "FlightReader", "active", "annotate", "close", "flush", "mark_step", "start"]
 
 #: Seconds between reads of the ring at first.
 POLL_S = 1.0
@@ -332,7 +332,9 @@ def start(dist: Any) -> FlightReader | None:
         except Exception:
             return None
         _reader, _reader_pid = reader, os.getpid()
-    threading.Thread(target=_run, args=(reader, capacity), name="commcanary-flight-reader", daemon=True).start()
+    threading.Thread(
+        target=_run, args=(reader, capacity), name="commcanary-flight-reader", daemon=True
+    ).start()
     atexit.register(flush)
     return reader
 

@@ -34,8 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from commcanary.capture import current_phase, current_step, record_collective
-from commcanary.capture import flight
+from commcanary.capture import current_phase, current_step, flight, record_collective
 
 __all__ = ["install", "install_when_imported"]
 
