@@ -1,7 +1,8 @@
 """Step loops on real training jobs: how far a job's canary shrinks, and that it still verifies.
 
     python benches/step_loops.py [--jobs N] [--iterations I] [--seed S] [--keep DIR] [--from DIR]
-                                 [--limit L] [--replicate-steps K] [--json OUT]
+                                 [--limit L] [--replicate-steps K] [--speed-events N [--repeat R]]
+                                 [--skip-jobs] [--json OUT]
 
 Runs N real multi-process gloo jobs without faults (``faulty_jobs``: DDP, tensor-parallel pairs,
 pipeline x data parallel with send/recv, mixed groups; world sizes as drawn; ``ProfilerStep``
@@ -19,8 +20,9 @@ rank), plus the repository's real job fixtures, and for each:
 The targets (issue 36): event ratio >= (iterations - 2) x 0.8 lossless; byte ratio >= 10x at limit
 16 for 30 steps. ``--replicate-steps K`` also builds a K-step job by repeating the marked DDP
 fixture's steps (shifted in time and renumbered), compiles it at limit L and verifies it (byte
-ratio target 100x at 10,000 steps). ``--from DIR`` re-measures kept runs without running a job.
-Nothing here is timed.
+ratio target 100x at 10,000 steps). ``--speed-events N`` times the in-process compile of a
+replicated job of about N events as a loop against flat, interleaved, median of ``--repeat``
+(target: the loop no slower). ``--from DIR`` re-measures kept runs without running a job.
 """
 
 from __future__ import annotations
@@ -202,6 +204,36 @@ def measure_replicated(steps: int, work: Path, limit: int) -> dict[str, Any]:
     }
 
 
+def measure_speed(events: int, work: Path, repeat: int) -> dict[str, Any]:
+    """In-process compile time of a replicated ``events``-event job, loop against flat, interleaved,
+    median of ``repeat`` (the trace parsed once, outside the timing)."""
+    import statistics
+    import time
+
+    import commcanary
+
+    work.mkdir(parents=True, exist_ok=True)
+    per_step = 4  # the marked DDP fixture's full steps hold about four collectives each
+    path = replicated_trace(max(3, events // per_step), work / "speed.trace.json")
+    trace = commcanary.load_trace(path)
+    times: dict[str, list[float]] = {"loop": [], "flat": []}
+    sizes: dict[str, int] = {}
+    for _ in range(repeat):
+        for key, loops in (("flat", False), ("loop", True)):
+            t0 = time.perf_counter()
+            canary = trace.compile(step_loops=loops)
+            times[key].append(time.perf_counter() - t0)
+            sizes[key] = canary.summary()["canary_bytes"]
+    return {
+        "events": trace.event_count,
+        "loop_s": round(statistics.median(times["loop"]), 3),
+        "flat_s": round(statistics.median(times["flat"]), 3),
+        "ratio": round(statistics.median(times["loop"]) / statistics.median(times["flat"]), 3),
+        "loop_bytes": sizes["loop"],
+        "flat_bytes": sizes["flat"],
+    }
+
+
 def table(rows: list[dict[str, Any]], limit: int) -> str:
     head = (
         "| job | ranks | steps | iterations | events | canary events | event ratio (target) "
@@ -232,26 +264,42 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from", dest="from_dir", type=Path, help="re-measure the runs kept here; run no job")
     ap.add_argument("--limit", type=int, default=16, help="the bounded timing sample limit (default 16)")
     ap.add_argument("--replicate-steps", type=int, default=0, help="also measure a K-step replicated DDP job")
+    ap.add_argument("--speed-events", type=int, default=0, help="also time loop vs flat compile at ~N events")
+    ap.add_argument("--repeat", type=int, default=5, help="repetitions of the speed measurement (median)")
+    ap.add_argument("--skip-jobs", action="store_true", help="measure no job (only --replicate/--speed)")
     ap.add_argument("--json", type=Path, help="write every row here")
     args = ap.parse_args(argv)
     keep = args.from_dir or args.keep or Path(tempfile.mkdtemp(prefix="commcanary-loops-"))
     keep.mkdir(parents=True, exist_ok=True)
-    if args.from_dir:
+    if args.skip_jobs:
+        evidence: list[Path] = []
+    elif args.from_dir:
         evidence = sorted(p / "evidence" for p in keep.iterdir() if (p / "evidence").is_dir())
     else:
         evidence = run_jobs(args.jobs, args.iterations, args.seed, keep)
     jobs: list[tuple[str, Path | list[Path]]] = [(p.parent.name, p) for p in evidence]
-    jobs += [
-        ("fixture ddp markers", FIXTURES / "gloo_w4_ddp_straggler" / "markers"),
-        ("fixture ddp no markers", FIXTURES / "gloo_w4_ddp_straggler" / "nomarkers"),
-        ("fixture tp4 decode", sorted((FIXTURES / "gloo_tp4_decode").glob("rank*.json.gz"))),
-    ]
+    if not args.skip_jobs:
+        jobs += [
+            ("fixture ddp markers", FIXTURES / "gloo_w4_ddp_straggler" / "markers"),
+            ("fixture ddp no markers", FIXTURES / "gloo_w4_ddp_straggler" / "nomarkers"),
+            ("fixture tp4 decode", sorted((FIXTURES / "gloo_tp4_decode").glob("rank*.json.gz"))),
+        ]
     rows = []
     for name, source in jobs:
         log(f"measuring {name}")
         rows.append(measure(name, source, keep / "measure" / name.replace(" ", "_"), args.limit))
-    print(table(rows, args.limit))
+    if rows:
+        print(table(rows, args.limit))
     result: dict[str, Any] = {"rows": rows}
+    if args.speed_events:
+        log(f"timing loop and flat compiles of ~{args.speed_events} events")
+        speed = measure_speed(args.speed_events, keep / "speed", args.repeat)
+        result["speed"] = speed
+        print(
+            f"\ncompile of {speed['events']} events, median of {args.repeat}: loop {speed['loop_s']} s, "
+            f"flat {speed['flat_s']} s (loop/flat {speed['ratio']}); canary {speed['loop_bytes']} bytes "
+            f"against {speed['flat_bytes']}"
+        )
     if args.replicate_steps:
         log(f"measuring a {args.replicate_steps}-step replicated job")
         rep = measure_replicated(args.replicate_steps, keep / "replicated", args.limit)

@@ -35,8 +35,10 @@ model = DDP(nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn
             bucket_cap_mb=0.05)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 python_calls = 0
-prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
-prof.start()
+profiled = os.environ.get("PROFILE") == "1"
+prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) if profiled else None
+if prof is not None:
+    prof.start()
 for step in range(STEPS):
     x, y = torch.randn(16, 64), torch.randint(0, 10, (16,))
     loss = nn.functional.cross_entropy(model(x), y)
@@ -46,8 +48,10 @@ for step in range(STEPS):
     if step % 4 == 3:
         dist.all_reduce(loss.detach().clone())  # the program's own metric
         python_calls += 1
-    prof.step()
-prof.stop()
+    if prof is not None:
+        prof.step()
+if prof is not None:
+    prof.stop()
 import torch._C._distributed_c10d as c10d
 doc = json.loads(bytes(c10d._dump_fr_trace_json(backend="gloo", includeCollectives=True)))
 ops = [e["profiling_name"].split(":")[-1] for e in doc["entries"] if not e.get("is_p2p")]
@@ -93,7 +97,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _capture(tmp_path: Path, program: str, steps: int) -> tuple[dict[str, object], list[dict[str, object]]]:
+def _capture(
+    tmp_path: Path, program: str, steps: int, profile: bool = True
+) -> tuple[dict[str, object], list[dict[str, object]]]:
     (tmp_path / "train.py").write_text(program)
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -117,7 +123,12 @@ def _capture(tmp_path: Path, program: str, steps: int) -> tuple[dict[str, object
         "train.py",
         str(steps),
     ]
-    env = {"LOG_DIR": str(logs), "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+    env = {
+        "LOG_DIR": str(logs),
+        "OMP_NUM_THREADS": "1",
+        "GLOO_SOCKET_IFNAME": "lo",
+        "PROFILE": "1" if profile else "0",
+    }
     import os
 
     p = subprocess.run(
@@ -182,3 +193,23 @@ def test_fsdp2_collectives_are_captured_once(tmp_path: Path) -> None:
     got = Counter(e["op"] for e in trace["events"])
     assert got == want, (got, want)
     assert trace["workload"]["partial_collectives"] == 0
+
+
+def test_an_unprofiled_ddp_job_gets_recovered_steps(tmp_path: Path) -> None:
+    trace, truth = _capture(tmp_path, DDP_PROGRAM, STEPS, profile=False)
+    events = trace["events"]
+    assert Counter(e["op"] for e in events) == _ops(truth[0]["fr_ops"])  # type: ignore[arg-type]
+    assert trace["workload"]["capture_steps"] == "recovered"  # type: ignore[index]
+    stepped = [e for e in events if "step" in e]
+    # The gradient buckets of every iteration after the first carry a step.
+    assert len({e["step"] for e in stepped}) >= STEPS - 2
+    q = subprocess.run(
+        [sys.executable, "-m", "commcanary", "compile", "job.trace.json", "-o", "job.canary.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert q.returncode == 0, q.stderr
+    canary = json.loads((tmp_path / "job.canary.json").read_text())
+    assert canary["format"] == "commcanary.canary.v4" and canary["compiler"]["canary_events"] == 1

@@ -60,6 +60,7 @@ __all__ = [
     "read_input_file",
     "read_report_file",
     "recover_steps",
+    "recover_trace_steps",
     "reduce_trace",
     "replay_canary",
     "resource_limits",
@@ -281,6 +282,7 @@ def diagnose_hang(paths: list[str], *, cache_dir: str | None = None) -> dict[str
 def diagnose_stragglers(paths: list[str], *, cache_dir: str | None = None) -> dict[str, Any]: ...
 def read_flight_recorder_file(path: str) -> dict[str, Any]: ...
 def recover_steps(paths: list[str], *, cache_dir: str | None = None) -> dict[str, Any]: ...
+def recover_trace_steps(data: bytes) -> list[int] | None: ...
 def job_timeline(
     paths: list[str],
     *,

@@ -143,6 +143,34 @@ def _run_child(command: list[str], env: dict[str, str]) -> int:
             child.send_signal(signal.SIGINT)
 
 
+def _recover_steps(document: dict[str, object]) -> None:
+    """A program that marks no step (no ``torch.profiler`` ``step()``, no
+    ``commcanary.capture.step``) gets the steps recovered from its ranks'
+    collective sequences, as ``commcanary steps`` recovers them;
+    ``workload.capture_steps`` says so (analyses recover them again rather
+    than read them as markers)."""
+    from commcanary import _core
+    from commcanary.fidelity import canonical
+
+    events = document["events"]
+    assert isinstance(events, list)
+    if any("step" in e for e in events):
+        return
+    try:
+        steps = _core.recover_trace_steps(canonical(document))
+    except Exception:  # a capture the recovery cannot read (one process): no steps
+        return
+    if steps is None:
+        return
+    for event, step in zip(events, steps, strict=True):
+        if step >= 0:
+            event["step"] = step
+    workload = document["workload"]
+    assert isinstance(workload, dict)
+    workload["capture_steps"] = "recovered"
+    workload["capture_steps_recovered"] = len({s for s in steps if s >= 0})
+
+
 def capture_command(
     ctx: typer.Context,
     output: Output,
@@ -226,6 +254,7 @@ def capture_command(
                 }
             else:
                 document = merged.trace
+                _recover_steps(document)
             _core.write_atomic(str(output), canonical(document))
             typer.echo(f"captured trace: {output}")
             if merged is not None and merged.partial:

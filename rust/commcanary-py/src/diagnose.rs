@@ -111,6 +111,20 @@ pub(crate) fn recover_steps<'py>(
     report_dict(py, ("count", report.count), report.lines, &report.document)
 }
 
+/// The step of each event of a merged trace (`data`, a capture),
+/// recovered from its ranks' collective sequences: −1 where none applies;
+/// `None` when the sequence does not repeat.
+#[pyfunction]
+pub(crate) fn recover_trace_steps(py: Python<'_>, data: Vec<u8>) -> PyResult<Option<Vec<i64>>> {
+    detached(py, None, move || {
+        let trace = commcanary_core::trace::load_bytes(
+            &data,
+            &commcanary_core::trace::LoadOptions::default(),
+        )?;
+        commcanary_core::analysis::steps::trace_event_steps(&trace, "the merged capture")
+    })
+}
+
 /// `{first.0: first.1, "lines": lines, "document": bytes}`.
 fn report_dict<'py>(
     py: Python<'py>,

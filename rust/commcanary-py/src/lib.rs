@@ -118,6 +118,7 @@ mod _core {
     #[pymodule_export]
     use super::diagnose::{
         diagnose_hang, diagnose_stragglers, read_flight_recorder_file, recover_steps,
+        recover_trace_steps,
     };
     #[pymodule_export]
     use super::export::{export_param, job_timeline};

@@ -95,11 +95,15 @@ pub(super) fn plan(groups: &Groups, step_of_sample: impl Fn(usize) -> f64) -> Op
             slot_groups[slot as usize].push(g);
             variant.push((slot, len as u64));
         }
-        let next = variants.len() as u32;
-        let v = *variant_of.entry(variant.clone()).or_insert_with(|| {
-            variants.push(variant);
-            next
-        });
+        let v = match variant_of.get(&variant) {
+            Some(&v) => v,
+            None => {
+                let v = variants.len() as u32;
+                variant_of.insert(variant.clone(), v);
+                variants.push(variant);
+                v
+            }
+        };
         match schedule.last_mut() {
             Some((last, n)) if *last == v => *n += 1,
             _ => schedule.push((v, 1)),

@@ -297,7 +297,7 @@ fn encode(
                 spans: plan.slot_spans,
                 overrides: Vec::new(),
             };
-            let built = program::build_program(trace, &streams, &slots, count);
+            let built = program::build_program_with(trace, &streams, &slots, count, true);
             let fidelity = program::account_fidelity(&samples.gap, &built, count, options)?;
             (built, fidelity, Some(plan.step_loop))
         }

@@ -83,6 +83,35 @@ pub(super) fn build_program(
     groups: &Groups,
     count: usize,
 ) -> Built {
+    build_program_with(trace, samples, groups, count, false)
+}
+
+/// [`build_program`], compressing the groups on every core first when
+/// `parallel` (a step loop's few long slot streams, whose bounded intervals
+/// hash their segments); the program is the same either way.
+pub(super) fn build_program_with(
+    trace: &Trace,
+    samples: &Samples,
+    groups: &Groups,
+    count: usize,
+    parallel: bool,
+) -> Built {
+    use rayon::prelude::*;
+    let compress = |g: usize| -> Vec<GroupRecord> {
+        let (sig, start, len) = groups.spans[g];
+        let ranks = trace.signatures[sig as usize].rank_count();
+        let mut out = Vec::new();
+        compress_group(samples, start, len, groups.limits[g], ranks, &mut out);
+        out
+    };
+    let mut compressed: Vec<Vec<GroupRecord>> = if parallel {
+        (0..groups.spans.len())
+            .into_par_iter()
+            .map(compress)
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut built = Built {
         program: Program {
             has_observed: count > 0 && !samples.observed[0].is_nan(),
@@ -98,7 +127,11 @@ pub(super) fn build_program(
     for (g, &(sig, start, len)) in groups.spans.iter().enumerate() {
         let ranks = trace.signatures[sig as usize].rank_count();
         scratch.clear();
-        compress_group(samples, start, len, groups.limits[g], ranks, &mut scratch);
+        if parallel {
+            scratch.append(&mut compressed[g]);
+        } else {
+            compress_group(samples, start, len, groups.limits[g], ranks, &mut scratch);
+        }
         let program = &mut built.program;
         let next_sig = sig_map.len() as u32;
         let signature = *sig_map.entry(sig).or_insert_with(|| {

@@ -305,6 +305,30 @@ pub fn assign(job: &mut AlignedJob, recovery: &Recovery) {
     }
 }
 
+/// Each event of a merged trace (a capture) the step recovered from its
+/// ranks' collective sequences: the step of its first member's call, −1
+/// where none applies (before the first boundary, or an event the analyses
+/// cannot place). `None` when the sequence does not repeat.
+///
+/// # Errors
+/// A trace without the members' arrivals the recovery needs.
+pub fn trace_event_steps(trace: &crate::trace::Trace, label: &str) -> Result<Option<Vec<i64>>> {
+    let (job, _, events) = crate::import::kineto::from_trace::job_and_events(trace, label)?;
+    let Ok(recovery) = recover(&job) else {
+        return Ok(None);
+    };
+    if recovery.count() < 2 {
+        return Ok(None);
+    }
+    let mut steps = vec![-1i64; trace.events.len()];
+    for (instance, &event) in job.instances.iter().zip(&events) {
+        if let Some(m) = instance.members.first() {
+            steps[event] = recovery.ranks[m.slot].step_of(m.call);
+        }
+    }
+    Ok(Some(steps))
+}
+
 /// Whether any call of `job` lies in a `ProfilerStep`.
 #[must_use]
 pub fn has_markers(job: &AlignedJob) -> bool {

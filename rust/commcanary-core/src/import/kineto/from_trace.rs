@@ -55,6 +55,15 @@ struct Pending {
 /// No event with every member's arrival and a start (one rank's view, or a
 /// trace written without arrivals): the analyses need each member's times.
 pub fn job_from_trace(trace: &Trace, label: &str) -> Result<(AlignedJob, Skipped)> {
+    job_and_events(trace, label).map(|(job, skipped, _)| (job, skipped))
+}
+
+/// [`job_from_trace`], with the trace event each of the job's instances
+/// came from (instance `k` is event `events[k]`).
+///
+/// # Errors
+/// As [`job_from_trace`].
+pub fn job_and_events(trace: &Trace, label: &str) -> Result<(AlignedJob, Skipped, Vec<usize>)> {
     let ev = &trace.events;
     // Steps the importer recovered are not markers: the analyses recover
     // them again (and say so) rather than take them as `ProfilerStep`s.
@@ -123,7 +132,14 @@ pub fn job_from_trace(trace: &Trace, label: &str) -> Result<(AlignedJob, Skipped
              together, or capture with several processes)"
         )));
     }
-    Ok((assemble(per_rank, groups, &event_group, label), skipped))
+    let events: Vec<usize> = (0..ev.len())
+        .filter(|&i| event_group[i] != usize::MAX)
+        .collect();
+    Ok((
+        assemble(per_rank, groups, &event_group, label),
+        skipped,
+        events,
+    ))
 }
 
 /// The kind of an event's op (`point_to_point` is a send or recv, decided
