@@ -169,11 +169,15 @@ fn member_call(
             .and_then(|t| t.parse::<i64>().ok())
             .unwrap_or(-1)
     };
+    let dtype = unquoted(&sig.dtype).and_then(|d| dtype(&d));
+    // Element counts, as a rank's own trace records them: step recovery keys
+    // calls by them (a DDP step's buckets differ in size, not in op).
+    let elems = sig.bytes / dtype.map_or(1, |d| d.1.max(1));
     Call {
         bytes: sig.bytes,
-        dtype: unquoted(&sig.dtype)
-            .and_then(|d| dtype(&d))
-            .map_or("unknown", |d| d.0),
+        in_elems: elems,
+        out_elems: elems,
+        dtype: dtype.map_or("unknown", |d| d.0),
         peer_global: match kind {
             Kind::Send => sig.receiver_rank.unwrap_or(-1),
             Kind::Recv => sig.sender_rank.unwrap_or(-1),
