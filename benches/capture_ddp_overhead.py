@@ -87,7 +87,16 @@ def one_run(work: Path, ranks: int, steps: int, capture: bool, k: int) -> float:
             *program,
         ]
     env = dict(os.environ, STEP_LOG=str(log), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
-    subprocess.run(cmd, cwd=work, env=env, check=True, capture_output=True, timeout=900)
+    for attempt in range(3):  # a port another process took meanwhile: try another
+        if attempt:
+            port = str(_port())
+            cmd = [port if c == program[8] else c for c in cmd]
+            program[8] = port
+        done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+        if done.returncode == 0:
+            break
+    else:
+        raise SystemExit(f"the {'captured' if capture else 'plain'} run failed:\n{done.stderr[-2000:]}")
     times = json.loads(log.read_text())[5:]
     return float(statistics.median(times))
 

@@ -26,7 +26,9 @@ new entries (``_dump_fr_trace_json``) and records each collective once:
 
 Point-to-point transfers stay with the wrappers (gloo's ring does not record
 them; NCCL's p2p entries are skipped so nothing is counted twice). The ring
-is read every ``POLL_S`` at first, faster while it fills (so nothing is
+is read every ``POLL_S`` at first, then as often as keeps about a quarter of
+the ring new at each read (each read parses the whole ring while holding the
+interpreter: fewer reads cost the program less; often enough that nothing is
 overwritten), slower while it idles, and once more before
 ``destroy_process_group`` and at exit; entries overwritten before they were
 read are counted and reported on stderr.
@@ -37,7 +39,6 @@ from __future__ import annotations
 import atexit
 import bisect
 import contextlib
-import json
 import math
 import os
 import sys
@@ -46,6 +47,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from commcanary.capture import record_collective
 
 __all__ = ["POLL_S", "FlightReader", "active", "annotate", "close", "flush", "mark_step", "start"]
@@ -53,7 +56,7 @@ __all__ = ["POLL_S", "FlightReader", "active", "annotate", "close", "flush", "ma
 #: Seconds between reads of the ring at first.
 POLL_S = 1.0
 _FASTEST_S = 0.05
-_SLOWEST_S = 4.0
+_SLOWEST_S = 8.0
 
 #: Element sizes and torch names of the dtypes the recorder writes.
 _DTYPES = {
@@ -182,7 +185,7 @@ class FlightReader:
 
     def poll(self, final: bool = False) -> int:
         """Reads the ring once; returns how many entries were new."""
-        doc = json.loads(self._dump())
+        doc = orjson.loads(self._dump())
         entries = sorted(doc.get("entries") or [], key=lambda e: int(e.get("record_id", -1)))
         fresh = [e for e in entries if int(e.get("record_id", -1)) >= self._next_record]
         if fresh:
@@ -245,11 +248,15 @@ class FlightReader:
         return True
 
     def adapt(self, fresh: int, capacity: int) -> None:
-        """Reads faster while the ring fills, slower while it idles."""
-        if fresh > capacity // 4:
-            self.interval = max(_FASTEST_S, self.interval / 2)
-        elif fresh == 0:
+        """The next wait: long enough that a read finds about a quarter of the
+        ring new (each read parses the whole ring, holding the interpreter),
+        short enough that nothing is overwritten between reads."""
+        if fresh == 0:
             self.interval = min(_SLOWEST_S, self.interval * 1.5)
+            return
+        rate = fresh / self.interval  # entries per second
+        target = (capacity / 4) / rate
+        self.interval = min(_SLOWEST_S, max(_FASTEST_S, min(target, self.interval * 2)))
 
 
 _reader: FlightReader | None = None
