@@ -140,6 +140,24 @@ def _capture(
     return trace, truth
 
 
+def _compiles_to_a_loop(tmp_path: Path, *, verify: bool) -> None:
+    """The captured trace compiles to a one-event step loop (source-verified when asked)."""
+    steps = [["compile", "job.trace.json", "-o", "job.canary.json"]]
+    if verify:
+        steps.append(["verify-fidelity", "job.trace.json", "job.canary.json", "-o", "fidelity.json"])
+    for args in steps:
+        q = subprocess.run(
+            [sys.executable, "-m", "commcanary", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert q.returncode == 0, (args, q.stderr)
+    canary = json.loads((tmp_path / "job.canary.json").read_text())
+    assert canary["format"] == "commcanary.canary.v4" and canary["compiler"]["canary_events"] == 1
+
+
 def _ops(names: list[str]) -> Counter[str]:
     from commcanary.capture.flight import op_of
 
@@ -169,20 +187,7 @@ def test_ddp_gradient_all_reduces_are_captured_once(tmp_path: Path) -> None:
     assert set(per_step) == set(range(STEPS)) and len({per_step[s] for s in range(1, STEPS)}) == 1, per_step
     assert sum(per_step.values()) == got["all_reduce"] - python_calls
     # The capture compiles to a verified step loop.
-    for args in (
-        ["compile", "job.trace.json", "-o", "job.canary.json"],
-        ["verify-fidelity", "job.trace.json", "job.canary.json", "-o", "fidelity.json"],
-    ):
-        q = subprocess.run(
-            [sys.executable, "-m", "commcanary", *args],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert q.returncode == 0, (args, q.stderr)
-    canary = json.loads((tmp_path / "job.canary.json").read_text())
-    assert canary["format"] == "commcanary.canary.v4" and canary["compiler"]["canary_events"] == 1
+    _compiles_to_a_loop(tmp_path, verify=True)
 
 
 def test_fsdp2_collectives_are_captured_once(tmp_path: Path) -> None:
@@ -206,13 +211,4 @@ def test_an_unprofiled_ddp_job_gets_recovered_steps(tmp_path: Path) -> None:
     per_step = Counter(e["step"] for e in stepped if e["op"] == "all_reduce")
     whole = [per_step[k] for k in sorted(per_step)[:-1]]  # the last one may be cut short
     assert len(per_step) >= STEPS // 4 - 1 and len(set(whole)) == 1, per_step
-    q = subprocess.run(
-        [sys.executable, "-m", "commcanary", "compile", "job.trace.json", "-o", "job.canary.json"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert q.returncode == 0, q.stderr
-    canary = json.loads((tmp_path / "job.canary.json").read_text())
-    assert canary["format"] == "commcanary.canary.v4" and canary["compiler"]["canary_events"] == 1
+    _compiles_to_a_loop(tmp_path, verify=False)

@@ -253,21 +253,30 @@ def install() -> bool:
     return True
 
 
+def _class_to_patch(module: str, name: str, flag: str) -> Any:
+    """``module.name`` when it exists and is not patched yet (then marked
+    with ``flag``), else ``None``."""
+    import importlib
+
+    try:
+        loaded: Any = importlib.import_module(module)
+    except ImportError:
+        return None
+    cls = getattr(loaded, name, None)
+    if cls is None or getattr(cls, flag, False):
+        return None
+    setattr(cls, flag, True)
+    return cls
+
+
 def _follow_profiler_steps() -> None:
     """Steps: ``torch.profiler.profile``'s ``start()`` (step 0) and each
     ``step()`` mark the step the program's collectives belong to."""
-    import importlib
-
     from commcanary.capture import step as mark
 
-    try:
-        profiler: Any = importlib.import_module("torch.profiler")
-    except ImportError:
+    cls = _class_to_patch("torch.profiler", "profile", "_commcanary_steps")
+    if cls is None:
         return
-    cls = getattr(profiler, "profile", None)
-    if cls is None or getattr(cls, "_commcanary_steps", False):
-        return
-    cls._commcanary_steps = True
     start, step = cls.start, cls.step
 
     def patched_start(self: Any) -> Any:
@@ -287,18 +296,11 @@ def _follow_profiler_steps() -> None:
 
 def _follow_record_function() -> None:
     """Phases: ``torch.profiler.record_function`` ranges (innermost wins)."""
-    import importlib
-
     from commcanary.capture import pop_phase, push_phase
 
-    try:
-        profiler: Any = importlib.import_module("torch.autograd.profiler")
-    except ImportError:
+    cls = _class_to_patch("torch.autograd.profiler", "record_function", "_commcanary_phases")
+    if cls is None:
         return
-    cls = getattr(profiler, "record_function", None)
-    if cls is None or getattr(cls, "_commcanary_phases", False):
-        return
-    cls._commcanary_phases = True
     enter, leave = cls.__enter__, cls.__exit__
 
     def patched_enter(self: Any) -> Any:

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -143,7 +143,7 @@ def _run_child(command: list[str], env: dict[str, str]) -> int:
             child.send_signal(signal.SIGINT)
 
 
-def _recover_steps(document: dict[str, object]) -> None:
+def _recover_steps(document: dict[str, Any]) -> None:
     """A program that marks no step (no ``torch.profiler`` ``step()``, no
     ``commcanary.capture.step``) gets the steps recovered from its ranks'
     collective sequences, as ``commcanary steps`` recovers them;
@@ -152,8 +152,7 @@ def _recover_steps(document: dict[str, object]) -> None:
     from commcanary import _core
     from commcanary.fidelity import canonical
 
-    events = document["events"]
-    assert isinstance(events, list)
+    events: list[dict[str, Any]] = document["events"]
     if any("step" in e for e in events):
         return
     try:
@@ -165,8 +164,7 @@ def _recover_steps(document: dict[str, object]) -> None:
     for event, step in zip(events, steps, strict=True):
         if step >= 0:
             event["step"] = step
-    workload = document["workload"]
-    assert isinstance(workload, dict)
+    workload: dict[str, Any] = document["workload"]
     workload["capture_steps"] = "recovered"
     workload["capture_steps_recovered"] = len({s for s in steps if s >= 0})
 
@@ -247,7 +245,7 @@ def capture_command(
                         "collective, is not a Python program that imports torch.distributed, or set "
                         "TORCH_FR_BUFFER_SIZE=0)"
                     )
-                document = {
+                document: dict[str, Any] = {
                     "format": "commcanary.trace.v1",
                     "workload": {"name": workload_name},
                     "events": [],
