@@ -80,6 +80,35 @@ def trace_and_canary_seeds() -> None:
             _put("report_reader", trace.stem, (Path(tmp) / "r.json").read_bytes())
 
 
+def step_loop_seeds() -> None:
+    """Step loop canaries (``commcanary.canary.v4``), exact and bounded, of a
+    small job with a warm-up iteration and a metric every third step."""
+    import commcanary
+
+    events, t = [], 0.0
+    for step in range(9):
+        sizes = [4096, 2048] + ([4] if step % 3 == 2 else []) + ([64] if step == 0 else [])
+        for size in sizes:
+            t += 100.0 + (step * 37 + size) % 17 * 3.25
+            events.append(
+                {
+                    "op": "all_reduce",
+                    "bytes": size,
+                    "ranks": [0, 1, 2],
+                    "group": "0",
+                    "start_us": t,
+                    "step": step,
+                    "rank_arrival_us": [0.0, (step * 13) % 7 * 0.5, 1.5],
+                }
+            )
+    trace = _dumps({"format": "commcanary.trace.v1", "workload": {"name": "loop-seed"}, "events": events})
+    for name, limit in (("step-loop", 128), ("step-loop-bounded", 3)):
+        canary = commcanary.compile(trace, timing_sample_limit=limit).to_bytes()
+        assert b"commcanary.canary.v4" in canary
+        for target in ("canary_reader", "canary_expansion"):
+            _put(target, name, canary)
+
+
 def _kineto_excerpt(path: Path, keep: int) -> bytes:
     doc = json.loads(gzip.decompress(path.read_bytes()))
     events = doc.get("traceEvents", [])
@@ -182,6 +211,7 @@ def main() -> None:
             shutil.rmtree(corpus)
     json_seeds()
     trace_and_canary_seeds()
+    step_loop_seeds()
     kineto_seeds(args.fixtures)
     flight_recorder_seeds(args.fixtures)
     python_seeds()

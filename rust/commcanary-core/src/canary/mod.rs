@@ -230,9 +230,18 @@ impl StepLoop {
     /// from it (saturating).
     #[must_use]
     pub fn slot_demand(&self) -> Vec<u64> {
-        let mut demand = vec![0u64; self.slot_count as usize];
+        // How often each variant runs, then what each run takes: linear in
+        // the schedule plus the variants (a hostile file cannot make it
+        // quadratic).
+        let mut runs = vec![0u64; self.variants.len()];
         for &(v, n) in &self.schedule {
-            for &(slot, events) in self.variants.get(v as usize).map_or(&[][..], Vec::as_slice) {
+            if let Some(r) = runs.get_mut(v as usize) {
+                *r = r.saturating_add(n);
+            }
+        }
+        let mut demand = vec![0u64; self.slot_count as usize];
+        for (variant, &n) in self.variants.iter().zip(&runs) {
+            for &(slot, events) in variant {
                 if let Some(d) = demand.get_mut(slot as usize) {
                     *d = d.saturating_add(events.saturating_mul(n));
                 }

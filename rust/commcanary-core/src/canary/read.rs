@@ -645,8 +645,12 @@ fn read_loop(
         variants,
         schedule,
     };
+    let mut runs = vec![false; step_loop.variants.len()];
+    for &(v, _) in &step_loop.schedule {
+        runs[v as usize] = true;
+    }
     for v in 0..step_loop.variants.len() as u32 {
-        if !step_loop.schedule.iter().any(|&(s, _)| s == v) {
+        if !runs[v as usize] {
             return Err(bad(format_args!(
                 "{}.variants[{v}] never runs (the schedule does not name it)",
                 path()
