@@ -6,9 +6,10 @@ BIN    := $(VENV)/bin
 PYTHON := $(BIN)/python
 PY_SRC := python tests benches fuzz
 
-# The development tools; the same list scripts/test.sh installs.
-DEV_PACKAGES := "maturin>=1.9.4,<2" "numpy>=1.26" "typer>=0.12" "orjson>=3.10" \
-	"pytest>=8" "hypothesis>=6.100" "jsonschema>=4.20" "ruff>=0.6" "mypy>=1.10" "selenium>=4.20"
+# The development tools: pyproject.toml's build backend, dependencies and
+# `test` extra, as scripts/dev_packages.py prints them (scripts/test.sh
+# installs the same list).
+DEV_PACKAGES = $(shell python3 scripts/dev_packages.py | sed 's/.*/"&"/')
 
 # Quick benchmark options; override, e.g. `make bench BENCH_ARGS="--repeat 3"`.
 BENCH_ARGS ?=
@@ -22,7 +23,7 @@ IMPORT_BENCH_ARGS ?=
 SHAPE ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test lint fmt fuzz bench bench-import shape clean
+.PHONY: help dev test test-quick lint fmt fuzz bench bench-import shape clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,6 +36,11 @@ dev: ## Create .venv if missing, install the dev tools, build the extension (qui
 
 test: ## Run every check CI runs (./scripts/test.sh, in its own venv)
 	./scripts/test.sh
+
+test-quick: ## The inner loop: core unit tests, the quick build, pytest without the browser, torch and slow tiers
+	cargo test -q -p commcanary-core --lib
+	VIRTUAL_ENV="$(CURDIR)/$(VENV)" PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/maturin develop --profile quick --quiet
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(PYTHON) -m pytest -q -m "not browser and not torch and not slow" tests
 
 fuzz: ## A short run of every fuzz target, Rust and Python (scripts/fuzz.sh; FUZZ_ARGS="--runs N")
 	./scripts/fuzz.sh $(FUZZ_ARGS)

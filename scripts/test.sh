@@ -8,6 +8,8 @@
 # your .venv is left alone. Quiet on success; a failing step prints its log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+STARTED=$SECONDS
+stage() { echo "== $1 (at $((SECONDS - STARTED)) s)"; }
 
 # A headless browser for the HTML report tests (Debian's chromium).
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
@@ -24,33 +26,37 @@ mkdir -p target
 . "$VENV/bin/activate"
 LOG=target/test-setup.log
 quietly() { "$@" >"$LOG" 2>&1 || { cat "$LOG"; echo "failed: $*"; exit 1; }; }
+stage "install the development packages"
 quietly python -m pip install --upgrade pip
-quietly python -m pip install "maturin>=1.9.4,<2" "numpy>=1.26" "typer>=0.12" "orjson>=3.10" \
-    "pytest>=8" "hypothesis>=6.100" "jsonschema>=4.20" "ruff>=0.6" "mypy>=1.10" "selenium>=4.20"
-# torch (the optional `torch` extra) for the real-process capture tests.
-quietly python -m pip install "torch>=2.4"
-# atheris (the `fuzz` extra) for the Python fuzz targets.
-quietly python -m pip install "atheris>=2.3"
+# The development packages, from pyproject.toml (scripts/dev_packages.py),
+# with the `torch` extra (the real-process tests) and the `fuzz` extra
+# (atheris, the Python fuzz targets).
+mapfile -t PACKAGES < <(python scripts/dev_packages.py torch fuzz)
+quietly python -m pip install "${PACKAGES[@]}"
+# Every test tier runs here: a missing tool (Chromium, torch) stops pytest
+# before any test instead of skipping a tier.
+export COMMCANARY_TEST_REQUIRE_TOOLS=1
 
-echo "== rust: fmt, clippy, tests"
+stage "rust: fmt, clippy, tests"
 cargo fmt --all --check
 cargo clippy -q --workspace --all-targets --locked -- -D warnings
 cargo test -q -p commcanary-core --locked
 
-echo "== build the extension"
+stage "build the extension"
 quietly maturin develop --release --locked
 
-echo "== python: ruff, mypy"
+stage "python: ruff, mypy"
 ruff check python tests benches fuzz
 ruff format --check python tests benches fuzz
 mypy
 python -m mypy.stubtest commcanary._core
 
-echo "== python tests"
+stage "python tests"
 HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" python -m pytest -q
 
-echo "== fuzz: a short fixed-count run of every target (docs/resource-limits.md)"
+stage "fuzz: a short fixed-count run of every target (docs/resource-limits.md)"
 cargo fmt --manifest-path rust/fuzz/Cargo.toml --check
 ./scripts/fuzz.sh --runs 20000
 ./scripts/fuzz.sh --python --runs 2000 capture_shards flight_recorder param_export
 ./scripts/fuzz.sh --python --runs 300 cli
+stage "done"

@@ -1,14 +1,26 @@
-"""Shared test configuration: paths to data, and hypothesis profiles.
+"""Shared test configuration: paths to data, hypothesis profiles and test tiers.
 
 Profiles (``HYPOTHESIS_PROFILE``): ``dev`` (default, quick), ``ci`` (more
 examples, derandomized so a run is reproducible).
+
+Tiers (pytest markers, given here, not by each test): ``browser`` (a test
+that uses a ``browser`` fixture: headless Chromium), ``torch`` (the
+``*_torch.py`` files: real ``torch.distributed`` processes), ``slow`` (those,
+and the tests listed in ``SLOW``), ``conformance`` (the walkthrough
+transcript). A tier whose tool is missing (Chromium and chromedriver, torch)
+is skipped with the reason; with ``COMMCANARY_TEST_REQUIRE_TOOLS=1`` (what
+``scripts/test.sh``, and so CI, sets) a missing tool stops the run before any
+test, so no tier is skipped silently. ``make test-quick`` deselects
+``browser``, ``torch`` and ``slow``.
 """
 
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +61,53 @@ def demo_trace() -> Path:
 @pytest.fixture
 def long_trace() -> Path:
     return EXAMPLES / "llama70b_tp8_trace_long.json"
+
+
+#: Tiers: marker → what it needs.
+TIERS = {
+    "browser": "headless Chromium and chromedriver (the HTML pages in a real browser)",
+    "torch": "torch (real torch.distributed processes; the `torch` extra)",
+    "slow": "runs for tens of seconds (real processes, real jobs)",
+    "conformance": "the walkthrough transcript against the installed command line",
+}
+#: Tests slow enough to leave out of the quick loop, besides the torch files.
+SLOW = ("test_calibration_recovers", "test_diagnosis_suite_slice")
+
+
+def _missing_tools() -> dict[str, str]:
+    """Tier → why it cannot run here."""
+    missing = {}
+    if not (shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")):
+        missing["browser"] = "Chromium is not installed (Debian: apt-get install chromium chromium-driver)"
+    elif not shutil.which("chromedriver"):
+        missing["browser"] = "chromedriver is not installed (Debian: apt-get install chromium-driver)"
+    if importlib.util.find_spec("torch") is None:
+        missing["torch"] = "torch is not installed (pip install 'commcanary[torch]')"
+    return missing
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, what in TIERS.items():
+        config.addinivalue_line("markers", f"{name}: {what}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        name = item.path.name
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
+        if name.endswith("_torch.py"):
+            item.add_marker(pytest.mark.torch)
+            item.add_marker(pytest.mark.slow)
+        if any(name.startswith(s) or item.name.startswith(s) for s in SLOW):
+            item.add_marker(pytest.mark.slow)
+        if name == "test_conformance.py":
+            item.add_marker(pytest.mark.conformance)
+    missing = _missing_tools()
+    if missing and os.environ.get("COMMCANARY_TEST_REQUIRE_TOOLS") == "1":
+        reasons = "; ".join(f"{tier}: {missing[tier]}" for tier in sorted(missing))
+        pytest.exit(f"COMMCANARY_TEST_REQUIRE_TOOLS=1 and a test tier cannot run: {reasons}", returncode=3)
+    for item in items:
+        for tier, reason in missing.items():
+            if item.get_closest_marker(tier) is not None:
+                item.add_marker(pytest.mark.skip(reason=f"{tier} tier: {reason}"))
