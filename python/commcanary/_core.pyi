@@ -13,6 +13,7 @@ __all__ = [
     "ABLATIONS",
     "CANARY_FORMAT",
     "CANARY_LOOP_FORMAT",
+    "CANONICAL_JSON",
     "CONFIGURATION_COUNT_RANGE",
     "DEFAULT_RESOURCE_LIMITS",
     "DEFAULT_SETTINGS",
@@ -25,6 +26,7 @@ __all__ = [
     "KNOWN_OPS",
     "MAX_INPUT_BYTES",
     "MAX_REPLAY_EVENTS_LIMIT",
+    "MEASURED_MODE",
     "REPLAY_MODEL",
     "REPORT_FORMAT",
     "TRACE_COLUMNS",
@@ -76,6 +78,8 @@ __all__ = [
 __version__: Final[str]
 CANARY_FORMAT: Final[str]
 CANARY_LOOP_FORMAT: Final[str]
+CANONICAL_JSON: Final[str]
+MEASURED_MODE: Final[str]
 TRACE_FORMAT: Final[str]
 REPORT_FORMAT: Final[str]
 REPLAY_MODEL: Final[str]

@@ -92,7 +92,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from commcanary import _core
+from commcanary import _core, formats
 from commcanary.errors import InputError
 from commcanary.formats import MEASURED_MODE
 from commcanary.host_stalls import fit_stalls
@@ -112,7 +112,7 @@ from commcanary.replay import Backend, Report
 __all__ = ["BACKEND_FORMAT", "Calibration", "calibrate", "read_backend_file"]
 
 #: The backend file's format identifier.
-BACKEND_FORMAT = "commcanary.backend.v1"
+BACKEND_FORMAT = formats.BACKEND_FORMAT
 
 
 @dataclass

@@ -32,17 +32,8 @@ __all__ = ["Canary", "Trace", "compile", "load_trace"]
 
 Trace = _core.Trace
 
-#: Names of the eight per-field error bounds, in budget-check order.
-BOUND_FIELDS: tuple[str, ...] = (
-    "max_gap_error_us",
-    "max_skew_error_us",
-    "max_arrival_offset_error_us",
-    "max_compute_before_error_us",
-    "max_overlap_error_us",
-    "max_pressure_error",
-    "max_observed_exposed_error_us",
-    "max_prefix_gap_error_us",
-)
+#: Names of the eight per-field error bounds, in budget-check order (the core's).
+BOUND_FIELDS: tuple[str, ...] = _core.FIDELITY_FIELDS
 
 
 def load_trace(source: str | os.PathLike[str] | bytes) -> _core.Trace:

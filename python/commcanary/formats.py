@@ -1,45 +1,42 @@
 """Format identifiers written and read by this version of commcanary.
 
-Each identifier is defined here once; the modules that write a format import
-its identifier from here, and ``commcanary --version`` lists :data:`FORMATS`.
+Each identifier is defined once, in the core (``commcanary-core``'s
+``document`` table and its constants); this module names them for Python,
+reading every value from :mod:`commcanary._core`, and ``commcanary
+--version`` lists :data:`FORMATS`. ``tests/test_formats_from_core.py``
+asserts that each is the core's object.
 """
 
 from __future__ import annotations
 
-CANONICAL_JSON = "commcanary.canonical-json.v1"
-REPLAY_MODEL = "deterministic-scheduler-v4"
-TRACE_FORMAT = "commcanary.trace.v1"
-CANARY_FORMAT = "commcanary.canary.v3"
-#: A canary whose program is a step loop (``compile`` on a trace with iterations).
-CANARY_LOOP_FORMAT = "commcanary.canary.v4"
-REPORT_FORMAT = "commcanary.report.v3"
-COMPARISON_FORMAT = "commcanary.compare.v3"
-REPORT_VERIFICATION_FORMAT = "commcanary.report_verification.v1"
-FIDELITY_VERIFICATION_FORMAT = "commcanary.fidelity_verification.v1"
-BEHAVIOR_VERIFICATION_FORMAT = "commcanary.behavior_verification.v1"
-BEHAVIOR_SEARCH_EVIDENCE_FORMAT = "commcanary.behavior_search_evidence.v1"
-HANG_FORMAT = "commcanary.hang.v1"
-STRAGGLERS_FORMAT = "commcanary.stragglers.v1"
-STEPS_FORMAT = "commcanary.steps.v1"
-TIMELINE_FORMAT = "commcanary.timeline.v1"
-SIGNATURE_FORMAT = "commcanary.signature.v1"
-#: ``backend.mode`` of a report measured on real collectives (``replay --physical``).
-MEASURED_MODE = "physical-measurement"
+from commcanary import _core
 
-#: Every format this version reads or writes, by role.
-FORMATS: dict[str, str] = {
-    "trace": TRACE_FORMAT,
-    "canary": CANARY_FORMAT,
-    "canary_step_loop": CANARY_LOOP_FORMAT,
-    "report": REPORT_FORMAT,
-    "comparison": COMPARISON_FORMAT,
-    "report_verification": REPORT_VERIFICATION_FORMAT,
-    "fidelity_verification": FIDELITY_VERIFICATION_FORMAT,
-    "behavior_verification": BEHAVIOR_VERIFICATION_FORMAT,
-    "behavior_search_evidence": BEHAVIOR_SEARCH_EVIDENCE_FORMAT,
-    "hang_diagnosis": HANG_FORMAT,
-    "straggler_diagnosis": STRAGGLERS_FORMAT,
-    "step_recovery": STEPS_FORMAT,
-    "timeline": TIMELINE_FORMAT,
-    "signature": SIGNATURE_FORMAT,
-}
+#: The canonical JSON every document is written as.
+CANONICAL_JSON: str = _core.CANONICAL_JSON
+#: The replay model's version.
+REPLAY_MODEL: str = _core.REPLAY_MODEL
+
+#: Every format this version reads or writes, by role (the core's table).
+FORMATS: dict[str, str] = dict(_core.FORMATS)
+
+TRACE_FORMAT: str = FORMATS["trace"]
+CANARY_FORMAT: str = FORMATS["canary"]
+#: A canary whose program is a step loop (``compile`` on a trace with iterations).
+CANARY_LOOP_FORMAT: str = FORMATS["canary_step_loop"]
+REPORT_FORMAT: str = FORMATS["report"]
+COMPARISON_FORMAT: str = FORMATS["comparison"]
+REPORT_VERIFICATION_FORMAT: str = FORMATS["report_verification"]
+FIDELITY_VERIFICATION_FORMAT: str = FORMATS["fidelity_verification"]
+BEHAVIOR_VERIFICATION_FORMAT: str = FORMATS["behavior_verification"]
+BEHAVIOR_SEARCH_EVIDENCE_FORMAT: str = FORMATS["behavior_search_evidence"]
+HANG_FORMAT: str = FORMATS["hang_diagnosis"]
+STRAGGLERS_FORMAT: str = FORMATS["straggler_diagnosis"]
+STEPS_FORMAT: str = FORMATS["step_recovery"]
+TIMELINE_FORMAT: str = FORMATS["timeline"]
+SIGNATURE_FORMAT: str = FORMATS["signature"]
+BACKEND_FORMAT: str = FORMATS["backend"]
+MODEL_VALIDATION_FORMAT: str = FORMATS["model_validation"]
+CAPTURE_SHARD_FORMAT: str = FORMATS["capture_shard"]
+CAPTURE_FAILURE_FORMAT: str = FORMATS["capture_failure"]
+#: ``backend.mode`` of a report measured on real collectives (``replay --physical``).
+MEASURED_MODE: str = _core.MEASURED_MODE

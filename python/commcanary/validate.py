@@ -32,13 +32,13 @@ from typing import Any
 
 import orjson
 
-from commcanary import _core
+from commcanary import _core, formats
 from commcanary.errors import InputError
 from commcanary.replay import Backend, replay
 
 __all__ = ["VALIDATION_FORMAT", "ModelValidation", "load_physical_configurations", "validate_model"]
 
-VALIDATION_FORMAT = "commcanary.model_validation.v1"
+VALIDATION_FORMAT = formats.MODEL_VALIDATION_FORMAT
 METRICS = ("median_us", "p95_us", "p99_us", "mean_us")
 _KEYS = {"name", "bytes_scale", "compute_fill_scale", "compute_fill", "concurrent_groups"}
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from commcanary import formats
 from commcanary.errors import OptionError
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
     "step",
 ]
 
-SHARD_FORMAT = "commcanary.capture-shard.v1"
+SHARD_FORMAT = formats.CAPTURE_SHARD_FORMAT
 _RANK_VARIABLES = ("COMMCANARY_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "LOCAL_RANK")
 
 

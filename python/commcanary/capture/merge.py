@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from commcanary import _core
+from commcanary import _core, formats
 from commcanary.capture import SHARD_FORMAT
 from commcanary.errors import InputError
 
@@ -271,7 +271,7 @@ def _document(
         else "Every collective was recorded by all of its member ranks."
     )
     trace = {
-        "format": "commcanary.trace.v1",
+        "format": formats.TRACE_FORMAT,
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
         "workload": {"name": name, "notes": notes, "partial_collectives": len(partial)},
         "system": {"capture_mode": "sharded", "shards": shards, "capture_session_id": session},

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from commcanary import formats
 from commcanary.cli import EXIT_CHILD, check_paths, errors_exit, fail
 
 __all__ = ["FLIGHT_RECORDER_ENTRIES", "capture_command"]
@@ -104,7 +105,7 @@ def _preserve(work: Path, target: Path, session: str, workload: str, code: int) 
         copy.chmod(0o400)
         kept.append({"name": shard.name, "size_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
     report = {
-        "format": "commcanary.capture_failure.v1",
+        "format": formats.CAPTURE_FAILURE_FORMAT,
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
         "workload": {"name": workload},
         "capture_session_id": session,
@@ -246,7 +247,7 @@ def capture_command(
                         "TORCH_FR_BUFFER_SIZE=0)"
                     )
                 document: dict[str, Any] = {
-                    "format": "commcanary.trace.v1",
+                    "format": formats.TRACE_FORMAT,
                     "workload": {"name": workload_name},
                     "events": [],
                 }

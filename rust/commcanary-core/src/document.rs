@@ -10,6 +10,10 @@
 
 use crate::error::{Error, ErrorKind, Result};
 
+/// The canonical JSON every document is written as (and every digest is
+/// taken over): `commcanary.canonical-json.v1`, CPython's `json.dumps` with
+/// sorted keys, no spaces, ASCII escapes and `repr` floats.
+pub const CANONICAL_JSON: &str = "commcanary.canonical-json.v1";
 /// `commcanary.trace.v1`: a workload's collectives, one event each.
 pub const TRACE: &str = "commcanary.trace.v1";
 /// `commcanary.canary.v3`: a compiled canary.
@@ -41,9 +45,18 @@ pub const TIMELINE: &str = "commcanary.timeline.v1";
 
 /// A detached Ed25519 signature of an artifact.
 pub const SIGNATURE: &str = "commcanary.signature.v1";
+/// A calibrated backend (`commcanary calibrate`, `replay --backend-file`).
+pub const BACKEND: &str = "commcanary.backend.v1";
+/// A model validation (`commcanary validate-model`).
+pub const MODEL_VALIDATION: &str = "commcanary.model_validation.v1";
+/// One recording process's capture shard (JSON Lines; this is its header's
+/// `format`).
+pub const CAPTURE_SHARD: &str = "commcanary.capture-shard.v1";
+/// What `capture --preserve-on-failure` keeps about a failed program.
+pub const CAPTURE_FAILURE: &str = "commcanary.capture_failure.v1";
 
 /// Every document format this version knows, with the noun a person reads.
-pub const KINDS: [(&str, &str); 14] = [
+pub const KINDS: [(&str, &str); 18] = [
     (TRACE, "trace"),
     (CANARY, "canary"),
     (CANARY_LOOP, "canary"),
@@ -58,6 +71,10 @@ pub const KINDS: [(&str, &str); 14] = [
     (STEPS, "step recovery"),
     (TIMELINE, "timeline"),
     (SIGNATURE, "signature"),
+    (BACKEND, "backend"),
+    (MODEL_VALIDATION, "model validation"),
+    (CAPTURE_SHARD, "capture shard"),
+    (CAPTURE_FAILURE, "capture failure"),
 ];
 
 /// The noun for a known format identifier.

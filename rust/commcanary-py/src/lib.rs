@@ -161,6 +161,8 @@ mod _core {
         m.add("TRACE_FORMAT", core::trace::TRACE_FORMAT)?;
         m.add("REPORT_FORMAT", core::report::REPORT_FORMAT)?;
         m.add("REPLAY_MODEL", core::sim::MODEL_VERSION)?;
+        m.add("CANONICAL_JSON", core::document::CANONICAL_JSON)?;
+        m.add("MEASURED_MODE", core::report::measured::MEASURED_MODE)?;
         m.add(
             "KNOWN_OPS",
             super::PyTuple::new(m.py(), core::trace::KNOWN_OPS)?,

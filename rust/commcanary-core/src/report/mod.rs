@@ -23,7 +23,7 @@ use crate::sim::{MODEL_NAME, MODEL_VERSION, Replay, Settings, signature_json};
 use crate::trace::hex;
 
 /// The report format string.
-pub const REPORT_FORMAT: &str = "commcanary.report.v3";
+pub const REPORT_FORMAT: &str = crate::document::REPORT;
 /// Quantile method name.
 pub const QUANTILE_METHOD: &str = "linear-interpolated-sorted";
 

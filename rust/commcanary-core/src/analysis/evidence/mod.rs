@@ -436,7 +436,7 @@ fn read_merged(evidence: &mut Evidence, path: &Path, label: &str) -> Result<()> 
     let (job, skipped_events) = job_from_trace(&trace, label)?;
     for p in &job.profiles {
         evidence.files.push(
-            file_json(label, "commcanary.trace.v1", Some(p.rank), true)
+            file_json(label, crate::document::TRACE, Some(p.rank), true)
                 .with("calls", p.calls.len()),
         );
     }

@@ -308,7 +308,7 @@ fn assemble(
             epoch_ns: 0,
             steps: step_spans(&calls),
             calls,
-            names: vec!["commcanary.trace.v1".to_owned()],
+            names: vec![crate::document::TRACE.to_owned()],
             ..RankProfile::default()
         });
     }
@@ -349,7 +349,7 @@ fn assemble(
         group_maps,
         profiles,
         instances,
-        source: "commcanary.trace.v1",
+        source: crate::document::TRACE,
         in_flight: Vec::new(),
     }
 }
