@@ -100,3 +100,14 @@ def test_main_returns_exit_codes(tmp_path: Path, demo_trace: Path, capsys: objec
     assert main(["compile", str(tmp_path / "missing.json"), "-o", str(tmp_path / "b.json")]) == 3
     assert main(["nonsense-command"]) == 2
     assert main(["--version"]) == 0
+
+
+def test_compile_of_a_profiler_trace_points_to_the_importer(tmp_path: Path) -> None:
+    kineto = Path(__file__).parent / "data" / "fixtures" / "kineto" / "gloo_w4_ddp_straggler" / "markers"
+    out = tmp_path / "c.json"
+    result = runner.invoke(app, ["compile", str(kineto / "rank0.json.gz"), "-o", str(out)])
+    assert result.exit_code == 3
+    line = result.output.strip()
+    assert len(line.splitlines()) == 1 and "rank0.json.gz" in line
+    assert "PyTorch profiler (Kineto) trace" in line and "commcanary import-kineto" in line
+    assert not out.exists()

@@ -96,6 +96,12 @@ fn read_checked(bytes: &[u8], options: &LoadOptions) -> Result<Reader> {
         return Err(err);
     }
     if !reader.saw_events {
+        if reader.builder.peek().member("traceEvents").is_some() {
+            return Err(Error::invalid(format!(
+                "is a PyTorch profiler (Kineto) trace, not a {TRACE_FORMAT} trace: import it first \
+                 (commcanary import-kineto FILE... -o TRACE, one file per rank or their directory)"
+            )));
+        }
         return Err(Error::invalid("trace field 'events' is required"));
     }
     match reader.builder.peek().member("format") {
@@ -1080,6 +1086,18 @@ mod tests {
 
     fn load_str(s: &str) -> Result<Trace> {
         load_bytes(s.as_bytes(), &LoadOptions::default())
+    }
+
+    #[test]
+    fn a_profiler_trace_is_sent_to_the_importer() {
+        let e = load_str(r#"{"schemaVersion":1,"traceEvents":[{"ph":"X","name":"aten::mm"}]}"#)
+            .unwrap_err();
+        assert!(
+            e.message().contains("PyTorch profiler (Kineto) trace"),
+            "{}",
+            e.message()
+        );
+        assert!(e.message().contains("import-kineto"));
     }
 
     #[test]
