@@ -47,7 +47,8 @@ fuzz: ## A short run of every fuzz target, Rust and Python (scripts/fuzz.sh; FUZ
 	$(PYTHON) -m pip install --quiet "atheris>=2.3"
 	PATH="$(CURDIR)/$(BIN):$$PATH" ./scripts/fuzz.sh --python $(FUZZ_ARGS)
 
-lint: ## Rust fmt + clippy, ruff check + format, mypy, stubtest (no changes made)
+lint: ## Rust fmt + clippy, ruff check + format, mypy, stubtest, no value rule in the binding (no changes made)
+	! grep -rnE 'Error::(option|invalid|new)\(' rust/commcanary-py/src
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(BIN)/ruff check $(PY_SRC)

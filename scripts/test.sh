@@ -38,6 +38,11 @@ quietly python -m pip install "${PACKAGES[@]}"
 export COMMCANARY_TEST_REQUIRE_TOOLS=1
 
 stage "rust: fmt, clippy, tests"
+# Value rules live in the core's checked constructors, never in the binding.
+if grep -rnE 'Error::(option|invalid|new)\(' rust/commcanary-py/src; then
+    echo "a value rule in rust/commcanary-py/src: move it into the core (docs/ARCHITECTURE.md)"
+    exit 1
+fi
 cargo fmt --all --check
 cargo clippy -q --workspace --all-targets --locked -- -D warnings
 cargo test -q -p commcanary-core --locked

@@ -3,12 +3,10 @@
 
 use std::path::PathBuf;
 
-use commcanary_core::Error;
-use commcanary_core::ErrorKind;
 use commcanary_core::canary::read::read_canary;
-use commcanary_core::export::param::{ParamOptions, export_basic, export_per_rank};
+use commcanary_core::export::param::ParamOptions;
+use commcanary_core::export::param_files::{prepare_param, require_target};
 use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
-use commcanary_core::output::{check_target, write_atomic_parts};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -40,51 +38,20 @@ pub(crate) fn export_param<'py>(
         compute_fill_gemm_dim,
         overlap_structure,
     };
-    let (basic, per_rank) = detached(py, Some(&display), || {
-        if output.is_none() && per_rank_dir.is_none() {
-            return Err(Error::option("output", "or per_rank_dir is required"));
-        }
+    let prepared = detached(py, Some(&display), || {
+        require_target(output.as_deref(), per_rank_dir.as_deref())?;
         let canary = read_canary(&read_input(&path, MAX_INPUT_BYTES)?)?;
-        let basic = output
-            .as_ref()
-            .map(|_| export_basic(&canary.program, &options))
-            .transpose()?;
-        let per_rank = per_rank_dir
-            .as_ref()
-            .map(|_| export_per_rank(&canary.program, &options))
-            .transpose()?;
-        Ok((basic, per_rank))
+        prepare_param(
+            &canary.program,
+            &options,
+            output.as_deref(),
+            per_rank_dir.as_deref(),
+        )
     })?;
     detached(py, None, || {
-        // Every target is checked before the first byte is written.
-        if let Some(dir) = &per_rank_dir
-            && dir.exists()
-            && !dir.is_dir()
-        {
-            return Err(Error::new(
-                ErrorKind::Output,
-                format!("{} is not a directory", dir.display()),
-            ));
-        }
-        if let Some(out) = &output {
-            check_target(out)?;
-        }
-        if let Some(dir) = &per_rank_dir {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                Error::new(
-                    ErrorKind::Output,
-                    format!("cannot create {}: {e}", dir.display()),
-                )
-            })?;
-            for (rank, text, _) in per_rank.as_ref().map_or(&[][..], |p| &p.files[..]) {
-                write_atomic_parts(&dir.join(format!("{rank}.json")), &[text, b"\n"])?;
-            }
-        }
-        if let (Some(out), Some(b)) = (&output, &basic) {
-            write_atomic_parts(out, &[&b.files[0].1, b"\n"])?;
-        }
-        Ok(())
+        prepared.write(output.as_deref(), per_rank_dir.as_deref())
     })?;
+    let (basic, per_rank) = (&prepared.basic, &prepared.per_rank);
     let result = PyDict::new(py);
     result.set_item("entries", basic.as_ref().map_or(0, |b| b.entries))?;
     result.set_item(

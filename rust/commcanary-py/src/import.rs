@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use commcanary_core::Error;
+use commcanary_core::compile::checked_count;
 use commcanary_core::import::kineto::{
-    JobOptions, KinetoOptions, describe, import_job, import_kineto, read_files,
+    JobOptions, KinetoOptions, check_import_names, describe, import_job, import_kineto, read_files,
 };
 use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
 use commcanary_core::json::JsonLimits;
@@ -35,18 +35,13 @@ pub(crate) fn import_kineto_file<'py>(
 ) -> PyResult<(PyTrace, Bound<'py, PyDict>)> {
     let display = path.display().to_string();
     let imported = detached(py, Some(&display), move || {
-        let positive = |name: &'static str, v: Option<i64>, default: u64| match v {
-            None => Ok(default),
-            Some(n) if n >= 1 => Ok(n as u64),
-            Some(_) => Err(Error::option(name, "must be at least 1")),
-        };
-        let max_bytes = positive("max_input_bytes", max_input_bytes, MAX_INPUT_BYTES)?;
-        let max_items = positive(
+        let max_bytes = checked_count("max_input_bytes", max_input_bytes, MAX_INPUT_BYTES)?;
+        let max_items = checked_count(
             "max_json_items",
             max_json_items,
             JsonLimits::default().max_items,
         )?;
-        check_names(&workload_name, phase.as_deref(), rank)?;
+        check_import_names(&workload_name, phase.as_deref(), rank)?;
         let options = KinetoOptions {
             rank,
             workload_name,
@@ -94,24 +89,15 @@ pub(crate) fn import_kineto_job<'py>(
     let source = labels.join(", ");
     let job_labels = labels.clone();
     let job = detached(py, None, move || {
-        check_names(&workload_name, phase.as_deref(), rank)?;
-        let offsets = clock_offsets.unwrap_or_default();
-        if offsets.values().any(|v| !v.is_finite()) {
-            return Err(Error::option(
-                "clock_offsets",
-                "must be finite microseconds",
-            ));
-        }
-        if rank.is_some() && paths.len() > 1 {
-            return Err(Error::option("rank", "applies to a single file only"));
-        }
-        let (profiles, stats) = read_files(&paths, &job_labels, rank, cache_dir.as_deref())?;
-        let options = JobOptions {
+        let options = JobOptions::requested(
             workload_name,
             phase,
-            clock_offsets_us: offsets.into_iter().collect(),
+            rank,
+            paths.len(),
+            clock_offsets.unwrap_or_default(),
             strict,
-        };
+        )?;
+        let (profiles, stats) = read_files(&paths, &job_labels, rank, cache_dir.as_deref())?;
         import_job(profiles, &job_labels, &options).map(|job| (job, stats))
     })?;
     let (job, stats) = job;
@@ -151,22 +137,4 @@ pub(crate) fn import_kineto_job<'py>(
         source,
     };
     Ok((trace, counts, partial))
-}
-
-/// The options every import shares.
-fn check_names(
-    workload_name: &str,
-    phase: Option<&str>,
-    rank: Option<i64>,
-) -> commcanary_core::Result<()> {
-    if workload_name.is_empty() {
-        return Err(Error::option("workload_name", "must be non-empty"));
-    }
-    if phase == Some("") {
-        return Err(Error::option("phase", "must be non-empty"));
-    }
-    if rank.is_some_and(|r| r < 0) {
-        return Err(Error::option("rank", "must be non-negative"));
-    }
-    Ok(())
 }

@@ -5,22 +5,14 @@
 use std::sync::Arc;
 
 use commcanary_core::behavior::default_configurations;
-use commcanary_core::research::baseline::{Gaps, Method, Options as BaselineOptions, baseline};
+use commcanary_core::research::baseline::{Options as BaselineOptions, baseline};
 use commcanary_core::research::reduce::{self, Options as ReduceOptions};
-use commcanary_core::{Error, Result};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::behavior::{ConfigTuple, configurations};
 use crate::errors::{detached, to_py_err};
 use crate::trace::PyTrace;
-
-fn count(name: &'static str, value: i64) -> Result<usize> {
-    usize::try_from(value)
-        .ok()
-        .filter(|&v| v >= 1)
-        .ok_or_else(|| Error::option(name, "must be at least 1"))
-}
 
 /// The `method` baseline of `trace` (spec §7.2), a new trace whose workload
 /// says it is one. `gaps` is `reference` (`gap_us`, else
@@ -43,19 +35,15 @@ pub(crate) fn baseline_trace(
     let method = method.to_owned();
     let gaps = gaps.to_owned();
     let out = detached(py, Some(&trace.source), move || {
-        let options = BaselineOptions {
-            method: Method::parse(&method)?,
-            sample_count: count("sample_count", sample_count)?,
+        let options = BaselineOptions::requested(
+            &method,
+            sample_count,
             partial,
-            cluster_count: count("cluster_count", cluster_count)?,
-            strata_per_group: count("strata_per_group", strata_per_group)?,
+            cluster_count,
+            strata_per_group,
             seed,
-            gaps: match gaps.as_str() {
-                "reference" => Gaps::Reference,
-                "observed" => Gaps::Observed,
-                _ => return Err(Error::option("gaps", "must be 'reference' or 'observed'")),
-            },
-        };
+            &gaps,
+        )?;
         baseline(&inner, &options)
     })?;
     Ok(PyTrace {
@@ -81,22 +69,15 @@ pub(crate) fn reduce_trace<'py>(
 ) -> PyResult<(PyTrace, Bound<'py, PyDict>)> {
     let source = trace.source.clone();
     let options = detached(py, Some(&source), move || {
-        let limit = match timing_sample_limit {
-            Some(l) if l < 2 => {
-                return Err(Error::option("timing_sample_limit", "must be at least 2"));
-            }
-            Some(l) => Some(l as usize),
-            None => None,
-        };
-        Ok(ReduceOptions {
+        ReduceOptions::requested(
             tie_us,
-            budget: u64::try_from(budget).unwrap_or(0),
-            timing_sample_limit: limit,
-            configurations: match configurations {
+            budget,
+            timing_sample_limit,
+            match configurations {
                 Some(list) => self::configurations(list)?,
                 None => default_configurations(),
             },
-        })
+        )
     })?;
     let inner = Arc::clone(&trace.inner);
     let reduction = match oracle {
@@ -112,7 +93,7 @@ pub(crate) fn reduce_trace<'py>(
                 Ok(keep) => Ok(keep),
                 Err(e) => {
                     raised = Some(e);
-                    Err(Error::invalid("the oracle raised"))
+                    Err(reduce::oracle_failed())
                 }
             });
             if let Some(e) = raised {

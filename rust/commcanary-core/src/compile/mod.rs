@@ -38,7 +38,10 @@ use crate::trace::Trace;
 use samples::{build_samples, order_events};
 
 pub use crate::canary::FIDELITY_FIELDS;
-pub use options::{Budgets, CompileOptions, DEFAULT_TIMING_SAMPLE_LIMIT, RequestedOptions};
+pub use options::{
+    Budgets, CompileOptions, DEFAULT_TIMING_SAMPLE_LIMIT, RequestedOptions, checked_count,
+    checked_timing_sample_limit,
+};
 
 /// Producer string written into canaries.
 pub const PRODUCER: &str = concat!("commcanary ", env!("CARGO_PKG_VERSION"));
@@ -223,9 +226,9 @@ pub fn compile_owned(mut trace: Trace, options: &CompileOptions) -> Result<Compi
 
 /// Validates options, orders events and applies `max_events`.
 fn prepare(trace: &Trace, options: &CompileOptions) -> Result<(samples::Ordering, usize)> {
-    if options.timing_sample_limit < 2 {
-        return Err(Error::option("timing_sample_limit", "must be at least 2"));
-    }
+    options::checked_timing_sample_limit(
+        i64::try_from(options.timing_sample_limit).unwrap_or(i64::MAX),
+    )?;
     for (name, budget) in options.budgets.entries() {
         if let Some(b) = budget
             && !(b >= 0.0 && b.is_finite())

@@ -13,6 +13,32 @@ use crate::json::{JsonLimits, canon, parse};
 /// The default number of timing records kept per signature group.
 pub const DEFAULT_TIMING_SAMPLE_LIMIT: usize = 128;
 
+/// The one rule for a timing sample limit: at least 2 (a group keeps at
+/// least its first and last record). Every front end and the compiler
+/// itself check it here.
+///
+/// # Errors
+/// A limit below 2, named `timing_sample_limit`.
+pub fn checked_timing_sample_limit(limit: i64) -> Result<usize> {
+    if limit < 2 {
+        return Err(Error::option("timing_sample_limit", "must be at least 2"));
+    }
+    usize::try_from(limit).map_err(|_| Error::option("timing_sample_limit", "is too large"))
+}
+
+/// A count option that must be at least 1 (a sample count, a budget),
+/// `default` when not given.
+///
+/// # Errors
+/// A value below 1, named `name`.
+pub fn checked_count(name: &'static str, value: Option<i64>, default: u64) -> Result<u64> {
+    match value {
+        None => Ok(default),
+        Some(n) if n >= 1 => Ok(n as u64),
+        Some(_) => Err(Error::option(name, "must be at least 1")),
+    }
+}
+
 /// Error budgets (`None` = unbounded), in the order they are checked.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Budgets {
@@ -170,12 +196,11 @@ impl CompileOptions {
     /// # Errors
     /// The first value out of range, as an [`Error::option`] naming it.
     pub fn checked(requested: &RequestedOptions) -> Result<Self> {
-        let limit = requested
-            .timing_sample_limit
-            .unwrap_or(DEFAULT_TIMING_SAMPLE_LIMIT as i64);
-        if limit < 2 {
-            return Err(Error::option("timing_sample_limit", "must be at least 2"));
-        }
+        let limit = checked_timing_sample_limit(
+            requested
+                .timing_sample_limit
+                .unwrap_or(DEFAULT_TIMING_SAMPLE_LIMIT as i64),
+        )?;
         let max_events = match requested.max_events {
             Some(m) if m < 0 => return Err(Error::option("max_events", "must be non-negative")),
             m => m.map(|m| m as u64),
@@ -195,7 +220,7 @@ impl CompileOptions {
             groups.push((group as usize, group_limit as usize));
         }
         Ok(Self {
-            timing_sample_limit: limit as usize,
+            timing_sample_limit: limit,
             timing_sample_limits_by_group: groups,
             max_events,
             budgets,

@@ -142,6 +142,40 @@ pub struct Options {
     pub gaps: Gaps,
 }
 
+impl Options {
+    /// Options from a caller's values (signed counts, names as strings).
+    ///
+    /// # Errors
+    /// An unknown method or gap source, or a count below 1, each named.
+    #[allow(clippy::too_many_arguments)]
+    pub fn requested(
+        method: &str,
+        sample_count: i64,
+        partial: bool,
+        cluster_count: i64,
+        strata_per_group: i64,
+        seed: i64,
+        gaps: &str,
+    ) -> Result<Self> {
+        let count = |name: &'static str, v: i64| {
+            crate::compile::checked_count(name, Some(v), 1).map(|n| n as usize)
+        };
+        Ok(Self {
+            method: Method::parse(method)?,
+            sample_count: count("sample_count", sample_count)?,
+            partial,
+            cluster_count: count("cluster_count", cluster_count)?,
+            strata_per_group: count("strata_per_group", strata_per_group)?,
+            seed,
+            gaps: match gaps {
+                "reference" => Gaps::Reference,
+                "observed" => Gaps::Observed,
+                _ => return Err(Error::option("gaps", "must be 'reference' or 'observed'")),
+            },
+        })
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Self {

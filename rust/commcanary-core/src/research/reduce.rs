@@ -45,6 +45,36 @@ pub struct Options {
     pub configurations: Vec<Configuration>,
 }
 
+impl Options {
+    /// Options from a caller's values (signed, as a front end receives
+    /// them); the ranges are checked by [`check`] with the trace.
+    ///
+    /// # Errors
+    /// A timing sample limit below 2.
+    pub fn requested(
+        tie_us: f64,
+        budget: i64,
+        timing_sample_limit: Option<i64>,
+        configurations: Vec<Configuration>,
+    ) -> Result<Self> {
+        Ok(Self {
+            tie_us,
+            budget: u64::try_from(budget).unwrap_or(0),
+            timing_sample_limit: timing_sample_limit
+                .map(crate::compile::checked_timing_sample_limit)
+                .transpose()?,
+            configurations,
+        })
+    }
+}
+
+/// The error an external oracle's failure becomes (the caller keeps the
+/// failure itself and reports it instead).
+#[must_use]
+pub fn oracle_failed() -> Error {
+    Error::invalid("the oracle raised")
+}
+
 /// What ddmin did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
@@ -85,8 +115,8 @@ pub fn check(events: usize, options: &Options) -> Result<()> {
             "must be a non-negative number",
         ));
     }
-    if options.timing_sample_limit.is_some_and(|l| l < 2) {
-        return Err(Error::option("timing_sample_limit", "must be at least 2"));
+    if let Some(l) = options.timing_sample_limit {
+        crate::compile::checked_timing_sample_limit(i64::try_from(l).unwrap_or(i64::MAX))?;
     }
     let n = options.configurations.len() as u64;
     let work = (options.budget + 1) * RANKING_METRICS.len() as u64 * (n * n.saturating_sub(1) / 2);

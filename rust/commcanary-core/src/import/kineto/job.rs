@@ -30,6 +30,63 @@ pub struct JobOptions {
     pub strict: bool,
 }
 
+impl JobOptions {
+    /// Options from a caller's values, checked: a non-empty workload name
+    /// and phase, finite clock offsets. `rank` (a single file's rank) and
+    /// `files` are checked alongside, as every import entry point takes them.
+    ///
+    /// # Errors
+    /// The first value out of range, named as the API spells it.
+    pub fn requested(
+        workload_name: String,
+        phase: Option<String>,
+        rank: Option<i64>,
+        files: usize,
+        clock_offsets_us: impl IntoIterator<Item = (i64, f64)>,
+        strict: bool,
+    ) -> Result<Self> {
+        check_import_names(&workload_name, phase.as_deref(), rank)?;
+        if rank.is_some() && files > 1 {
+            return Err(Error::option("rank", "applies to a single file only"));
+        }
+        let clock_offsets_us: FxHashMap<i64, f64> = clock_offsets_us.into_iter().collect();
+        if clock_offsets_us.values().any(|v| !v.is_finite()) {
+            return Err(Error::option(
+                "clock_offsets",
+                "must be finite microseconds",
+            ));
+        }
+        Ok(Self {
+            workload_name,
+            phase,
+            clock_offsets_us,
+            strict,
+        })
+    }
+}
+
+/// The names every import takes: a non-empty workload name and phase, a
+/// non-negative rank.
+///
+/// # Errors
+/// The first one out of range, named.
+pub fn check_import_names(
+    workload_name: &str,
+    phase: Option<&str>,
+    rank: Option<i64>,
+) -> Result<()> {
+    if workload_name.is_empty() {
+        return Err(Error::option("workload_name", "must be non-empty"));
+    }
+    if phase == Some("") {
+        return Err(Error::option("phase", "must be non-empty"));
+    }
+    if rank.is_some_and(|r| r < 0) {
+        return Err(Error::option("rank", "must be non-negative"));
+    }
+    Ok(())
+}
+
 /// What a multi-rank import kept and skipped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct JobCounts {
