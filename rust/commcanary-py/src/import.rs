@@ -5,9 +5,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use commcanary_core::analysis::steps::import_job_with_steps;
 use commcanary_core::compile::checked_count;
 use commcanary_core::import::kineto::{
-    JobOptions, KinetoOptions, check_import_names, describe, import_job, import_kineto, read_files,
+    JobOptions, KinetoOptions, check_import_names, describe, import_kineto, read_files,
 };
 use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
 use commcanary_core::json::JsonLimits;
@@ -98,7 +99,7 @@ pub(crate) fn import_kineto_job<'py>(
             strict,
         )?;
         let (profiles, stats) = read_files(&paths, &job_labels, rank, cache_dir.as_deref())?;
-        import_job(profiles, &job_labels, &options).map(|job| (job, stats))
+        import_job_with_steps(profiles, &job_labels, &options).map(|job| (job, stats))
     })?;
     let (job, stats) = job;
     let counts = PyDict::new(py);

@@ -305,6 +305,33 @@ pub fn assign(job: &mut AlignedJob, recovery: &Recovery) {
     }
 }
 
+/// Imports a job (`import::kineto::import_job`), giving every call the
+/// step recovered from its rank's collective sequence when the traces have
+/// no `ProfilerStep` markers, so the trace's `step` column holds the
+/// program's iterations either way (`workload.kineto_steps: "recovered"`).
+/// A sequence that does not repeat leaves the calls without steps.
+///
+/// # Errors
+/// As `import_job`.
+pub fn import_job_with_steps(
+    profiles: Vec<crate::import::kineto::RankProfile>,
+    labels: &[String],
+    options: &crate::import::kineto::JobOptions,
+) -> Result<crate::import::kineto::JobImport> {
+    let files = profiles.len() as u64;
+    let mut job = crate::import::kineto::align_job(profiles, labels, &options.clock_offsets_us)?;
+    let mut recovered = None;
+    if !has_markers(&job)
+        && !job.profiles.iter().all(|p| p.calls.is_empty())
+        && let Ok(recovery) = recover(&job)
+        && recovery.count() >= 2
+    {
+        assign(&mut job, &recovery);
+        recovered = Some(recovery.count());
+    }
+    crate::import::kineto::import_aligned(&job, files, options, recovered)
+}
+
 /// Each event of a merged trace (a capture) the step recovered from its
 /// ranks' collective sequences: the step of its first member's call, −1
 /// where none applies (before the first boundary, or an event the analyses

@@ -135,8 +135,23 @@ pub fn import_job(
     options: &JobOptions,
 ) -> Result<JobImport> {
     let files = profiles.len() as u64;
-    let mut aligned = align_job(profiles, labels, &options.clock_offsets_us)?;
-    let recovered_steps = recover_missing_steps(&mut aligned);
+    let aligned = align_job(profiles, labels, &options.clock_offsets_us)?;
+    import_aligned(&aligned, files, options, None)
+}
+
+/// Imports an aligned job (what [`import_job`] does after aligning).
+/// `recovered_steps`: the calls' steps were recovered from the collective
+/// sequence (`analysis::steps::import_job_with_steps`), this many; the
+/// workload says so.
+///
+/// # Errors
+/// Nothing importable, or (with `strict`) a partial collective.
+pub fn import_aligned(
+    aligned: &AlignedJob,
+    files: u64,
+    options: &JobOptions,
+    recovered_steps: Option<usize>,
+) -> Result<JobImport> {
     let (profiles, groups) = (&aligned.profiles, &aligned.groups);
     let epoch = aligned.epoch;
     let job = aligned.job();
@@ -186,24 +201,6 @@ pub fn import_job(
         counts,
         partial,
     })
-}
-
-/// Without `ProfilerStep` markers, gives every call the step recovered from
-/// its rank's collective sequence (the recovery `commcanary steps` runs), so
-/// the trace's `step` column holds the program's iterations either way.
-/// Returns the number of steps recovered; `None` when the job has markers or
-/// its sequence does not repeat (the calls keep no step).
-fn recover_missing_steps(job: &mut AlignedJob) -> Option<usize> {
-    use crate::analysis::steps;
-    if steps::has_markers(job) || job.profiles.iter().all(|p| p.calls.is_empty()) {
-        return None;
-    }
-    let recovery = steps::recover(job).ok()?;
-    if recovery.count() < 2 {
-        return None;
-    }
-    steps::assign(job, &recovery);
-    Some(recovery.count())
 }
 
 /// A job's profiles joined per rank, checked to be one job, and matched

@@ -35,7 +35,7 @@ pub use files::{CacheStats, read_each, read_files};
 pub use from_trace::job_from_trace;
 pub use job::{
     AlignedJob, JobCounts, JobImport, JobOptions, align_job, check_import_names, describe,
-    import_job,
+    import_aligned, import_job,
 };
 pub use profile::{RankProfile, Source, read_file};
 pub use single::{KinetoCounts, KinetoImport, KinetoOptions, import_kineto};
