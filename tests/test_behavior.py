@@ -543,6 +543,12 @@ def test_search_with_the_gate_still_refuses_a_partial_source(tmp_path: Path) -> 
     result = runner.invoke(app, args)
     assert result.exit_code == 3 and "partial source" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["reduced.trace.json"]
+    # The gate reads the coverage from the loaded trace, as a compile would record it.
+    status, reason = commcanary.load_trace(reduced).source_coverage()
+    assert status == commcanary.compile(reduced).summary["source_coverage_status"] == "partial_source"
+    assert reason and reason in result.stderr
+    assert commcanary.load_trace(LONG).source_coverage(max_events=3)[0] == "partial_source"
+    assert commcanary.load_trace(LONG).source_coverage() == ("full_source", None)
 
 
 def uncertain_trace(tmp_path: Path) -> Path:

@@ -256,9 +256,10 @@ def _refuse_partial_source(trace: Path, summary: dict[str, Any]) -> None:
 def _refuse_partial_source_before_search(trace: Path, options: dict[str, Any]) -> None:
     """Every search candidate is verified, but only against the input itself:
     the gate's refusal of partial sources still applies."""
-    from commcanary.compiler import compile as compile_trace
+    from commcanary.compiler import load_trace
 
-    _refuse_partial_source(trace, compile_trace(str(trace), **options).summary)
+    status, reason = load_trace(str(trace)).source_coverage(options.get("max_events"))
+    _refuse_partial_source(trace, {"source_coverage_status": status, "source_coverage_reason": reason})
 
 
 def _compile_with_search(

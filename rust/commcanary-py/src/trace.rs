@@ -119,6 +119,13 @@ impl PyTrace {
         Ok(PyBytes::new(py, &bytes))
     }
 
+    /// The source coverage a compile with `max_events` would record:
+    /// `(status, reason)`, without compiling.
+    #[pyo3(signature = (max_events=None))]
+    fn source_coverage(&self, max_events: Option<u64>) -> (&'static str, Option<String>) {
+        commcanary_core::compile::source_coverage(&self.inner, max_events)
+    }
+
     /// Writes the trace atomically to `path` as canonical JSON.
     fn write(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
         let trace = Arc::clone(&self.inner);

@@ -107,7 +107,7 @@ fn stored_counts(program: &Program) -> (u64, u64) {
 }
 
 /// Whether the canary covers its whole source, and why not.
-fn coverage(trace: &Trace, count: usize) -> (&'static str, Option<String>) {
+pub(super) fn coverage(trace: &Trace, count: usize) -> (&'static str, Option<String>) {
     let total = trace.events.len();
     if count < total {
         (

@@ -224,6 +224,16 @@ pub fn compile_owned(mut trace: Trace, options: &CompileOptions) -> Result<Compi
     assemble::finish(&trace, options, &ordering, count, encoded?, digest)
 }
 
+/// The source coverage a compile of `trace` with `max_events` would
+/// record (`full_source`, or `partial_source` and why), without compiling:
+/// what the strict gate checks before a behaviour search.
+#[must_use]
+pub fn source_coverage(trace: &Trace, max_events: Option<u64>) -> (&'static str, Option<String>) {
+    let total = trace.events.len();
+    let count = max_events.map_or(total, |m| (m.min(total as u64)) as usize);
+    assemble::coverage(trace, count)
+}
+
 /// Validates options, orders events and applies `max_events`.
 fn prepare(trace: &Trace, options: &CompileOptions) -> Result<(samples::Ordering, usize)> {
     options::checked_timing_sample_limit(
