@@ -22,3 +22,19 @@ def test_format_ids_are_the_cores() -> None:
 def test_engine_constants_are_the_cores() -> None:
     assert compiler.BOUND_FIELDS is _core.FIDELITY_FIELDS
     assert len(set(formats.FORMATS.values())) == len(formats.FORMATS)
+
+
+def test_tolerance_defaults_and_rules_are_the_cores() -> None:
+    import pytest
+
+    from commcanary.behavior import Tolerances
+    from commcanary.errors import OptionError
+
+    assert {k: getattr(Tolerances(), k) for k in _core.DEFAULT_TOLERANCES} == _core.DEFAULT_TOLERANCES
+    Tolerances().validate()
+    with pytest.raises(OptionError) as bad:
+        Tolerances(tail_recall_threshold=1.5).validate()
+    assert (bad.value.option, bad.value.rule) == ("tail_recall_threshold", "must be between 0 and 1")
+    with pytest.raises(OptionError) as bad:
+        Tolerances(absolute_tolerance_us=float("nan")).validate()
+    assert bad.value.option == "absolute_tolerance_us"

@@ -44,6 +44,7 @@ __all__ = [
     "canary_occurrences",
     "canonical_json",
     "check_canary",
+    "check_tolerances",
     "compile_file",
     "diagnose_hang",
     "diagnose_stragglers",
@@ -238,6 +239,7 @@ def evaluate_behavior(
     tolerances: tuple[float, float, float, float, float],
     data: bytes | None = None,
 ) -> tuple[list[bool], bool, bytes, bytes, int]: ...
+def check_tolerances(tolerances: tuple[float, float, float, float, float]) -> None: ...
 def behavior_search(
     trace: Trace,
     reference: BehaviorReference,

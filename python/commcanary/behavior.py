@@ -76,25 +76,16 @@ DEFAULT_CONFIGURATIONS: tuple[dict[str, Any], ...] = (
 class Tolerances:
     """Behaviour-check tolerances (absolute *or* relative suffices for latencies)."""
 
-    relative_tolerance_pct: float = 10.0
-    absolute_tolerance_us: float = 1.0
-    hidden_tolerance_points: float = 5.0
-    tail_recall_threshold: float = 0.80
-    ranking_tie_tolerance_us: float = 0.001
+    relative_tolerance_pct: float = _core.DEFAULT_TOLERANCES["relative_tolerance_pct"]
+    absolute_tolerance_us: float = _core.DEFAULT_TOLERANCES["absolute_tolerance_us"]
+    hidden_tolerance_points: float = _core.DEFAULT_TOLERANCES["hidden_tolerance_points"]
+    tail_recall_threshold: float = _core.DEFAULT_TOLERANCES["tail_recall_threshold"]
+    ranking_tie_tolerance_us: float = _core.DEFAULT_TOLERANCES["ranking_tie_tolerance_us"]
 
     def validate(self) -> None:
-        """Raise :class:`OptionError` for a negative tolerance or a threshold outside [0, 1]."""
-        for name in (
-            "relative_tolerance_pct",
-            "absolute_tolerance_us",
-            "hidden_tolerance_points",
-            "ranking_tie_tolerance_us",
-        ):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise OptionError(name, "must be non-negative")
-        if not (0.0 <= self.tail_recall_threshold <= 1.0):
-            raise OptionError("tail_recall_threshold", "must be between 0 and 1")
+        """Raise :class:`OptionError` for a negative tolerance or a threshold outside [0, 1]
+        (the core's rules; the defaults are the core's too)."""
+        _core.check_tolerances(self.as_tuple())
 
     def as_tuple(self) -> tuple[float, float, float, float, float]:
         return (

@@ -76,6 +76,14 @@ fn tolerances(t: ToleranceTuple) -> commcanary_core::Result<Tolerances> {
     Ok(t)
 }
 
+/// Checks behaviour tolerances with the core's rules (`relative, absolute,
+/// hidden, tail recall, tie`); raises `OptionError` naming the first out of
+/// range.
+#[pyfunction]
+pub fn check_tolerances(py: Python<'_>, tolerances: ToleranceTuple) -> PyResult<()> {
+    detached(py, None, move || self::tolerances(tolerances).map(|_| ()))
+}
+
 /// The source side of behaviour checks: the trace's lossless program replayed
 /// under each configuration.
 #[pyclass(frozen, name = "BehaviorReference", module = "commcanary._core")]

@@ -111,7 +111,8 @@ fn formats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 mod _core {
     #[pymodule_export]
     use super::behavior::{
-        PyBehaviorReference, behavior_reference, behavior_search, evaluate_behavior,
+        PyBehaviorReference, behavior_reference, behavior_search, check_tolerances,
+        evaluate_behavior,
     };
     #[pymodule_export]
     use super::compiled::{PyCompiled, canary_occurrences};
