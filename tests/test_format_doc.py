@@ -24,6 +24,29 @@ def recipes() -> dict[str, Any]:
     return namespace
 
 
+def _stepped_trace() -> bytes:
+    """A small training job with iterations: it compiles to a step loop (v4)."""
+    events, t = [], 0.0
+    for step in range(9):
+        for size in [4096, 2048] + ([4] if step % 3 == 2 else []) + ([64] if step == 0 else []):
+            t += 100.0 + (step * 37 + size) % 17 * 3.25
+            arrival = [0.0, (step * 13) % 7 * 0.5, 1.5]
+            events.append(
+                {
+                    "op": "all_reduce",
+                    "bytes": size,
+                    "ranks": [0, 1, 2],
+                    "start_us": t,
+                    "step": step,
+                    "rank_arrival_us": arrival,
+                    "compute_before_us": float(step % 4),
+                }
+            )
+    return json.dumps(
+        {"format": "commcanary.trace.v1", "workload": {"name": "loop"}, "events": events}
+    ).encode()
+
+
 def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
     out = [
         ("demo", (EXAMPLES / "llama70b_tp8_trace.json").read_bytes(), {}),
@@ -40,6 +63,10 @@ def cases() -> list[tuple[str, bytes, dict[str, Any]]]:
         ),
         ("long-prefix", (EXAMPLES / "llama70b_tp8_trace_long.json").read_bytes(), {"max_events": 20}),
     ]
+    out += [
+        ("step-loop", _stepped_trace(), {}),
+        ("step-loop-limit-3", _stepped_trace(), {"timing_sample_limit": 3}),
+    ]
     for case in json.loads((GOLDEN / "compile.json").read_text()):
         if "trace" in case:
             out.append((case["name"], json.dumps(case["trace"]).encode(), case.get("options", {})))
@@ -52,6 +79,8 @@ def test_recipes_recompute_the_canary(
 ) -> None:
     canary_obj = commcanary.compile(trace_bytes, **options)
     canary = json.loads(canary_obj.to_bytes())
+    if name.startswith("step-loop"):
+        assert canary["format"] == "commcanary.canary.v4" and "loop" in canary["events"][0]
     trace = json.loads(trace_bytes)
     compiler = canary["compiler"]
     assert recipes["canonical"](canary) == canary_obj.to_bytes()
@@ -67,7 +96,10 @@ def test_recipes_catch_a_tampered_bound(recipes: dict[str, Any]) -> None:
     trace_bytes = (EXAMPLES / "llama70b_tp8_trace_long.json").read_bytes()
     canary = json.loads(commcanary.compile(trace_bytes, timing_sample_limit=2).to_bytes())
     bounded = next(
-        r for leaf in canary["events"] for r in leaf["timing"] if isinstance(r, dict) and "interval" in r
+        r
+        for leaf, _ in recipes["streams"](canary)
+        for r in leaf["timing"]
+        if isinstance(r, dict) and "interval" in r
     )
     bounded["errors"][1] = 0.5
     with pytest.raises(AssertionError):
@@ -80,3 +112,21 @@ def test_doc_quotes_real_sizes() -> None:
     assert f"one {demo['canary_bytes']:,}" in DOC
     assert f"{long['canary_bytes']:,} bytes" in DOC
     assert Path(EXAMPLES).is_dir()
+
+
+def test_recipes_catch_a_tampered_loop(recipes: dict[str, Any]) -> None:
+    trace_bytes = _stepped_trace()
+    canary = json.loads(commcanary.compile(trace_bytes, timing_sample_limit=3).to_bytes())
+    bounded = next(
+        r
+        for leaf, _ in recipes["streams"](canary)
+        for r in leaf["timing"]
+        if isinstance(r, dict) and "interval" in r
+    )
+    bounded["errors"][0] = round(bounded["errors"][0] + 0.5, 9)
+    with pytest.raises(AssertionError):
+        recipes["check_intervals"](canary, json.loads(trace_bytes))
+    exact = json.loads(commcanary.compile(trace_bytes).to_bytes())
+    want = exact["compiler"]["execution_semantic_sha256"]
+    exact["events"][0]["schedule"][0][1] += 1  # one more run of a variant: a different program
+    assert recipes["execution_commitment"](exact) != want
