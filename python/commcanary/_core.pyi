@@ -60,6 +60,7 @@ __all__ = [
     "private_key_id",
     "py_round",
     "read_flight_recorder_file",
+    "read_hang_document",
     "read_input_file",
     "read_report_file",
     "recover_steps",
@@ -290,6 +291,9 @@ def diagnose_stragglers(paths: list[str], *, cache_dir: str | None = None) -> di
 def read_flight_recorder_file(path: str) -> dict[str, Any]: ...
 def recover_steps(paths: list[str], *, cache_dir: str | None = None) -> dict[str, Any]: ...
 def recover_trace_steps(data: bytes) -> list[int] | None: ...
+def read_hang_document(
+    path: str,
+) -> tuple[list[tuple[int, str | None, str]], tuple[int, list[tuple[str, list[int]]]]]: ...
 def job_timeline(
     paths: list[str],
     *,

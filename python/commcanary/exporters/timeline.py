@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from commcanary import _core
-from commcanary.errors import InputError
-from commcanary.formats import HANG_FORMAT, TIMELINE_FORMAT
+from commcanary.formats import TIMELINE_FORMAT
 
 __all__ = ["TIMELINE_FORMAT", "Timeline", "hang_marks", "timeline"]
 
@@ -56,56 +55,11 @@ class Timeline:
         return Path(path)
 
 
-def _field(path: PathLike, where: str, value: Any, kind: type) -> Any:
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise InputError(f"{os.fspath(path)}: {where}: expected {kind.__name__}")
-    return value
-
-
 def hang_marks(path: PathLike) -> list[tuple[int, str | None, str]]:
     """The marks a ``commcanary.hang.v1`` document puts on a timeline: each
     root, and each present rank of each partial collective, as ``(rank,
-    pg_name, label)``."""
-    try:
-        doc = json.loads(_core.read_input_file(os.fspath(path)))
-    except ValueError as error:
-        raise InputError(f"{os.fspath(path)}: not JSON: {error}") from None
-    if not isinstance(doc, dict) or doc.get("format") != HANG_FORMAT:
-        raise InputError(f"{os.fspath(path)}: format: expected {HANG_FORMAT}")
-    marks: list[tuple[int, str | None, str]] = []
-    for i, root in enumerate(_field(path, "root", doc.get("root"), list)):
-        where = f"root[{i}]"
-        _field(path, where, root, dict)
-        rank = _field(path, f"{where}.rank", root.get("rank"), int)
-        group = _field(path, f"{where}.group", root.get("group"), dict).get("name")
-        op = _field(path, f"{where}.op", root.get("op"), str)
-        reason = _field(path, f"{where}.reason", root.get("reason"), str)
-        marks.append((rank, group if isinstance(group, str) else None, f"root: {op}: {reason}"))
-    for i, partial in enumerate(_field(path, "partial_collectives", doc.get("partial_collectives"), list)):
-        where = f"partial_collectives[{i}]"
-        _field(path, where, partial, dict)
-        group = _field(path, f"{where}.group", partial.get("group"), dict).get("name")
-        op = _field(path, f"{where}.op", partial.get("op"), str)
-        missing = _field(path, f"{where}.missing_ranks", partial.get("missing_ranks"), list)
-        for j, rank in enumerate(_field(path, f"{where}.present_ranks", partial.get("present_ranks"), list)):
-            _field(path, f"{where}.present_ranks[{j}]", rank, int)
-            label = f"stuck in {op}, waiting for rank(s) {', '.join(map(str, missing))}"
-            marks.append((rank, group if isinstance(group, str) else None, label))
-    return marks
-
-
-def _hang_job(path: PathLike) -> tuple[int, list[tuple[str, list[int]]]]:
-    """The job a ``commcanary.hang.v1`` document describes: its world size
-    and each group's ranks (the core refuses traces of another job)."""
-    doc = json.loads(_core.read_input_file(os.fspath(path)))
-    world = _field(path, "world_size", doc.get("world_size"), int)
-    groups: list[tuple[str, list[int]]] = []
-    for i, g in enumerate(_field(path, "groups", doc.get("groups"), list)):
-        _field(path, f"groups[{i}]", g, dict)
-        name = _field(path, f"groups[{i}].name", g.get("name"), str)
-        ranks = _field(path, f"groups[{i}].ranks", g.get("ranks"), list)
-        groups.append((name, [_field(path, f"groups[{i}].ranks[{j}]", r, int) for j, r in enumerate(ranks)]))
-    return world, groups
+    pg_name, label)`` (read by the core)."""
+    return _core.read_hang_document(os.fspath(path))[0]
 
 
 def timeline(
@@ -124,11 +78,11 @@ def timeline(
     disagree with the traces).
     """
     items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-    marks = hang_marks(hang) if hang is not None else []
+    marks, hang_job = _core.read_hang_document(os.fspath(hang)) if hang is not None else ([], None)
     result = _core.job_timeline(
         [os.fspath(p) for p in items],
         marks=marks,
-        hang_job=_hang_job(hang) if hang is not None else None,
+        hang_job=hang_job,
         cache_dir=os.fspath(cache_dir) if cache_dir is not None else None,
     )
     return Timeline(

@@ -73,6 +73,30 @@ pub(crate) fn export_param<'py>(
 /// A hang document's `(world_size, [(group name, ranks)])`.
 type HangJobArg = (i64, Vec<(String, Vec<i64>)>);
 
+/// A hang mark: `(rank, pg_name or None, label)`.
+type HangMarkArg = (i64, Option<String>, String);
+
+/// Reads a `commcanary.hang.v1` document (bounded input) for a timeline:
+/// its marks and the job it describes, by the core's rules.
+#[pyfunction]
+pub(crate) fn read_hang_document(
+    py: Python<'_>,
+    path: PathBuf,
+) -> PyResult<(Vec<HangMarkArg>, HangJobArg)> {
+    let display = path.display().to_string();
+    let (marks, job) = detached(py, Some(&display), move || {
+        let bytes = read_input(&path, MAX_INPUT_BYTES)?;
+        commcanary_core::export::timeline::read_hang_document(&bytes)
+    })?;
+    Ok((
+        marks
+            .into_iter()
+            .map(|m| (m.rank, m.group, m.label))
+            .collect(),
+        (job.world, job.groups),
+    ))
+}
+
 /// Gathers the profiler traces in `paths` and writes the job's timeline as
 /// Chrome-trace JSON (Perfetto): `marks` are hang marks, `(rank, pg_name or
 /// None, label)` each; `hang_job` is the hang document's `(world_size,

@@ -122,7 +122,7 @@ mod _core {
         recover_trace_steps,
     };
     #[pymodule_export]
-    use super::export::{export_param, job_timeline};
+    use super::export::{export_param, job_timeline, read_hang_document};
     #[pymodule_export]
     use super::import::{import_kineto_file, import_kineto_job};
     #[pymodule_export]

@@ -29,6 +29,107 @@ use crate::json::canon::{write_f64_rounded, write_i64, write_str};
 /// The format identifier.
 pub const FORMAT: &str = crate::document::TIMELINE;
 
+/// What a `commcanary.hang.v1` document puts on a timeline: a mark on each
+/// root, and on each present rank of each partial collective, and the job
+/// it describes (checked against the traces' job before a mark is placed).
+///
+/// # Errors
+/// Not JSON, not a hang document, or a field of the wrong kind, named by
+/// its path in the document (`root[0].rank: expected int`).
+pub fn read_hang_document(bytes: &[u8]) -> Result<(Vec<HangMark>, HangJob)> {
+    use crate::json::{JsonLimits, Node, Value, parse};
+    let doc = parse(bytes, JsonLimits::default())
+        .map_err(|e| Error::invalid(format!("not JSON: {}", e.message())))?;
+    let root = doc.root().filter(Value::is_object);
+    if root.and_then(|r| r.get("format")).and_then(|f| f.as_str()) != Some(crate::document::HANG) {
+        return Err(Error::invalid(format!(
+            "format: expected {}",
+            crate::document::HANG
+        )));
+    }
+    let root = root.expect("checked above");
+    fn bad(at: &str, kind: &str) -> Error {
+        Error::invalid(format!("{at}: expected {kind}"))
+    }
+    fn list<'a>(v: Option<Value<'a>>, at: &str) -> Result<Vec<Value<'a>>> {
+        match v {
+            Some(v) if v.is_array() => Ok(v.elements().collect()),
+            _ => Err(bad(at, "list")),
+        }
+    }
+    let object = |v: Option<Value<'_>>, at: &str| -> Result<()> {
+        if v.is_some_and(|v| v.is_object()) {
+            Ok(())
+        } else {
+            Err(bad(at, "dict"))
+        }
+    };
+    let int = |v: Option<Value<'_>>, at: &str| -> Result<i64> {
+        match v.map(|v| v.node()) {
+            Some(Node::Int(i)) => Ok(i),
+            _ => Err(bad(at, "int")),
+        }
+    };
+    let text = |v: Option<Value<'_>>, at: &str| -> Result<String> {
+        v.and_then(|v| v.as_str())
+            .map(str::to_owned)
+            .ok_or_else(|| bad(at, "str"))
+    };
+    let group_name = |v: Option<Value<'_>>, at: &str| -> Result<Option<String>> {
+        object(v, at)?;
+        Ok(v.and_then(|g| g.get("name"))
+            .and_then(|n| n.as_str())
+            .map(str::to_owned))
+    };
+    let mut marks = Vec::new();
+    for (i, r) in list(root.get("root"), "root")?.into_iter().enumerate() {
+        let at = format!("root[{i}]");
+        object(Some(r), &at)?;
+        let rank = int(r.get("rank"), &format!("{at}.rank"))?;
+        let group = group_name(r.get("group"), &format!("{at}.group"))?;
+        let op = text(r.get("op"), &format!("{at}.op"))?;
+        let reason = text(r.get("reason"), &format!("{at}.reason"))?;
+        marks.push(HangMark {
+            rank,
+            group,
+            label: format!("root: {op}: {reason}"),
+        });
+    }
+    let partials = list(root.get("partial_collectives"), "partial_collectives")?;
+    for (i, p) in partials.into_iter().enumerate() {
+        let at = format!("partial_collectives[{i}]");
+        object(Some(p), &at)?;
+        let group = group_name(p.get("group"), &format!("{at}.group"))?;
+        let op = text(p.get("op"), &format!("{at}.op"))?;
+        let missing = list(p.get("missing_ranks"), &format!("{at}.missing_ranks"))?;
+        let missing: Vec<String> = (missing.iter())
+            .map(|m| String::from_utf8_lossy(&crate::json::canon::to_vec(*m)).into_owned())
+            .collect();
+        let present = list(p.get("present_ranks"), &format!("{at}.present_ranks"))?;
+        for (j, rank) in present.into_iter().enumerate() {
+            let rank = int(Some(rank), &format!("{at}.present_ranks[{j}]"))?;
+            marks.push(HangMark {
+                rank,
+                group: group.clone(),
+                label: format!("stuck in {op}, waiting for rank(s) {}", missing.join(", ")),
+            });
+        }
+    }
+    let world = int(root.get("world_size"), "world_size")?;
+    let mut groups = Vec::new();
+    for (i, g) in list(root.get("groups"), "groups")?.into_iter().enumerate() {
+        let at = format!("groups[{i}]");
+        object(Some(g), &at)?;
+        let name = text(g.get("name"), &format!("{at}.name"))?;
+        let ranks = list(g.get("ranks"), &format!("{at}.ranks"))?;
+        let ranks = (ranks.into_iter().enumerate())
+            .map(|(j, r)| int(Some(r), &format!("{at}.ranks[{j}]")))
+            .collect::<Result<Vec<i64>>>()?;
+        groups.push((name, ranks));
+    }
+    Ok((marks, HangJob { world, groups }))
+}
+
 /// A hang diagnosis's mark: placed at the end of the rank's last call (on
 /// its group's track when the group is named and the rank has calls there).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -538,4 +639,45 @@ fn write_hang(
         placed += 1;
     }
     placed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_hang_document;
+
+    #[test]
+    fn a_hang_document_gives_its_marks_and_its_job() {
+        let doc = br#"{"format":"commcanary.hang.v1","world_size":4,
+            "groups":[{"name":"0","ranks":[0,1,2,3]}],
+            "root":[{"rank":3,"group":{"name":"0"},"op":"all_reduce","reason":"skipped it"}],
+            "partial_collectives":[{"group":{"name":"0"},"op":"all_reduce",
+              "present_ranks":[0,1],"missing_ranks":[2,3]}]}"#;
+        let (marks, job) = read_hang_document(doc).unwrap();
+        assert_eq!(marks.len(), 3);
+        assert_eq!(marks[0].label, "root: all_reduce: skipped it");
+        assert_eq!((marks[1].rank, marks[1].group.as_deref()), (0, Some("0")));
+        assert_eq!(
+            marks[2].label,
+            "stuck in all_reduce, waiting for rank(s) 2, 3"
+        );
+        assert_eq!((job.world, job.groups.len()), (4, 1));
+    }
+
+    #[test]
+    fn a_bad_hang_document_names_the_field() {
+        let message = |doc: &[u8]| read_hang_document(doc).unwrap_err().message().to_owned();
+        assert_eq!(
+            message(br#"{"format":"commcanary.stragglers.v1"}"#),
+            "format: expected commcanary.hang.v1"
+        );
+        assert!(message(b"{").starts_with("not JSON: "));
+        assert_eq!(
+            message(br#"{"format":"commcanary.hang.v1","root":[{"rank":"3"}]}"#),
+            "root[0].rank: expected int"
+        );
+        assert_eq!(
+            message(br#"{"format":"commcanary.hang.v1","root":[],"partial_collectives":{}}"#),
+            "partial_collectives: expected list"
+        );
+    }
 }
