@@ -212,3 +212,51 @@ def test_an_unprofiled_ddp_job_gets_recovered_steps(tmp_path: Path) -> None:
     whole = [per_step[k] for k in sorted(per_step)[:-1]]  # the last one may be cut short
     assert len(per_step) >= STEPS // 4 - 1 and len(set(whole)) == 1, per_step
     _compiles_to_a_loop(tmp_path, verify=False)
+
+
+LONG_PROGRAM = """
+import sys, time
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+t = torch.ones(64)
+for i in range(int(sys.argv[1])):
+    dist.all_reduce(t)
+    time.sleep(0.01)
+dist.destroy_process_group()
+"""
+
+
+def test_a_ring_smaller_than_the_job_is_read_as_it_fills(tmp_path: Path) -> None:
+    # 400 all_reduces through a 200-entry ring: only reads while the job runs see them all.
+    (tmp_path / "train.py").write_text(LONG_PROGRAM)
+    cmd = [
+        sys.executable,
+        "-m",
+        "commcanary",
+        "capture",
+        "-o",
+        "job.trace.json",
+        "--",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(_free_port()),
+        "train.py",
+        "400",
+    ]
+    import os
+
+    env = os.environ | {"TORCH_FR_BUFFER_SIZE": "200", "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+    p = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "overwritten" not in p.stderr
+    events = json.loads((tmp_path / "job.trace.json").read_text())["events"]
+    assert Counter(e["op"] for e in events)["all_reduce"] == 400
+    assert all(e["metadata"]["capture_wrapped"] for e in events if e["op"] == "all_reduce")

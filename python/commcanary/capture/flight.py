@@ -25,13 +25,16 @@ new entries (``_dump_fr_trace_json``) and records each collective once:
   the step it was created in.
 
 Point-to-point transfers stay with the wrappers (gloo's ring does not record
-them; NCCL's p2p entries are skipped so nothing is counted twice). The ring
-is read every ``POLL_S`` at first, then as often as keeps about a quarter of
-the ring new at each read (each read parses the whole ring while holding the
-interpreter: fewer reads cost the program less; often enough that nothing is
-overwritten), slower while it idles, and once more before
-``destroy_process_group`` and at exit; entries overwritten before they were
-read are counted and reported on stderr.
+them; NCCL's p2p entries are skipped so nothing is counted twice).
+
+When: a whole read costs what the ring holds (about 20 ms for 2,000 entries
+here, most of it torch building the dump, with the interpreter held), so the
+ring is read only when half of it is new. Every ``POLL_S`` the thread reads
+the groups' counters alone (``pg_status``: microseconds) and reads the ring
+when they have moved by half its capacity since the last read, or at all in
+``MAX_WAIT_S``; and once more before ``destroy_process_group`` and at exit.
+Entries overwritten before they were read (a job issuing more than about
+``capacity`` collectives per second) are counted and reported on stderr.
 """
 
 from __future__ import annotations
@@ -51,12 +54,22 @@ import orjson
 
 from commcanary.capture import record_collective
 
-__all__ = ["POLL_S", "FlightReader", "active", "annotate", "close", "flush", "mark_step", "start"]
+__all__ = [
+    "MAX_WAIT_S",
+    "POLL_S",
+    "FlightReader",
+    "active",
+    "annotate",
+    "close",
+    "flush",
+    "mark_step",
+    "start",
+]
 
-#: Seconds between reads of the ring at first.
-POLL_S = 1.0
-_FASTEST_S = 0.05
-_SLOWEST_S = 8.0
+#: Seconds between reads of the groups' counters.
+POLL_S = 0.5
+#: Longest wait, in seconds, before new entries are read whatever their number.
+MAX_WAIT_S = 30.0
 
 #: Element sizes and torch names of the dtypes the recorder writes.
 _DTYPES = {
@@ -141,7 +154,6 @@ class FlightReader:
         self._waiting: list[dict[str, Any]] = []
         self.recorded = 0
         self.lost = 0
-        self.interval = POLL_S
 
     # ------------------------------------------------------------ the wrappers' side
 
@@ -247,17 +259,6 @@ class FlightReader:
         self.recorded += 1
         return True
 
-    def adapt(self, fresh: int, capacity: int) -> None:
-        """The next wait: long enough that a read finds about a quarter of the
-        ring new (each read parses the whole ring, holding the interpreter),
-        short enough that nothing is overwritten between reads."""
-        if fresh == 0:
-            self.interval = min(_SLOWEST_S, self.interval * 1.5)
-            return
-        rate = fresh / self.interval  # entries per second
-        target = (capacity / 4) / rate
-        self.interval = min(_SLOWEST_S, max(_FASTEST_S, min(target, self.interval * 2)))
-
 
 _reader: FlightReader | None = None
 _state_lock = threading.Lock()
@@ -316,11 +317,16 @@ def start(dist: Any) -> FlightReader | None:
             return None
         backend = "nccl" if "nccl" in str(dist.get_backend()).lower() else "gloo"
 
-        def dump() -> bytes:
+        def dump(collectives: bool = True) -> bytes:
             try:
-                return bytes(dump_json(backend=backend, includeCollectives=True))
+                return bytes(dump_json(backend=backend, includeCollectives=collectives))
             except TypeError:  # torch before 2.15: one recorder, no backend argument
-                return bytes(dump_json(includeCollectives=True))
+                return bytes(dump_json(includeCollectives=collectives))
+
+        def enqueued() -> int:
+            """Collectives enqueued so far, over every group (the counters alone)."""
+            status = orjson.loads(dump(False)).get("pg_status") or {}
+            return sum(int(row.get("last_enqueued_collective", -1)) + 1 for row in status.values())
 
         names: dict[str, list[int]] = {}
 
@@ -340,22 +346,29 @@ def start(dist: Any) -> FlightReader | None:
             return None
         _reader, _reader_pid = reader, os.getpid()
     threading.Thread(
-        target=_run, args=(reader, capacity), name="commcanary-flight-reader", daemon=True
+        target=_run, args=(reader, enqueued, capacity), name="commcanary-flight-reader", daemon=True
     ).start()
     atexit.register(flush)
     return reader
 
 
-def _run(reader: FlightReader, capacity: int) -> None:
+def _run(reader: FlightReader, enqueued: Callable[[], int], capacity: int) -> None:
+    """Reads the ring when half of it is new, or anything is after ``MAX_WAIT_S``."""
     with contextlib.suppress(Exception):  # lowest priority for this thread only (Linux)
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    read_at, last_read = 0, time.monotonic()
+    with contextlib.suppress(Exception):
+        read_at = enqueued()
     while True:
-        time.sleep(reader.interval)
+        time.sleep(POLL_S)
         try:
-            fresh = reader.poll()
+            now = enqueued()
+            fresh = now - read_at
+            if fresh >= capacity // 2 or (fresh > 0 and time.monotonic() - last_read >= MAX_WAIT_S):
+                reader.poll()
+                read_at, last_read = now, time.monotonic()
         except Exception:  # the group is being destroyed
             continue
-        reader.adapt(fresh, capacity)
 
 
 def flush() -> None:
