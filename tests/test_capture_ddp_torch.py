@@ -97,44 +97,27 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _run_captured(tmp_path: Path, program: str, nproc: int, arg: int, env: dict[str, str]) -> str:
+    """`commcanary capture -o job.trace.json -- torchrun --nproc-per-node N train.py ARG` in
+    ``tmp_path``; returns its stderr (the run must succeed)."""
+    import os
+
+    (tmp_path / "train.py").write_text(program)
+    cmd = [sys.executable, "-m", "commcanary", "capture", "-o", "job.trace.json", "--", sys.executable]
+    cmd += ["-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1"]
+    cmd += ["--master-port", str(_free_port()), "train.py", str(arg)]
+    env = os.environ | {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"} | env
+    p = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p.stderr
+
+
 def _capture(
     tmp_path: Path, program: str, steps: int, profile: bool = True
 ) -> tuple[dict[str, object], list[dict[str, object]]]:
-    (tmp_path / "train.py").write_text(program)
     logs = tmp_path / "logs"
     logs.mkdir()
-    cmd = [
-        sys.executable,
-        "-m",
-        "commcanary",
-        "capture",
-        "-o",
-        "job.trace.json",
-        "--",
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "4",
-        "--master-addr",
-        "127.0.0.1",
-        "--master-port",
-        str(_free_port()),
-        "train.py",
-        str(steps),
-    ]
-    env = {
-        "LOG_DIR": str(logs),
-        "OMP_NUM_THREADS": "1",
-        "GLOO_SOCKET_IFNAME": "lo",
-        "PROFILE": "1" if profile else "0",
-    }
-    import os
-
-    p = subprocess.run(
-        cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False, env=os.environ | env
-    )
-    assert p.returncode == 0, p.stderr[-3000:]
+    _run_captured(tmp_path, program, 4, steps, {"LOG_DIR": str(logs), "PROFILE": "1" if profile else "0"})
     trace = json.loads((tmp_path / "job.trace.json").read_text())
     truth = [json.loads((logs / f"rank{r}.json").read_text()) for r in range(4)]
     return trace, truth
@@ -230,33 +213,8 @@ dist.destroy_process_group()
 
 def test_a_ring_smaller_than_the_job_is_read_as_it_fills(tmp_path: Path) -> None:
     # 400 all_reduces through a 200-entry ring: only reads while the job runs see them all.
-    (tmp_path / "train.py").write_text(LONG_PROGRAM)
-    cmd = [
-        sys.executable,
-        "-m",
-        "commcanary",
-        "capture",
-        "-o",
-        "job.trace.json",
-        "--",
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--master-addr",
-        "127.0.0.1",
-        "--master-port",
-        str(_free_port()),
-        "train.py",
-        "400",
-    ]
-    import os
-
-    env = os.environ | {"TORCH_FR_BUFFER_SIZE": "200", "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
-    p = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False, env=env)
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert "overwritten" not in p.stderr
+    stderr = _run_captured(tmp_path, LONG_PROGRAM, 2, 400, {"TORCH_FR_BUFFER_SIZE": "200"})
+    assert "overwritten" not in stderr
     events = json.loads((tmp_path / "job.trace.json").read_text())["events"]
     assert Counter(e["op"] for e in events)["all_reduce"] == 400
     assert all(e["metadata"]["capture_wrapped"] for e in events if e["op"] == "all_reduce")

@@ -157,15 +157,19 @@ class FlightReader:
 
     # ------------------------------------------------------------ the wrappers' side
 
-    def open_call(self, group: str, op: str, start_ns: int) -> _Call:
+    def open_call(self, group: str, op: str, start_ns: int, info: dict[str, Any]) -> _Call:
+        """A wrapped call begins; ``info`` (root, phase, step, bytes, dtype)
+        is known now, so every rank's entry takes the same whenever it is read."""
         call = _Call(group, op, start_ns)
+        call.info = dict(info)
         with self._lock:
             self._calls.append(call)
         return call
 
-    def close_call(self, call: _Call, info: dict[str, Any]) -> None:
+    def close_call(self, call: _Call, duration_us: float | None) -> None:
+        """The call is done (an async one: when its work was waited for)."""
         with self._lock:
-            call.info = info
+            call.info["duration_us"] = duration_us
             call.end_ns = time.time_ns()
 
     def mark_step(self, step: int, at_ns: int | None = None) -> None:
@@ -178,15 +182,17 @@ class FlightReader:
         k = bisect.bisect_right(self._steps, (ns, sys.maxsize)) - 1
         return self._steps[k][1] if k >= 0 else None
 
-    def _claim(self, group: str, op: str, created: int) -> tuple[bool, _Call | None]:
+    def _claim(self, group: str, op: str, created: int, final: bool) -> tuple[bool, _Call | None]:
         """(wait, call): the annotation this entry takes, or whether a call
-        that may have created it is still running."""
+        that may have created it is still running. On the last read a call
+        still running (an async work never waited for) gives its annotation
+        as it stands, so every rank records the entry alike."""
         for call in self._calls:
             if call.group != group or call.start_ns > created:
                 continue
-            if call.end_ns is None:
+            if call.end_ns is None and not final:
                 return True, None
-            if created <= call.end_ns and call.op == op:
+            if (call.end_ns is None or created <= call.end_ns) and call.op == op:
                 self._calls.remove(call)
                 return False, call
         return False, None
@@ -225,8 +231,8 @@ class FlightReader:
         names = entry.get("process_group") or ["0"]
         group = str(names[0])
         created = int(entry.get("time_created_ns", 0))
-        wait, call = self._claim(group, op, created)
-        if wait and not final:
+        wait, call = self._claim(group, op, created, final)
+        if wait:
             return False
         ranks = self._ranks_of(group)
         if not ranks:
@@ -272,17 +278,18 @@ def active() -> FlightReader | None:
 _reader_pid = -1
 
 
-def annotate(call_group: str, op: str, start_ns: int) -> _Call | None:
+def annotate(call_group: str, op: str, start_ns: int, info: dict[str, Any]) -> _Call | None:
     """Opens a wrapped call's annotation (``None`` when the ring is not read)."""
     reader = active()
-    return reader.open_call(call_group, op, start_ns) if reader is not None else None
+    return reader.open_call(call_group, op, start_ns, info) if reader is not None else None
 
 
-def close(call: _Call, info: dict[str, Any]) -> None:
-    """Closes a wrapped call's annotation: the entry it created takes it."""
+def close(call: _Call, duration_us: float | None) -> None:
+    """Closes a wrapped call's annotation with its duration: the entry it
+    created takes it."""
     reader = active()
     if reader is not None:
-        reader.close_call(call, info)
+        reader.close_call(call, duration_us)
 
 
 def mark_step(step: int) -> None:

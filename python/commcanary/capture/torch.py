@@ -132,20 +132,20 @@ def _wrap_collective(
         tensor = _arg(args, kwargs, tensor_at, "input" if tensor_at else "tensor")
         size, dtype = _tensor_bytes(args[0] if tensor is None else tensor)
         root = _arg(args, kwargs, 1, root_name) if root_name else None
-        call = flight.annotate(name, op, start)
+        info = {
+            "root_rank": root,
+            "phase": current_phase() or "unknown",
+            "step": current_step(),
+            "bytes": max(size, 1),
+            "dtype": dtype,
+        }
+        call = flight.annotate(name, op, start, info)
         if call is not None:
-            # The Flight Recorder reader records the entry this call creates;
-            # the call annotates it once done (an async call, when waited).
-            info = {
-                "root_rank": root,
-                "phase": current_phase() or "unknown",
-                "step": current_step(),
-                "bytes": max(size, 1),
-                "dtype": dtype,
-            }
-
+            # The Flight Recorder reader records the entry this call creates,
+            # with the annotation; the call adds its duration once done (an
+            # async call, when waited).
             def annotate(duration: float | None) -> None:
-                flight.close(call, {**info, "duration_us": duration})
+                flight.close(call, duration)
 
             return _when_done(fn(*args, **kwargs), annotate, start)
         collective_id = f"{name}:{_next((name,))}"
