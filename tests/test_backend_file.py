@@ -55,7 +55,10 @@ def test_the_file_gives_the_backend(canary: Path, tmp_path: Path) -> None:
             {"format": "commcanary.backend.v1", "backend": {**BACKEND, "extra": 1}},
             "field 'backend' must have exactly",
         ),
-        ({"format": "commcanary.backend.v1", "backend": {**BACKEND, "bandwidth_gbps": "fast"}}, "wrong type"),
+        (
+            {"format": "commcanary.backend.v1", "backend": {**BACKEND, "bandwidth_gbps": "fast"}},
+            "field 'backend.bandwidth_gbps' must be a number",
+        ),
         ({"format": "commcanary.backend.v1", "backend": {**BACKEND, "bandwidth_gbps": -1.0}}, "bandwidth"),
     ],
 )

@@ -11,12 +11,14 @@ import numpy.typing as npt
 
 __all__ = [
     "ABLATIONS",
+    "BACKEND_SETTINGS",
     "CANARY_FORMAT",
     "CANARY_LOOP_FORMAT",
     "CANONICAL_JSON",
     "CONFIGURATION_COUNT_RANGE",
+    "DEFAULT_CONFIGURATIONS_JSON",
     "DEFAULT_RESOURCE_LIMITS",
-    "DEFAULT_SETTINGS",
+    "DEFAULT_SETTINGS_JSON",
     "DEFAULT_TIMING_SAMPLE_LIMIT",
     "DEFAULT_TOLERANCES",
     "FIDELITY_FIELDS",
@@ -33,7 +35,9 @@ __all__ = [
     "TRACE_FORMAT",
     "BehaviorReference",
     "CompiledCanary",
+    "Configurations",
     "ReplayReport",
+    "ReplaySettings",
     "ReportDocument",
     "Trace",
     "__version__",
@@ -46,6 +50,7 @@ __all__ = [
     "check_canary",
     "check_tolerances",
     "compile_file",
+    "configurations",
     "diagnose_hang",
     "diagnose_stragglers",
     "evaluate_behavior",
@@ -57,8 +62,10 @@ __all__ = [
     "load_trace",
     "load_trace_bytes",
     "measured_report",
+    "physical_configurations",
     "private_key_id",
     "py_round",
+    "read_backend_file",
     "read_flight_recorder_file",
     "read_hang_document",
     "read_input_file",
@@ -75,6 +82,7 @@ __all__ = [
     "verify_file",
     "verify_report_files",
     "write_atomic",
+    "write_backend_file",
 ]
 
 __version__: Final[str]
@@ -96,7 +104,13 @@ KNOWN_OPS: Final[tuple[str, ...]]
 #: Timing columns of a trace.
 TRACE_COLUMNS: Final[tuple[str, ...]]
 #: The default replay settings (label, bandwidth_gbps, ..., max_replay_events).
-DEFAULT_SETTINGS: Final[dict[str, Any]]
+#: Every replay setting at its default (JSON, as a request gives them).
+DEFAULT_SETTINGS_JSON: Final[bytes]
+#: Every backend setting, sorted: ``(name, role)``, role ``required``,
+#: ``calibrated`` or ``run``.
+BACKEND_SETTINGS: Final[tuple[tuple[str, str], ...]]
+#: The default behaviour configurations (JSON).
+DEFAULT_CONFIGURATIONS_JSON: Final[bytes]
 #: The default behaviour tolerances, by API name.
 DEFAULT_TOLERANCES: Final[dict[str, float]]
 DEFAULT_TIMING_SAMPLE_LIMIT: Final[int]
@@ -188,33 +202,28 @@ class ReportDocument:
     def samples(self) -> dict[str, npt.NDArray[Any]] | None: ...
     def sample_signatures(self) -> list[bytes]: ...
 
+@final
+class ReplaySettings:
+    """Replay settings the core has checked."""
+
+    def __new__(cls, data: bytes) -> ReplaySettings: ...
+    def request_json(self) -> bytes: ...
+    def backend_json(self) -> bytes: ...
+
+@final
+class Configurations:
+    """A behaviour configuration list the core has checked."""
+
+    def resolved_json(self) -> bytes: ...
+    @property
+    def names(self) -> list[str]: ...
+
+def configurations(data: bytes, place: str) -> Configurations: ...
+def physical_configurations(data: bytes, place: str) -> bytes: ...
+def read_backend_file(path: str) -> ReplaySettings: ...
+def write_backend_file(path: str, settings: ReplaySettings, fitted_from: bytes, errors: bytes) -> None: ...
 def replay_canary(
-    path: str,
-    *,
-    data: bytes | None = None,
-    label: str | None = None,
-    bandwidth_gbps: float | None = None,
-    latency_floor_us: float | None = None,
-    compute_pressure: float | None = None,
-    overlap_efficiency: float | None = None,
-    iterations: int | None = None,
-    seed: int | None = None,
-    max_replay_events: int | None = None,
-    ablations: list[str] = ...,
-    include_samples: bool = False,
-    op_overrides: list[tuple[str, float, float]] = ...,
-    bytes_scale: float | None = None,
-    gap_scale: float | None = None,
-    serialize_groups: bool = False,
-    independent_groups: bool = False,
-    serialize_ranks: bool = False,
-    stall_probability: float | None = None,
-    stall_mean_us: float | None = None,
-    rate_spread: float | None = None,
-    host_cpus: float | None = None,
-    rank_cpu_share: float | None = None,
-    floor_per_step: bool = False,
-    pipelined_ops: list[str] = ...,
+    path: str, settings: ReplaySettings, *, data: bytes | None = None, include_samples: bool = False
 ) -> ReplayReport: ...
 def read_report_file(path: str, *, samples: bool = True, data: bytes | None = None) -> ReportDocument: ...
 def verify_report_files(
@@ -230,9 +239,7 @@ class BehaviorReference:
     @property
     def trace_events(self) -> int: ...
 
-def behavior_reference(
-    trace: Trace, configurations: list[tuple[str, float, float, float, float, int, int, int]]
-) -> BehaviorReference: ...
+def behavior_reference(trace: Trace, configurations: Configurations) -> BehaviorReference: ...
 def evaluate_behavior(
     reference: BehaviorReference,
     path: str,
@@ -318,7 +325,7 @@ def reduce_trace(
     tie_us: float = 0.001,
     budget: int = 256,
     timing_sample_limit: int | None = None,
-    configurations: list[tuple[str, float, float, float, float, int, int, int]] | None = None,
+    configurations: Configurations | None = None,
     oracle: Callable[[list[int]], object] | None = None,
 ) -> tuple[Trace, dict[str, Any]]: ...
 def measured_report(

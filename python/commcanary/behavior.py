@@ -27,7 +27,6 @@ SHA-256 the canary carries.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,22 +53,9 @@ __all__ = [
     "verify_fidelity_files",
 ]
 
-#: Replay defaults every configuration starts from.
-CONFIGURATION_DEFAULTS: dict[str, Any] = {
-    key: value for key, value in _core.DEFAULT_SETTINGS.items() if key != "label"
-}
-CONFIGURATION_KEYS = frozenset({"name", *CONFIGURATION_DEFAULTS})
-#: Ceiling on replayed occurrences per configuration (the replay model's own limit).
-MAX_REPLAY_EVENTS: int = _core.MAX_REPLAY_EVENTS_LIMIT
-
-#: The five configurations behaviour is checked under by default.
-DEFAULT_CONFIGURATIONS: tuple[dict[str, Any], ...] = (
-    {"name": "baseline"},
-    {"name": "low_latency", "latency_floor_us": 3.5},
-    {"name": "high_bandwidth", "bandwidth_gbps": 110.0, "latency_floor_us": 10.0},
-    {"name": "overlap_friendly", "latency_floor_us": 9.0, "overlap_efficiency": 0.95},
-    {"name": "congested", "bandwidth_gbps": 28.0, "compute_pressure": 0.95},
-)
+#: The five configurations behaviour is checked under by default (the
+#: core's): each names the settings it changes from the default backend.
+DEFAULT_CONFIGURATIONS: tuple[dict[str, Any], ...] = tuple(orjson.loads(_core.DEFAULT_CONFIGURATIONS_JSON))
 
 
 @dataclass(frozen=True)
@@ -106,58 +92,25 @@ class Tolerances:
         }
 
 
-def _resolve(config: Mapping[str, Any], where: str) -> dict[str, Any]:
-    if not isinstance(config, Mapping):
-        raise InputError(f"{where} must be an object")
-    unknown = sorted(set(config) - CONFIGURATION_KEYS)
-    if unknown:
-        raise InputError(
-            f"{where} has unknown key '{unknown[0]}' (allowed: {', '.join(sorted(CONFIGURATION_KEYS))})"
-        )
-    name = config.get("name")
-    if not isinstance(name, str) or not name:
-        raise InputError(f"{where} field 'name' must be a non-empty string")
-    out: dict[str, Any] = {"name": name}
-    for key, default in CONFIGURATION_DEFAULTS.items():
-        value = config.get(key, default)
-        integral = isinstance(default, int)
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or (integral and not isinstance(value, int))
-        ):
-            kind = "an integer" if integral else "a number"
-            raise InputError(f"{where} field '{key}' must be {kind}")
-        if not integral and not math.isfinite(value):
-            raise InputError(f"{where} field '{key}' must be finite")
-        out[key] = value if integral else float(value)
-    for key in ("bandwidth_gbps",):
-        if out[key] <= 0:
-            raise InputError(f"{where} field '{key}' must be positive")
-    for key in ("latency_floor_us", "compute_pressure", "overlap_efficiency"):
-        if out[key] < 0:
-            raise InputError(f"{where} field '{key}' must be non-negative")
-    if out["overlap_efficiency"] > 1:
-        raise InputError(f"{where} field 'overlap_efficiency' must be between 0 and 1")
-    for key, ceiling in (("iterations", MAX_REPLAY_EVENTS), ("max_replay_events", MAX_REPLAY_EVENTS)):
-        if not 1 <= out[key] <= ceiling:
-            raise InputError(f"{where} field '{key}' must be between 1 and {ceiling}")
-    return out
+def _checked(
+    configurations: Sequence[Mapping[str, Any]] | None, where: str = "configurations"
+) -> _core.Configurations:
+    """The core's checked list (2..32 entries, unique names, known keys,
+    values in range; :class:`InputError` names the entry and field)."""
+    items = list(DEFAULT_CONFIGURATIONS if configurations is None else configurations)
+    plain = [dict(c) if isinstance(c, Mapping) else c for c in items]
+    try:
+        data = orjson.dumps(plain)
+    except TypeError as exc:
+        raise InputError(f"{where} must be JSON data: {exc}") from None
+    return _core.configurations(data, where)
 
 
 def resolve_configurations(
     configurations: Sequence[Mapping[str, Any]] | None, where: str = "configurations"
 ) -> list[dict[str, Any]]:
     """Validate a configuration list (2..32 entries, unique names, known keys) and fill defaults."""
-    items = list(DEFAULT_CONFIGURATIONS if configurations is None else configurations)
-    if not 2 <= len(items) <= 32:
-        raise InputError(f"{where} must have between 2 and 32 entries, got {len(items)}")
-    resolved = [_resolve(c, f"{where}[{i}]") for i, c in enumerate(items)]
-    seen: set[str] = set()
-    for i, c in enumerate(resolved):
-        if c["name"] in seen:
-            raise InputError(f"{where}[{i}] field 'name' repeats {c['name']!r}")
-        seen.add(c["name"])
+    resolved: list[dict[str, Any]] = orjson.loads(_checked(configurations, where).resolved_json())
     return resolved
 
 
@@ -180,24 +133,6 @@ def load_configurations(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     if not isinstance(data, list):
         raise InputError(f"{where} field 'configurations' must be a list")
     return resolve_configurations(data, f"{where} configurations")
-
-
-def _tuples(
-    configurations: list[dict[str, Any]],
-) -> list[tuple[str, float, float, float, float, int, int, int]]:
-    return [
-        (
-            c["name"],
-            c["bandwidth_gbps"],
-            c["latency_floor_us"],
-            c["compute_pressure"],
-            c["overlap_efficiency"],
-            c["iterations"],
-            c["seed"],
-            c["max_replay_events"],
-        )
-        for c in configurations
-    ]
 
 
 def _signature_key(sig: Mapping[str, Any]) -> bytes:
@@ -226,7 +161,7 @@ class _Inputs:
     configurations: list[dict[str, Any]]
 
 
-def _load_inputs(trace: str | os.PathLike[str], configurations: list[dict[str, Any]]) -> _Inputs:
+def _load_inputs(trace: str | os.PathLike[str], configurations: _core.Configurations) -> _Inputs:
     from concurrent.futures import ThreadPoolExecutor
 
     from commcanary.fidelity import SourceTrace
@@ -237,9 +172,10 @@ def _load_inputs(trace: str | os.PathLike[str], configurations: list[dict[str, A
     with ThreadPoolExecutor(max_workers=1) as pool:
         # The reference replays run in Rust (interpreter released) while the
         # independent verifier prepares the trace here.
-        reference = pool.submit(_core.behavior_reference, loaded, _tuples(configurations))
+        reference = pool.submit(_core.behavior_reference, loaded, configurations)
         source = SourceTrace(orjson.loads(data))
-        return _Inputs(path, loaded, source, reference.result(), configurations)
+        resolved = orjson.loads(configurations.resolved_json())
+        return _Inputs(path, loaded, source, reference.result(), resolved)
 
 
 def _verify(
@@ -375,7 +311,7 @@ def verify_canary_bytes(
     """:func:`verify_behavior` for a canary held in memory (not yet written)."""
     tolerances = tolerances or Tolerances()
     tolerances.validate()
-    inputs = _load_inputs(trace, resolve_configurations(configurations))
+    inputs = _load_inputs(trace, _checked(configurations))
     return _verify(inputs, canary_bytes, canary_name, tolerances)
 
 
@@ -432,8 +368,8 @@ def search(
         )
     tolerances = tolerances or Tolerances()
     tolerances.validate()
-    resolved = resolve_configurations(configurations)
-    inputs = _load_inputs(trace, resolved)
+    inputs = _load_inputs(trace, _checked(configurations))
+    resolved = inputs.configurations
     selected, info, ledger = _core.behavior_search(
         inputs.trace,
         inputs.reference,

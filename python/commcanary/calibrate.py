@@ -126,37 +126,11 @@ class Calibration:
     #: The runs fitted: ``report``, ``canary_sha256``, ``engine``, ``host``, ``samples``.
     runs: list[dict[str, Any]] = field(default_factory=list)
 
-    def document(self) -> dict[str, Any]:
-        b = self.backend
-        return {
-            "format": BACKEND_FORMAT,
-            "backend": {
-                "label": b.label,
-                "bandwidth_gbps": b.bandwidth_gbps,
-                "latency_floor_us": b.latency_floor_us,
-                "compute_pressure": b.compute_pressure,
-                "overlap_efficiency": b.overlap_efficiency,
-                "op_overrides": [
-                    {"op": op, "latency_floor_us": f, "bandwidth_gbps": bw} for op, f, bw in b.op_overrides
-                ],
-                "serialize_ranks": b.serialize_ranks,
-                "independent_groups": b.independent_groups,
-                "floor_per_step": b.floor_per_step,
-                "pipelined_ops": list(b.pipelined_ops),
-                "stall_mean_us": b.stall_mean_us,
-                "stall_probability": b.stall_probability,
-                "rate_spread": b.rate_spread,
-                "host_cpus": b.host_cpus,
-                "rank_cpu_share": b.rank_cpu_share,
-            },
-            "fitted_from": self.runs,
-            "errors": self.errors,
-        }
-
     def write(self, path: str | os.PathLike[str]) -> Path:
-        """Write the backend file atomically (canonical JSON)."""
-        data = _core.canonical_json(orjson.dumps(self.document()))
-        _core.write_atomic(os.fspath(path), data)
+        """Write the backend file atomically (canonical JSON, written by the core)."""
+        _core.write_backend_file(
+            os.fspath(path), self.backend.settings(), orjson.dumps(self.runs), orjson.dumps(self.errors)
+        )
         return Path(path)
 
     def lines(self) -> list[str]:
@@ -287,10 +261,10 @@ def _measured(
     ops = np.asarray(samples["op"])
     scales = (_scale(backend, "bytes_scale", where), _scale(backend, "compute_fill_scale", where))
     if (sha, iterations, scales) not in fixed:
-        scaled = replace(Backend(), bytes_scale=scales[0], gap_scale=scales[1])
+        scaled = Backend().replace(bytes_scale=scales[0], gap_scale=scales[1])
         fixed[(sha, iterations, scales)] = (
             collective_us(canary, scaled, iterations),
-            bandwidth_term(canary, replace(scaled, independent_groups=cpus > 0), iterations),
+            bandwidth_term(canary, scaled.replace(independent_groups=cpus > 0), iterations),
         )
     default, bandwidth = fixed[(sha, iterations, scales)]
     run = _Run(
@@ -330,7 +304,7 @@ def _at(runs: list[_Run], backend: Backend) -> list[_Run]:
     for run in runs:
         k = (run.canary, run.iterations, run.scales)
         if k not in cache:
-            scaled = replace(backend, bytes_scale=run.scales[0], gap_scale=run.scales[1])
+            scaled = backend.replace(bytes_scale=run.scales[0], gap_scale=run.scales[1])
             cache[k] = model_terms(run.path, scaled, run.iterations, run.op, run.steps, run.bandwidth)
         out.append(replace(run, terms=cache[k]))
     return out
@@ -550,8 +524,7 @@ def calibrate(
     engines = sorted({str(m[1]["engine"]) for m in measured})
     name = label or f"calibrated to {'+'.join(engines)} on {measured[0][1]['host'] or platform.node()}"
     # The first round's schedule: the default backend on the measured host.
-    backend = replace(
-        Backend(),
+    backend = Backend().replace(
         label=name,
         host_cpus=float(cpus[0]),
         rank_cpu_share=_cpu_share([m[1] for m in measured]),
@@ -582,8 +555,7 @@ def _fit_backend(runs: list[_Run], base: Backend) -> tuple[dict[str, tuple[float
     for op in sorted({str(o) for run in runs for o in run.op}):
         f_op, x_op, piped = _fit_op(runs, op, x)
         fitted[op] = (round(f_op, 3), 1.0 / round(1.0 / x_op, 6), piped)
-    backend = replace(
-        base,
+    backend = base.replace(
         bandwidth_gbps=round(1.0 / x, 6),
         latency_floor_us=floor,
         # The physical replay fills compute before each collective, never
@@ -597,7 +569,7 @@ def _fit_backend(runs: list[_Run], base: Backend) -> tuple[dict[str, tuple[float
     split = [_split(run, backend) for run in runs]
     stall_p, stall_mean = _host_stalls(runs, split)
     spread = _rate_spread(runs, split)
-    return fitted, replace(backend, stall_probability=stall_p, stall_mean_us=stall_mean, rate_spread=spread)
+    return fitted, backend.replace(stall_probability=stall_p, stall_mean_us=stall_mean, rate_spread=spread)
 
 
 #: Per run, per sample: the model's start-up term (floors and the rest)
@@ -681,87 +653,7 @@ def _canary_sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _pipelined_ops(b: dict[str, Any], where: str) -> tuple[str, ...]:
-    """A backend file's ``pipelined_ops``: distinct op names, at most 64."""
-    ops = b.get("pipelined_ops", [])
-    ok = isinstance(ops, list) and len(ops) <= 64 and len(set(map(str, ops))) == len(ops)
-    if not ok or not all(isinstance(op, str) and 0 < len(op) <= 64 for op in ops):
-        raise InputError(
-            f"{where} field 'backend.pipelined_ops' must be a list of at most 64 distinct op names"
-        )
-    return tuple(sorted(ops))
-
-
 def read_backend_file(path: str | os.PathLike[str]) -> Backend:
-    """The backend of a backend file (``commcanary calibrate -o``)."""
-    where = os.fspath(path)
-    try:
-        doc = orjson.loads(_core.read_input_file(where))
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"{where} is not valid JSON: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("format") != BACKEND_FORMAT:
-        raise InputError(f"{where} field 'format' must be '{BACKEND_FORMAT}'")
-    b = doc.get("backend")
-    keys = ("label", "bandwidth_gbps", "latency_floor_us", "compute_pressure", "overlap_efficiency")
-    optional = {
-        "op_overrides",
-        "serialize_ranks",
-        "independent_groups",
-        "floor_per_step",
-        "pipelined_ops",
-        "stall_mean_us",
-        "stall_probability",
-        "rate_spread",
-        "host_cpus",
-        "rank_cpu_share",
-    }
-    if not isinstance(b, dict) or set(b) - optional != set(keys):
-        raise InputError(
-            f"{where} field 'backend' must have exactly {', '.join(keys)} "
-            "(and op_overrides, serialize_ranks, independent_groups, floor_per_step, pipelined_ops, stall_mean_us, "
-            "stall_probability, rate_spread, host_cpus, rank_cpu_share)"
-        )
-    for key, top in (
-        ("stall_probability", 0.5),
-        ("stall_mean_us", 1e9),
-        ("rate_spread", 2.0),
-        ("host_cpus", 1e6),
-    ):
-        v = b.get(key, 0.0)
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= top:
-            raise InputError(f"{where} field 'backend.{key}' must be a number between 0 and {top:g}")
-    share = b.get("rank_cpu_share", 1.0)
-    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
-        raise InputError(f"{where} field 'backend.rank_cpu_share' must be a number above 0 and at most 1")
-    for key in ("serialize_ranks", "independent_groups", "floor_per_step"):
-        if not isinstance(b.get(key, False), bool):
-            raise InputError(f"{where} field 'backend.{key}' must be a boolean")
-    overrides = b.get("op_overrides", [])
-    entry = {"op", "latency_floor_us", "bandwidth_gbps"}
-    if not isinstance(overrides, list) or not all(isinstance(o, dict) and set(o) == entry for o in overrides):
-        raise InputError(
-            f"{where} field 'backend.op_overrides' must be a list of {{op, latency_floor_us, bandwidth_gbps}}"
-        )
-    if not isinstance(b["label"], str) or not all(
-        isinstance(b[k], int | float) and not isinstance(b[k], bool) for k in keys[1:]
-    ):
-        raise InputError(f"{where} field 'backend' has a value of the wrong type")
-    return Backend(
-        label=b["label"],
-        bandwidth_gbps=float(b["bandwidth_gbps"]),
-        latency_floor_us=float(b["latency_floor_us"]),
-        compute_pressure=float(b["compute_pressure"]),
-        overlap_efficiency=float(b["overlap_efficiency"]),
-        op_overrides=tuple(
-            (str(o["op"]), float(o["latency_floor_us"]), float(o["bandwidth_gbps"])) for o in overrides
-        ),
-        serialize_ranks=bool(b.get("serialize_ranks", False)),
-        independent_groups=bool(b.get("independent_groups", False)),
-        floor_per_step=bool(b.get("floor_per_step", False)),
-        pipelined_ops=_pipelined_ops(b, where),
-        stall_probability=float(b.get("stall_probability", 0.0)),
-        stall_mean_us=float(b.get("stall_mean_us", 0.0)),
-        rate_spread=float(b.get("rate_spread", 0.0)),
-        host_cpus=float(b.get("host_cpus", 0.0)),
-        rank_cpu_share=float(share),
-    )
+    """The backend of a backend file (``commcanary calibrate -o``), read and
+    checked by the core; :class:`InputError` names the field."""
+    return Backend.of(_core.read_backend_file(os.fspath(path)))

@@ -30,7 +30,6 @@ transfer moves nothing to read it by).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -85,7 +84,7 @@ def collective_us(canary: str, backend: Backend, iterations: int) -> Floats:
 def bandwidth_term(canary: str, scaled: Backend, iterations: int) -> Floats:
     """``b_i``: each sample's bandwidth term at 1 Gbit/s, unstretched, with
     the message and gap scales of ``scaled``."""
-    at = [replace(scaled, bandwidth_gbps=bw, latency_floor_us=0.0) for bw in (1.0, VANISHING_BANDWIDTH)]
+    at = [scaled.replace(bandwidth_gbps=bw, latency_floor_us=0.0) for bw in (1.0, VANISHING_BANDWIDTH)]
     return collective_us(canary, at[0], iterations) - collective_us(canary, at[1], iterations)
 
 
@@ -130,13 +129,12 @@ def model_terms(
     steps, bandwidth terms ``b``) at ``backend`` without its stalls and
     rate spread (module doc): calibration fits medians to them, and stalls
     and spread to what lies about them."""
-    backend = replace(backend, stall_probability=0.0, stall_mean_us=0.0, rate_spread=0.0, pipelined_ops=())
+    backend = backend.replace(stall_probability=0.0, stall_mean_us=0.0, rate_spread=0.0, pipelined_ops=())
     c = collective_us(canary, backend, iterations)
     steps = algorithm if backend.floor_per_step else np.ones_like(c)
     stretch = np.ones_like(c)
     if backend.host_cpus > 0:
-        raised = replace(
-            backend,
+        raised = backend.replace(
             latency_floor_us=backend.latency_floor_us + _FLOOR_STEP_US,
             op_overrides=tuple((op, f + _FLOOR_STEP_US, bw) for op, f, bw in backend.op_overrides),
         )

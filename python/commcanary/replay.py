@@ -11,9 +11,9 @@ section, row and field).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,73 +27,105 @@ if TYPE_CHECKING:
 
     from commcanary.compiler import Canary
 
-__all__ = ["ABLATIONS", "Backend", "Report", "replay"]
+__all__ = ["ABLATIONS", "BACKEND_SETTINGS", "DEFAULT_SETTINGS", "Backend", "Report", "replay"]
 
 #: The replay model's ablation names, sorted (from the core).
 ABLATIONS: tuple[str, ...] = tuple(_core.ABLATIONS)
 
 
-@dataclass(frozen=True)
-class Backend:
-    """The simulated backend: the knobs an A/B comparison varies."""
+#: Every replay setting at its default, as the core gives them: the
+#: backend's and the run's (``iterations``, ``seed``, ``max_replay_events``,
+#: ``ablations``).
+DEFAULT_SETTINGS: dict[str, Any] = orjson.loads(_core.DEFAULT_SETTINGS_JSON)
 
-    label: str = _core.DEFAULT_SETTINGS["label"]
-    bandwidth_gbps: float = _core.DEFAULT_SETTINGS["bandwidth_gbps"]
-    latency_floor_us: float = _core.DEFAULT_SETTINGS["latency_floor_us"]
-    compute_pressure: float = _core.DEFAULT_SETTINGS["compute_pressure"]
-    overlap_efficiency: float = _core.DEFAULT_SETTINGS["overlap_efficiency"]
-    #: Operations with their own ``(op, latency_floor_us, bandwidth_gbps)``
-    #: (a calibrated backend's); every other op uses the two above.
-    op_overrides: tuple[tuple[str, float, float], ...] = ()
-    #: What-ifs of the workload the physical replay can realise too: every
-    #: message's bytes, and every gap (the compute between collectives),
-    #: multiplied by these.
-    bytes_scale: float = 1.0
-    gap_scale: float = 1.0
-    #: Collectives of different communicators never overlap (one queue for
-    #: all, no contention between groups).
-    serialize_groups: bool = False
-    #: Concurrent communicators do not slow each other's transfers (a
-    #: calibrated backend's): on one host shared by every rank they contend
-    #: for its cores, which ``host_cpus`` prices, not for a link.
-    independent_groups: bool = False
-    #: A rank takes part in one operation at a time (blocking calls, as the
-    #: physical replay makes them): an occurrence starts only once every
-    #: member is done with its previous one, on any communicator.
-    serialize_ranks: bool = False
-    #: Host stalls (a calibrated backend's; 0: none): with this probability
-    #: (at most 0.5) a collective's latency gains an exponential delay of
-    #: mean ``stall_mean_us``, as a process descheduled on an oversubscribed
-    #: host; under ``floor_per_step`` each step of its algorithm stalls with
-    #: it and the delays add up. Medians stay; means, tails and queues grow.
-    stall_probability: float = 0.0
-    stall_mean_us: float = 0.0
-    #: The spread of the host's transfer rate (a calibrated backend's; 0:
-    #: none, at most 2): each occurrence's bandwidth term is multiplied by
-    #: ``exp(rate_spread * z)``, ``z`` standard normal. Medians stay; large
-    #: messages spread as copies on a shared host do.
-    rate_spread: float = 0.0
-    #: The cores of the one host every rank runs on (a calibrated CPU
-    #: backend's; 0: not modelled). With more ranks than cores, each rank
-    #: gets ``host_cpus / ranks`` of a core, so every latency and stall
-    #: stretches by ``max(1, ranks / host_cpus)`` (processor sharing).
-    host_cpus: float = 0.0
-    #: The share of a core one rank keeps busy inside a collective (a
-    #: measured gloo run's; 1: a whole core). Sharing counts demand: the
-    #: stretch is ``max(1, rank_cpu_share * running / host_cpus)``.
-    rank_cpu_share: float = 1.0
-    #: The latency floor is paid once per step of the op's algorithm (a
-    #: ring all_reduce over ``n`` ranks ``2(n-1)`` steps, an all_gather
-    #: ``n-1``, a tree broadcast ``ceil(log2 n)``, a transfer one), the
-    #: latency term of the alpha-beta cost (a calibrated backend's; False:
-    #: once per occurrence, the spec's model).
-    floor_per_step: bool = False
-    #: Operations whose steps are pipelined (a calibrated backend's; empty:
-    #: the spec's start-up plus transfer): each step takes the longer of its
-    #: hand-off and its chunk's transfer, so the op costs
-    #: ``max(floors, transfer)`` plus the per-rank term. ``send`` and
-    #: ``recv`` follow ``point_to_point``.
-    pipelined_ops: tuple[str, ...] = ()
+#: The backend settings, sorted, as the core declares them: ``required``
+#: (every backend file has them), ``calibrated`` (fitted by ``calibrate``)
+#: or ``run`` (a what-if of one replay, never in a backend file).
+BACKEND_SETTINGS: dict[str, str] = dict(_core.BACKEND_SETTINGS)
+
+
+def _frozen(value: Any) -> Any:
+    """Lists as tuples, all the way down, so a backend hashes."""
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _replace(self: Any, **changes: Any) -> Any:
+    """A copy with ``changes`` applied."""
+    return dataclasses.replace(self, **changes)
+
+
+def _as_dict(self: Any) -> dict[str, Any]:
+    """Every setting, by name."""
+    return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def _settings(self: Any, **run: Any) -> _core.ReplaySettings:
+    """The core's checked settings of this backend and a run's
+    ``iterations``, ``seed``, ``max_replay_events`` and ``ablations``."""
+    request = {**_as_dict(self), **run}
+    return _core.ReplaySettings(orjson.dumps(request, option=orjson.OPT_SERIALIZE_NUMPY))
+
+
+def _of(cls: Any, settings: _core.ReplaySettings) -> Any:
+    """The backend of settings the core checked (a backend file's)."""
+    values = orjson.loads(settings.request_json())
+    return cls(**{k: v for k, v in values.items() if k in BACKEND_SETTINGS})
+
+
+def _post_init(self: Any) -> None:
+    for f in dataclasses.fields(self):
+        object.__setattr__(self, f.name, _frozen(getattr(self, f.name)))
+
+
+_BACKEND_DOC = """The simulated backend: the knobs an A/B comparison varies.
+
+A frozen dataclass whose fields are the core's backend settings
+(``BACKEND_SETTINGS``; their meaning and ranges: ``docs/formats/report.md``),
+each defaulting to the core's default: ``Backend()`` is the default backend,
+``Backend(latency_floor_us=12)`` changes one knob, ``backend.replace(...)``
+(or :func:`dataclasses.replace`) another. ``op_overrides`` holds
+``(op, latency_floor_us, bandwidth_gbps)`` triples and ``pipelined_ops`` op
+names. Values are checked by the core when the backend is replayed
+(:class:`commcanary.OptionError` naming the setting).
+"""
+
+if TYPE_CHECKING:
+
+    class Backend:
+        """The simulated backend (a dataclass of the core's settings)."""
+
+        def __init__(self, **settings: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
+        def replace(self, **changes: Any) -> Backend: ...
+        def as_dict(self) -> dict[str, Any]: ...
+        def settings(self, **run: Any) -> _core.ReplaySettings: ...
+        @classmethod
+        def of(cls, settings: _core.ReplaySettings) -> Backend: ...
+
+else:
+    Backend = dataclasses.make_dataclass(
+        "Backend",
+        [
+            (
+                name,
+                type(_frozen(DEFAULT_SETTINGS[name])),
+                dataclasses.field(default=_frozen(DEFAULT_SETTINGS[name])),
+            )
+            for name in BACKEND_SETTINGS
+        ],
+        frozen=True,
+        namespace={
+            "__doc__": _BACKEND_DOC,
+            "__module__": __name__,
+            "__post_init__": _post_init,
+            "replace": _replace,
+            "as_dict": _as_dict,
+            "settings": _settings,
+            "of": classmethod(_of),
+        },
+    )
 
 
 class Report:
@@ -234,32 +266,23 @@ def replay(
     canary: Canary | str | os.PathLike[str] | bytes,
     *,
     backend: Backend | None = None,
-    iterations: int = _core.DEFAULT_SETTINGS["iterations"],
-    seed: int = _core.DEFAULT_SETTINGS["seed"],
+    iterations: int = DEFAULT_SETTINGS["iterations"],
+    seed: int = DEFAULT_SETTINGS["seed"],
     ablations: tuple[str, ...] | list[str] = (),
     include_samples: bool = False,
-    max_replay_events: int = _core.DEFAULT_SETTINGS["max_replay_events"],
+    max_replay_events: int = DEFAULT_SETTINGS["max_replay_events"],
 ) -> Report:
     """Replay a canary (a compiled :class:`~commcanary.Canary`, a path or bytes)."""
     from commcanary.compiler import Canary as CanaryType
 
-    settings = asdict(backend or Backend())
-    settings["op_overrides"] = [tuple(o) for o in settings["op_overrides"]]
-    settings["pipelined_ops"] = list(settings["pipelined_ops"])
+    settings = (backend or Backend()).settings(
+        iterations=iterations, seed=seed, ablations=list(ablations), max_replay_events=max_replay_events
+    )
     if isinstance(canary, CanaryType):
         name, data = "<canary>", canary.to_bytes()
     elif isinstance(canary, bytes | bytearray | memoryview):
         name, data = "<bytes>", bytes(canary)
     else:
         name, data = os.fspath(canary), None
-    raw = _core.replay_canary(
-        name,
-        data=data,
-        iterations=iterations,
-        seed=seed,
-        ablations=list(ablations),
-        include_samples=include_samples,
-        max_replay_events=max_replay_events,
-        **settings,
-    )
+    raw = _core.replay_canary(name, settings, data=data, include_samples=include_samples)
     return Report.of_run(raw, name, has_samples=include_samples)

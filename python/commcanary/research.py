@@ -108,17 +108,17 @@ def reduce(
     ``max_oracle_calls`` times. Raises :class:`~commcanary.errors.InputError`
     for a trace of fewer than two events or options out of range.
     """
-    tuples = None
+    checked = None
     if configurations is not None:
-        from commcanary.behavior import _tuples, resolve_configurations
+        from commcanary.behavior import _checked
 
-        tuples = _tuples(resolve_configurations(configurations))
+        checked = _checked(configurations)
     out, info = _core.reduce_trace(
         _trace(trace),
         tie_us=ranking_tie_tolerance_us,
         budget=max_oracle_calls,
         timing_sample_limit=timing_sample_limit,
-        configurations=tuples,
+        configurations=checked,
         oracle=oracle,
     )
     return Reduction(

@@ -27,20 +27,19 @@ import itertools
 import os
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from commcanary import _core, formats
 from commcanary.errors import InputError
-from commcanary.replay import Backend, replay
+from commcanary.replay import BACKEND_SETTINGS, Backend, replay
 
 __all__ = ["VALIDATION_FORMAT", "ModelValidation", "load_physical_configurations", "validate_model"]
 
 VALIDATION_FORMAT = formats.MODEL_VALIDATION_FORMAT
 METRICS = ("median_us", "p95_us", "p99_us", "mean_us")
-_KEYS = {"name", "bytes_scale", "compute_fill_scale", "compute_fill", "concurrent_groups"}
 
 
 @dataclass
@@ -71,48 +70,26 @@ class ModelValidation:
 def load_physical_configurations(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """A configuration file: a JSON list of ``{name, bytes_scale,
     compute_fill_scale, compute_fill, concurrent_groups}`` (scales default 1,
-    fill ``sleep``, groups ``on``)."""
+    fill ``sleep``, groups ``on``), checked by the core."""
     where = os.fspath(path)
-    try:
-        data = orjson.loads(_core.read_input_file(where))
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"{where} is not valid JSON: {exc}") from None
-    if not isinstance(data, list):
-        raise InputError(f"{where} must be a JSON list of configurations")
-    return check_configurations(data, where)
+    return check_configurations(_core.read_input_file(where), where)
 
 
 def check_configurations(
-    items: Sequence[Mapping[str, Any]], where: str = "configurations"
+    items: Sequence[Mapping[str, Any]] | bytes, where: str = "configurations"
 ) -> list[dict[str, Any]]:
-    if not 2 <= len(items) <= 32:
-        raise InputError(f"{where} must have between 2 and 32 configurations, got {len(items)}")
-    out, names = [], set()
-    for i, c in enumerate(items):
-        if not isinstance(c, Mapping) or not isinstance(c.get("name"), str) or not c["name"]:
-            raise InputError(f"{where}[{i}] field 'name' must be a non-empty string")
-        unknown = sorted(set(c) - _KEYS)
-        if unknown:
-            raise InputError(
-                f"{where}[{i}] has unknown key '{unknown[0]}' (a physical run realises {sorted(_KEYS)})"
-            )
-        if c["name"] in names:
-            raise InputError(f"{where}[{i}] field 'name' repeats {c['name']!r}")
-        names.add(c["name"])
-        item = {"name": c["name"], "bytes_scale": 1.0, "compute_fill_scale": 1.0, "compute_fill": "sleep"}
-        for key in ("bytes_scale", "compute_fill_scale"):
-            value = c.get(key, 1.0)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1e6:
-                raise InputError(f"{where}[{i}] field '{key}' must be a positive number")
-            item[key] = float(value)
-        if c.get("compute_fill", "sleep") not in ("sleep", "spin"):
-            raise InputError(f"{where}[{i}] field 'compute_fill' must be 'sleep' or 'spin'")
-        item["compute_fill"] = c.get("compute_fill", "sleep")
-        if c.get("concurrent_groups", "on") not in ("on", "off"):
-            raise InputError(f"{where}[{i}] field 'concurrent_groups' must be 'on' or 'off'")
-        item["concurrent_groups"] = c.get("concurrent_groups", "on")
-        out.append(item)
-    return out
+    """The physical configurations with their defaults filled in; the core
+    checks the list (:class:`InputError` naming the entry and field)."""
+    data = items if isinstance(items, bytes) else _json(items, where)
+    resolved: list[dict[str, Any]] = orjson.loads(_core.physical_configurations(data, where))
+    return resolved
+
+
+def _json(items: object, where: str) -> bytes:
+    try:
+        return orjson.dumps(items)
+    except TypeError as exc:
+        raise InputError(f"{where} must be JSON data: {exc}") from None
 
 
 def _relations(values: Mapping[str, Mapping[str, float]], names: list[str], tie: float) -> list[str]:
@@ -133,8 +110,8 @@ def _kendall(x: list[float], y: list[float]) -> float:
 def _scaled(base: Backend, config: Mapping[str, Any]) -> Backend:
     """``base`` at ``config``'s message and gap scales and group setting."""
     off = config["concurrent_groups"] == "off"
-    return replace(
-        base, bytes_scale=config["bytes_scale"], gap_scale=config["compute_fill_scale"], serialize_groups=off
+    return base.replace(
+        bytes_scale=config["bytes_scale"], gap_scale=config["compute_fill_scale"], serialize_groups=off
     )
 
 
@@ -200,10 +177,8 @@ def validate_model(
     doc = {
         "format": VALIDATION_FORMAT,
         "engine": engine,
-        "backend": {
-            k: v for k, v in vars(base).items() if k not in ("bytes_scale", "gap_scale", "serialize_groups")
-        }
-        | {"op_overrides": [list(o) for o in base.op_overrides]},
+        # The backend's settings a backend file carries (not the run's what-ifs).
+        "backend": {k: v for k, v in base.as_dict().items() if BACKEND_SETTINGS[k] != "run"},
         "configurations": configs,
         "runs": runs,
         "ranking_metrics": list(METRICS),

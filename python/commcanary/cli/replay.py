@@ -11,7 +11,7 @@ from commcanary import _core
 from commcanary.cli import check_paths, errors_exit
 from commcanary.cli._output import write_text
 from commcanary.cli.sign import SignKey, check_signing_key, sign_output
-from commcanary.replay import Backend
+from commcanary.replay import DEFAULT_SETTINGS, Backend
 
 __all__ = ["ABLATION_NAMES", "replay_command"]
 
@@ -181,7 +181,7 @@ def replay_command(
     iterations: Iterations = 1,
     seed: Seed = 7,
     include_samples: IncludeSamples = False,
-    max_replay_events: MaxReplayEvents = _core.DEFAULT_SETTINGS["max_replay_events"],
+    max_replay_events: MaxReplayEvents = DEFAULT_SETTINGS["max_replay_events"],
     ablations: Ablations = None,
     backend_file: BackendFile = None,
     physical: Physical = None,
@@ -205,7 +205,13 @@ def replay_command(
         inputs = {"canary": canary, "backend_file": backend_file, "sign_key": sign_key}
         check_paths(ctx, inputs=inputs, outputs={"output": output, "html": html})
         check_signing_key(ctx, sign_key, inputs, {"output": output, "html": html})
-        backend = Backend(label, bandwidth_gbps, latency_floor_us, compute_pressure, overlap_efficiency)
+        backend = Backend(
+            label=label,
+            bandwidth_gbps=bandwidth_gbps,
+            latency_floor_us=latency_floor_us,
+            compute_pressure=compute_pressure,
+            overlap_efficiency=overlap_efficiency,
+        )
         if backend_file is not None:
             from commcanary.calibrate import read_backend_file
 

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use commcanary_core::behavior::search::{SearchOptions, search_with_progress};
 use commcanary_core::behavior::{
-    Configuration, Run, Tolerances, checked_configurations, evaluate, reference_program, runs,
+    Configuration, Run, Tolerances, evaluate, reference_program, runs,
 };
 use commcanary_core::canary::read::read_canary;
 use pyo3::prelude::*;
@@ -22,11 +22,10 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::compiled::PyCompiled;
 use crate::errors::detached;
-use crate::replay::{read_bytes, requested_settings};
+use crate::replay::read_bytes;
+use crate::settings::PyConfigurations;
 use crate::trace::{PyTrace, compile_options};
 
-/// A configuration as it crosses the boundary.
-pub type ConfigTuple = (String, f64, f64, f64, f64, i64, i64, i64);
 /// Tolerances as they cross the boundary.
 pub type ToleranceTuple = (f64, f64, f64, f64, f64);
 
@@ -38,31 +37,6 @@ pub type Evaluated<'py> = (
     Bound<'py, PyBytes>,
     u64,
 );
-
-pub(crate) fn configurations(
-    list: Vec<ConfigTuple>,
-) -> commcanary_core::Result<Vec<Configuration>> {
-    let requested: Vec<_> = list
-        .into_iter()
-        .map(
-            |(name, bw, floor, pressure, eta, iterations, seed, max_events)| {
-                let settings = requested_settings(
-                    None,
-                    Some(bw),
-                    Some(floor),
-                    Some(pressure),
-                    Some(eta),
-                    Some(iterations),
-                    Some(seed),
-                    Some(max_events),
-                    Vec::new(),
-                );
-                (name, settings)
-            },
-        )
-        .collect();
-    checked_configurations(&requested)
-}
 
 fn tolerances(t: ToleranceTuple) -> commcanary_core::Result<Tolerances> {
     let t = Tolerances {
@@ -113,9 +87,9 @@ impl PyBehaviorReference {
 pub fn behavior_reference(
     py: Python<'_>,
     trace: &PyTrace,
-    configurations: Vec<ConfigTuple>,
+    configurations: &PyConfigurations,
 ) -> PyResult<PyBehaviorReference> {
-    let configs = Arc::new(detached(py, None, || self::configurations(configurations))?);
+    let configs = Arc::clone(&configurations.list);
     let inner = Arc::clone(&trace.inner);
     let c = Arc::clone(&configs);
     let source_runs = detached(py, Some(&trace.source), move || {

@@ -23,6 +23,7 @@ mod import;
 mod inputs;
 mod replay;
 mod research;
+mod settings;
 mod signing;
 mod trace;
 
@@ -64,21 +65,6 @@ fn float_repr(x: f64) -> String {
 #[pyfunction]
 fn py_round(x: f64, ndigits: u32) -> f64 {
     pyfloat::round(x, ndigits)
-}
-
-/// The default replay settings, as a dict.
-fn default_settings(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let s = commcanary_core::sim::Settings::default();
-    let d = PyDict::new(py);
-    d.set_item("label", s.label)?;
-    d.set_item("bandwidth_gbps", s.bandwidth_gbps)?;
-    d.set_item("latency_floor_us", s.latency_floor_us)?;
-    d.set_item("compute_pressure", s.compute_pressure)?;
-    d.set_item("overlap_efficiency", s.overlap_efficiency)?;
-    d.set_item("iterations", s.iterations)?;
-    d.set_item("seed", s.seed)?;
-    d.set_item("max_replay_events", s.max_replay_events)?;
-    Ok(d)
 }
 
 /// The default behaviour tolerances, by their API names.
@@ -135,6 +121,11 @@ mod _core {
     #[pymodule_export]
     use super::research::{baseline_trace, reduce_trace};
     #[pymodule_export]
+    use super::settings::{
+        PyConfigurations, PyReplaySettings, configurations, physical_configurations,
+        read_backend_file, write_backend_file,
+    };
+    #[pymodule_export]
     use super::signing::{
         private_key_id, sign_file, signing_keypair, trusted_key_ids, verify_file,
     };
@@ -181,7 +172,18 @@ mod _core {
             "TRACE_COLUMNS",
             super::PyTuple::new(py, core::trace::TIMING_COLUMNS)?,
         )?;
-        m.add("DEFAULT_SETTINGS", super::default_settings(py)?)?;
+        m.add(
+            "DEFAULT_SETTINGS_JSON",
+            super::PyBytes::new(py, &super::settings::default_settings_json()),
+        )?;
+        m.add(
+            "BACKEND_SETTINGS",
+            super::PyTuple::new(py, super::settings::backend_settings())?,
+        )?;
+        m.add(
+            "DEFAULT_CONFIGURATIONS_JSON",
+            super::PyBytes::new(py, &super::settings::default_configurations()),
+        )?;
         m.add("DEFAULT_TOLERANCES", super::default_tolerances(py)?)?;
         m.add(
             "DEFAULT_TIMING_SAMPLE_LIMIT",

@@ -11,13 +11,13 @@ use commcanary_core::report::run::{ReplayRun, replay_canary_bytes};
 use commcanary_core::report::{
     SampleColumns, Section, join_sections, sample_columns, section_json, section_pieces, verify,
 };
-use commcanary_core::sim::{RequestedSettings, Settings};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::errors::detached;
+use crate::settings::PyReplaySettings;
 
 /// The bytes of `data`, or of the file at `path` read with the input bound.
 fn input_bytes(
@@ -54,45 +54,6 @@ pub(crate) fn read_bytes(
     path: &str,
 ) -> PyResult<Bytes> {
     detached(py, Some(path), input_bytes(data, path))
-}
-
-/// Checked replay settings from keyword arguments (`None`: the default).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn requested_settings(
-    label: Option<String>,
-    bandwidth_gbps: Option<f64>,
-    latency_floor_us: Option<f64>,
-    compute_pressure: Option<f64>,
-    overlap_efficiency: Option<f64>,
-    iterations: Option<i64>,
-    seed: Option<i64>,
-    max_replay_events: Option<i64>,
-    ablations: Vec<String>,
-) -> RequestedSettings {
-    RequestedSettings {
-        label,
-        bandwidth_gbps,
-        latency_floor_us,
-        compute_pressure,
-        overlap_efficiency,
-        iterations,
-        seed,
-        max_replay_events,
-        ablations,
-        op_overrides: Vec::new(),
-        bytes_scale: None,
-        gap_scale: None,
-        serialize_groups: false,
-        independent_groups: false,
-        serialize_ranks: false,
-        stall_probability: None,
-        stall_mean_us: None,
-        rate_spread: None,
-        host_cpus: None,
-        rank_cpu_share: None,
-        floor_per_step: false,
-        pipelined_ops: Vec::new(),
-    }
 }
 
 fn sections_dict<'py>(py: Python<'py>, sections: &[Section]) -> PyResult<Bound<'py, PyDict>> {
@@ -194,64 +155,17 @@ impl PyReplayReport {
     }
 }
 
-/// Replays the canary at `path` (or `data`, when given) under the settings;
-/// a setting left `None` takes the model's default.
+/// Replays the canary at `path` (or `data`, when given) under `settings`.
 #[pyfunction]
-#[pyo3(signature = (path, *, data=None, label=None, bandwidth_gbps=None, latency_floor_us=None, compute_pressure=None, overlap_efficiency=None, iterations=None, seed=None, max_replay_events=None, ablations=Vec::new(), include_samples=false, op_overrides=Vec::new(), bytes_scale=None, gap_scale=None, serialize_groups=false, independent_groups=false, serialize_ranks=false, stall_probability=None, stall_mean_us=None, rate_spread=None, host_cpus=None, rank_cpu_share=None, floor_per_step=false, pipelined_ops=Vec::new()))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (path, settings, *, data=None, include_samples=false))]
 pub fn replay_canary(
     py: Python<'_>,
     path: String,
+    settings: &PyReplaySettings,
     data: Option<PyBackedBytes>,
-    label: Option<String>,
-    bandwidth_gbps: Option<f64>,
-    latency_floor_us: Option<f64>,
-    compute_pressure: Option<f64>,
-    overlap_efficiency: Option<f64>,
-    iterations: Option<i64>,
-    seed: Option<i64>,
-    max_replay_events: Option<i64>,
-    ablations: Vec<String>,
     include_samples: bool,
-    op_overrides: Vec<(String, f64, f64)>,
-    bytes_scale: Option<f64>,
-    gap_scale: Option<f64>,
-    serialize_groups: bool,
-    independent_groups: bool,
-    serialize_ranks: bool,
-    stall_probability: Option<f64>,
-    stall_mean_us: Option<f64>,
-    rate_spread: Option<f64>,
-    host_cpus: Option<f64>,
-    rank_cpu_share: Option<f64>,
-    floor_per_step: bool,
-    pipelined_ops: Vec<String>,
 ) -> PyResult<PyReplayReport> {
-    let mut requested = requested_settings(
-        label,
-        bandwidth_gbps,
-        latency_floor_us,
-        compute_pressure,
-        overlap_efficiency,
-        iterations,
-        seed,
-        max_replay_events,
-        ablations,
-    );
-    requested.op_overrides = op_overrides;
-    requested.bytes_scale = bytes_scale;
-    requested.gap_scale = gap_scale;
-    requested.serialize_groups = serialize_groups;
-    requested.independent_groups = independent_groups;
-    requested.serialize_ranks = serialize_ranks;
-    requested.stall_probability = stall_probability;
-    requested.stall_mean_us = stall_mean_us;
-    requested.rate_spread = rate_spread;
-    requested.host_cpus = host_cpus;
-    requested.rank_cpu_share = rank_cpu_share;
-    requested.floor_per_step = floor_per_step;
-    requested.pipelined_ops = pipelined_ops;
-    let settings = detached(py, None, || Settings::checked(&requested))?;
+    let settings = Arc::clone(&settings.settings);
     let bytes = read_bytes(py, data, &path)?;
     let run = detached(py, Some(&path), move || {
         replay_canary_bytes(&bytes, &settings, include_samples)

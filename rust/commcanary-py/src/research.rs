@@ -10,8 +10,8 @@ use commcanary_core::research::reduce::{self, Options as ReduceOptions};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::behavior::{ConfigTuple, configurations};
 use crate::errors::{detached, to_py_err};
+use crate::settings::PyConfigurations;
 use crate::trace::PyTrace;
 
 /// The `method` baseline of `trace` (spec §7.2), a new trace whose workload
@@ -64,20 +64,16 @@ pub(crate) fn reduce_trace<'py>(
     tie_us: f64,
     budget: i64,
     timing_sample_limit: Option<i64>,
-    configurations: Option<Vec<ConfigTuple>>,
+    configurations: Option<&PyConfigurations>,
     oracle: Option<Bound<'py, PyAny>>,
 ) -> PyResult<(PyTrace, Bound<'py, PyDict>)> {
     let source = trace.source.clone();
+    let configurations = match configurations {
+        Some(list) => list.list.as_ref().clone(),
+        None => default_configurations(),
+    };
     let options = detached(py, Some(&source), move || {
-        ReduceOptions::requested(
-            tie_us,
-            budget,
-            timing_sample_limit,
-            match configurations {
-                Some(list) => self::configurations(list)?,
-                None => default_configurations(),
-            },
-        )
+        ReduceOptions::requested(tie_us, budget, timing_sample_limit, configurations)
     })?;
     let inner = Arc::clone(&trace.inner);
     let reduction = match oracle {

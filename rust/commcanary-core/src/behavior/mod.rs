@@ -25,7 +25,10 @@
 mod config;
 pub mod search;
 
-pub use config::{MAX_CONFIGURATIONS, MIN_CONFIGURATIONS, checked_configurations};
+pub use config::{
+    CONFIGURATION_SETTINGS, MAX_CONFIGURATIONS, MIN_CONFIGURATIONS, default_configurations_json,
+    read_configurations, read_physical_configurations,
+};
 
 use rayon::prelude::*;
 

@@ -163,69 +163,10 @@ pub fn protocol_json(s: &Settings) -> Vec<u8> {
     out
 }
 
-/// Canonical `backend` section.
+/// Canonical `backend` section (the settings codec's).
 #[must_use]
 pub fn backend_json(s: &Settings) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut o = ObjectWriter::new(&mut out);
-    o.f64("bandwidth_gbps", s.bandwidth_gbps);
-    o.str("bandwidth_unit", "Gbit/s");
-    if s.bytes_scale != 1.0 {
-        o.f64("bytes_scale", s.bytes_scale);
-    }
-    o.f64("compute_pressure", s.compute_pressure);
-    if s.floor_per_step {
-        o.bool("floor_per_step", true);
-    }
-    if s.gap_scale != 1.0 {
-        o.f64("gap_scale", s.gap_scale);
-    }
-    if s.host_cpus != 0.0 {
-        o.f64("host_cpus", s.host_cpus);
-    }
-    if s.independent_groups {
-        o.bool("independent_groups", true);
-    }
-    o.str("label", &s.label);
-    o.f64("latency_floor_us", s.latency_floor_us);
-    o.str("mode", "deterministic-simulation");
-    if !s.op_overrides.is_empty() {
-        let list = o.key("op_overrides");
-        list.push(b'[');
-        for (i, op) in s.op_overrides.iter().enumerate() {
-            if i > 0 {
-                list.push(b',');
-            }
-            let mut e = ObjectWriter::new(list);
-            e.f64("bandwidth_gbps", op.bandwidth_gbps);
-            e.f64("latency_floor_us", op.latency_floor_us);
-            e.str("op", &op.op);
-            e.end();
-        }
-        list.push(b']');
-    }
-    o.f64("overlap_efficiency", s.overlap_efficiency);
-    if !s.pipelined_ops.is_empty() {
-        o.str_list("pipelined_ops", &s.pipelined_ops);
-    }
-    if s.rank_cpu_share != 1.0 {
-        o.f64("rank_cpu_share", s.rank_cpu_share);
-    }
-    if s.rate_spread != 0.0 {
-        o.f64("rate_spread", s.rate_spread);
-    }
-    if s.serialize_groups {
-        o.bool("serialize_groups", true);
-    }
-    if s.serialize_ranks {
-        o.bool("serialize_ranks", true);
-    }
-    if s.stall_probability != 0.0 {
-        o.f64("stall_mean_us", s.stall_mean_us);
-        o.f64("stall_probability", s.stall_probability);
-    }
-    o.end();
-    out
+    crate::sim::settings::codec::backend_json(s)
 }
 
 /// Canonical `simulation_model` section.

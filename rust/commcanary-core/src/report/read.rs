@@ -479,34 +479,15 @@ fn declared_settings(r: &Report) -> Result<Settings> {
         1,
     )?;
     let backend = object(r.section("backend"), "backend")?;
-    let settings = Settings {
-        label: text(backend.get("label"), "backend.label")?.to_owned(),
-        bandwidth_gbps: num(backend.get("bandwidth_gbps"), "backend.bandwidth_gbps")?,
-        latency_floor_us: num(backend.get("latency_floor_us"), "backend.latency_floor_us")?,
-        compute_pressure: num(backend.get("compute_pressure"), "backend.compute_pressure")?,
-        overlap_efficiency: num(
-            backend.get("overlap_efficiency"),
-            "backend.overlap_efficiency",
-        )?,
+    let mut settings = Settings {
         iterations: u32::try_from(iterations)
             .map_err(|_| bad("replay_protocol.iterations is too large"))?,
         seed,
         max_replay_events: max_replay_events as u64,
         ablations,
-        op_overrides: declared_op_overrides(backend)?,
-        bytes_scale: optional_num(backend, "bytes_scale")?.unwrap_or(1.0),
-        gap_scale: optional_num(backend, "gap_scale")?.unwrap_or(1.0),
-        serialize_groups: optional_bool(backend, "serialize_groups")?,
-        independent_groups: optional_bool(backend, "independent_groups")?,
-        serialize_ranks: optional_bool(backend, "serialize_ranks")?,
-        stall_probability: optional_num(backend, "stall_probability")?.unwrap_or(0.0),
-        stall_mean_us: optional_num(backend, "stall_mean_us")?.unwrap_or(0.0),
-        rate_spread: optional_num(backend, "rate_spread")?.unwrap_or(0.0),
-        host_cpus: optional_num(backend, "host_cpus")?.unwrap_or(0.0),
-        rank_cpu_share: optional_num(backend, "rank_cpu_share")?.unwrap_or(1.0),
-        floor_per_step: optional_bool(backend, "floor_per_step")?,
-        pipelined_ops: declared_pipelined_ops(backend)?,
+        ..Settings::default()
     };
+    crate::sim::settings::codec::read_report_backend(backend, &mut settings).map_err(bad)?;
     settings
         .validate()
         .map_err(|e| bad(format_args!("backend: {e}")))?;
@@ -521,62 +502,6 @@ fn declared_settings(r: &Report) -> Result<Settings> {
         return Err(bad("replay_protocol.sha256 does not match the protocol"));
     }
     Ok(settings)
-}
-
-/// An optional number member of `backend`.
-fn optional_num(backend: Value<'_>, key: &str) -> Result<Option<f64>> {
-    backend
-        .get(key)
-        .map(|v| num(Some(v), &format!("backend.{key}")))
-        .transpose()
-}
-
-fn optional_bool(backend: Value<'_>, key: &str) -> Result<bool> {
-    match backend.get(key) {
-        None => Ok(false),
-        Some(v) => v
-            .as_bool()
-            .ok_or_else(|| bad(format_args!("backend.{key} must be a boolean"))),
-    }
-}
-
-/// `backend.op_overrides`, when present: `[{op, latency_floor_us,
-/// bandwidth_gbps}]`.
-fn declared_op_overrides(backend: Value<'_>) -> Result<Vec<crate::sim::OpOverride>> {
-    let Some(list) = backend.get("op_overrides") else {
-        return Ok(Vec::new());
-    };
-    if !list.is_array() || list.len().is_some_and(|n| n > crate::sim::MAX_OP_OVERRIDES) {
-        return Err(bad("backend.op_overrides must be a short list"));
-    }
-    list.elements()
-        .map(|o| {
-            Ok(crate::sim::OpOverride {
-                op: text(o.get("op"), "backend.op_overrides[].op")?.to_owned(),
-                latency_floor_us: num(
-                    o.get("latency_floor_us"),
-                    "backend.op_overrides[].latency_floor_us",
-                )?,
-                bandwidth_gbps: num(
-                    o.get("bandwidth_gbps"),
-                    "backend.op_overrides[].bandwidth_gbps",
-                )?,
-            })
-        })
-        .collect()
-}
-
-/// `backend.pipelined_ops`, when present: a short list of op names.
-fn declared_pipelined_ops(backend: Value<'_>) -> Result<Vec<String>> {
-    let Some(list) = backend.get("pipelined_ops") else {
-        return Ok(Vec::new());
-    };
-    if !list.is_array() || list.len().is_some_and(|n| n > crate::sim::MAX_OP_OVERRIDES) {
-        return Err(bad("backend.pipelined_ops must be a short list"));
-    }
-    list.elements()
-        .map(|op| Ok(text(Some(op), "backend.pipelined_ops[]")?.to_owned()))
-        .collect()
 }
 
 /// Settings stage 1: the model named twice the same way, and the protocol's

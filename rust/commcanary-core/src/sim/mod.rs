@@ -39,8 +39,8 @@ pub mod metrics;
 pub mod settings;
 
 pub use settings::{
-    ABLATION_NAMES, Ablations, MAX_OP_OVERRIDES, MAX_REPLAY_EVENTS_LIMIT, OpOverride,
-    RequestedSettings, Settings,
+    ABLATION_NAMES, Ablations, BACKEND_SETTINGS, BackendSetting, FileRole, MAX_OP_OVERRIDES,
+    MAX_REPLAY_EVENTS_LIMIT, OpOverride, SettingValue, Settings,
 };
 
 use rayon::prelude::*;
