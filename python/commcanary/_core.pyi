@@ -9,6 +9,27 @@ from typing import Any, Final, final
 import numpy as np
 import numpy.typing as npt
 
+from commcanary._types import (
+    BehaviorEvaluation,
+    BehaviorTolerances,
+    CanaryOccurrences,
+    CompileSummary,
+    FlightRecorderDump,
+    HangDiagnosis,
+    JobCounts,
+    KinetoCounts,
+    Measurement,
+    OccurrenceColumns,
+    ParamExport,
+    PartialCollective,
+    Reduction,
+    ReportCheck,
+    SearchSelection,
+    StepRecovery,
+    StragglerDiagnosis,
+    Timeline,
+)
+
 __all__ = [
     "ABLATIONS",
     "BACKEND_SETTINGS",
@@ -157,8 +178,8 @@ class CompiledCanary:
     """A compiled canary: its canonical bytes and its summary."""
 
     def to_bytes(self) -> bytes: ...
-    def summary(self) -> dict[str, Any]: ...
-    def occurrences(self) -> dict[str, npt.NDArray[Any]]: ...
+    def summary(self) -> CompileSummary: ...
+    def occurrences(self) -> OccurrenceColumns: ...
     def write(self, path: str) -> None: ...
 
 def compile_file(
@@ -226,9 +247,7 @@ def replay_canary(
     path: str, settings: ReplaySettings, *, data: bytes | None = None, include_samples: bool = False
 ) -> ReplayReport: ...
 def read_report_file(path: str, *, samples: bool = True, data: bytes | None = None) -> ReportDocument: ...
-def verify_report_files(
-    report_path: str, canary_path: str
-) -> list[tuple[str, bool, bytes | None, bytes | None]]: ...
+def verify_report_files(report_path: str, canary_path: str) -> list[ReportCheck]: ...
 
 @final
 class BehaviorReference:
@@ -244,24 +263,24 @@ def evaluate_behavior(
     reference: BehaviorReference,
     path: str,
     *,
-    tolerances: tuple[float, float, float, float, float],
+    tolerances: BehaviorTolerances,
     data: bytes | None = None,
-) -> tuple[list[bool], bool, bytes, bytes, int]: ...
-def check_tolerances(tolerances: tuple[float, float, float, float, float]) -> None: ...
+) -> BehaviorEvaluation: ...
+def check_tolerances(tolerances: BehaviorTolerances) -> None: ...
 def behavior_search(
     trace: Trace,
     reference: BehaviorReference,
     *,
     min_limit: int,
     max_limit: int,
-    tolerances: tuple[float, float, float, float, float],
+    tolerances: BehaviorTolerances,
     max_events: int | None = None,
     budgets: list[tuple[str, float]] | None = None,
     lossless_timing: bool = False,
     sequence_motifs: bool = True,
     step_loops: bool = True,
     progress: Callable[[int, int], object] | None = None,
-) -> tuple[CompiledCanary, dict[str, Any], bytes]: ...
+) -> tuple[CompiledCanary, SearchSelection, bytes]: ...
 def import_kineto_file(
     path: str,
     *,
@@ -271,7 +290,7 @@ def import_kineto_file(
     process_group: str | None = None,
     max_input_bytes: int | None = None,
     max_json_items: int | None = None,
-) -> tuple[Trace, dict[str, int]]: ...
+) -> tuple[Trace, KinetoCounts]: ...
 def export_param(
     path: str,
     *,
@@ -282,7 +301,7 @@ def export_param(
     compute_fill_us_per_gemm: float | None = None,
     compute_fill_gemm_dim: int | None = None,
     overlap_structure: bool = False,
-) -> dict[str, Any]: ...
+) -> ParamExport: ...
 def import_kineto_job(
     paths: list[str],
     *,
@@ -292,11 +311,11 @@ def import_kineto_job(
     clock_offsets: dict[int, float] | None = None,
     strict: bool = False,
     cache_dir: str | None = None,
-) -> tuple[Trace, dict[str, int], list[dict[str, Any]]]: ...
-def diagnose_hang(paths: list[str], *, cache_dir: str | None = None) -> dict[str, Any]: ...
-def diagnose_stragglers(paths: list[str], *, cache_dir: str | None = None) -> dict[str, Any]: ...
-def read_flight_recorder_file(path: str) -> dict[str, Any]: ...
-def recover_steps(paths: list[str], *, cache_dir: str | None = None) -> dict[str, Any]: ...
+) -> tuple[Trace, JobCounts, list[PartialCollective]]: ...
+def diagnose_hang(paths: list[str], *, cache_dir: str | None = None) -> HangDiagnosis: ...
+def diagnose_stragglers(paths: list[str], *, cache_dir: str | None = None) -> StragglerDiagnosis: ...
+def read_flight_recorder_file(path: str) -> FlightRecorderDump: ...
+def recover_steps(paths: list[str], *, cache_dir: str | None = None) -> StepRecovery: ...
 def recover_trace_steps(data: bytes) -> list[int] | None: ...
 def read_hang_document(
     path: str,
@@ -307,7 +326,7 @@ def job_timeline(
     marks: list[tuple[int, str | None, str]] = ...,
     hang_job: tuple[int, list[tuple[str, list[int]]]] | None = None,
     cache_dir: str | None = None,
-) -> dict[str, Any]: ...
+) -> Timeline: ...
 def baseline_trace(
     trace: Trace,
     method: str,
@@ -327,22 +346,22 @@ def reduce_trace(
     timing_sample_limit: int | None = None,
     configurations: Configurations | None = None,
     oracle: Callable[[list[int]], object] | None = None,
-) -> tuple[Trace, dict[str, Any]]: ...
+) -> tuple[Trace, Reduction]: ...
 def measured_report(
     path: str,
     *,
-    first_arrival_us: list[float],
-    last_arrival_us: list[float],
-    last_entry_us: list[float],
-    completion_us: list[float],
-    avg_rank_wait_us: list[float],
-    measurement: tuple[str, str, str, int, int, int, str, float, float],
+    first_arrival_us: npt.NDArray[np.float64],
+    last_arrival_us: npt.NDArray[np.float64],
+    last_entry_us: npt.NDArray[np.float64],
+    completion_us: npt.NDArray[np.float64],
+    avg_rank_wait_us: npt.NDArray[np.float64],
+    measurement: Measurement,
     data: bytes | None = None,
     include_samples: bool = True,
     host_cpus: int = 0,
     rank_cpu_share: float = 0.0,
 ) -> ReplayReport: ...
-def canary_occurrences(path: str, *, data: bytes | None = None) -> dict[str, Any]: ...
+def canary_occurrences(path: str, *, data: bytes | None = None) -> CanaryOccurrences: ...
 def check_canary(path: str, *, data: bytes | None = None) -> int: ...
 def read_input_file(path: str) -> bytes: ...
 def resource_limits() -> list[tuple[str, int]]: ...

@@ -31,7 +31,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -40,6 +40,9 @@ from commcanary.errors import BudgetError, InputError, OptionError
 from commcanary.formats import BEHAVIOR_SEARCH_EVIDENCE_FORMAT as EVIDENCE_FORMAT
 from commcanary.formats import BEHAVIOR_VERIFICATION_FORMAT as BEHAVIOR_FORMAT
 from commcanary.formats import FIDELITY_VERIFICATION_FORMAT
+
+if TYPE_CHECKING:
+    from commcanary._types import BehaviorTolerances
 
 __all__ = [
     "BEHAVIOR_FORMAT",
@@ -71,18 +74,9 @@ class Tolerances:
     def validate(self) -> None:
         """Raise :class:`OptionError` for a negative tolerance or a threshold outside [0, 1]
         (the core's rules; the defaults are the core's too)."""
-        _core.check_tolerances(self.as_tuple())
+        _core.check_tolerances(self.as_dict())
 
-    def as_tuple(self) -> tuple[float, float, float, float, float]:
-        return (
-            float(self.relative_tolerance_pct),
-            float(self.absolute_tolerance_us),
-            float(self.hidden_tolerance_points),
-            float(self.tail_recall_threshold),
-            float(self.ranking_tie_tolerance_us),
-        )
-
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> BehaviorTolerances:
         return {
             "relative_tolerance_pct": float(self.relative_tolerance_pct),
             "absolute_tolerance_us": float(self.absolute_tolerance_us),
@@ -198,7 +192,7 @@ def _verify(
             _core.evaluate_behavior,
             inputs.reference,
             canary_name,
-            tolerances=tolerances.as_tuple(),
+            tolerances=tolerances.as_dict(),
             data=canary_bytes,
         )
         try:
@@ -210,7 +204,10 @@ def _verify(
                 "assurance_state": "internally_consistent",
                 "checks": [{"name": "source_verification_exception", "status": "fail", "reason": repr(exc)}],
             }
-        rows_pass, ranking_pass, rows_json, ranking_json, source_events = evaluation.result()
+        evaluated = evaluation.result()
+    rows_pass, ranking_pass = evaluated["rows_pass"], evaluated["ranking_pass"]
+    rows_json, ranking_json = evaluated["rows_json"], evaluated["ranking_json"]
+    source_events = evaluated["source_events"]
     compiler = doc["compiler"]
     trace_events = inputs.reference.trace_events
     coverage = "full_source" if source_events == trace_events else "partial_source"
@@ -375,7 +372,7 @@ def search(
         inputs.reference,
         min_limit=min_limit,
         max_limit=max_limit,
-        tolerances=tolerances.as_tuple(),
+        tolerances=tolerances.as_dict(),
         max_events=max_events,
         budgets=sorted((budgets or {}).items()),
         lossless_timing=lossless_timing,

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 from commcanary import _core
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
+    from commcanary._types import OccurrenceColumns
 
 __all__ = ["Canary", "Trace", "compile", "load_trace"]
 
@@ -117,9 +116,9 @@ class Canary:
         events: list[dict[str, Any]] = self.document["events"]
         return events
 
-    def occurrences(self) -> dict[str, npt.NDArray[np.generic]]:
+    def occurrences(self) -> OccurrenceColumns:
         """Executed timing, one row per occurrence in replay order, as numpy arrays."""
-        return dict(self._compiled.occurrences())
+        return self._compiled.occurrences()
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write the canary atomically to ``path`` (its directory must exist)."""

@@ -27,9 +27,10 @@ from commcanary.formats import MEASURED_MODE, REPORT_VERIFICATION_FORMAT
 def verify_report(report: str | os.PathLike[str], canary: str | os.PathLike[str]) -> dict[str, Any]:
     """Verify the report file against the canary file; returns the verification document."""
     checks = []
-    for name, passed, expected, actual in _core.verify_report_files(os.fspath(report), os.fspath(canary)):
-        check: dict[str, Any] = {"name": name, "status": "pass" if passed else "fail"}
-        if not passed:
+    for one in _core.verify_report_files(os.fspath(report), os.fspath(canary)):
+        check: dict[str, Any] = {"name": one["name"], "status": "pass" if one["passed"] else "fail"}
+        if not one["passed"]:
+            expected, actual = one["expected"], one["actual"]
             check["expected"] = orjson.loads(expected) if expected is not None else None
             check["actual"] = orjson.loads(actual) if actual is not None else None
         checks.append(check)

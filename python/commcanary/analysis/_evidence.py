@@ -8,14 +8,18 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
+
+from commcanary._types import HangDiagnosis, StepRecovery, StragglerDiagnosis
 
 PathLike = str | os.PathLike[str]
+#: What a diagnosis entry point of the core returns.
+Result = TypeVar("Result", HangDiagnosis, StragglerDiagnosis, StepRecovery)
 
 
 def run(
-    core: Callable[..., dict[str, Any]], paths: PathLike | Iterable[PathLike], cache_dir: PathLike | None
-) -> tuple[dict[str, Any], bytes, dict[str, Any]]:
+    core: Callable[..., Result], paths: PathLike | Iterable[PathLike], cache_dir: PathLike | None
+) -> tuple[Result, bytes, dict[str, Any]]:
     """``core(paths, cache_dir=...)``'s result, its document bytes, and the
     document parsed."""
     items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)

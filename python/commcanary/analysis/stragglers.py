@@ -13,7 +13,7 @@ as numpy columns.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,7 +48,7 @@ class StragglerReport:
     lines: tuple[str, ...]
     data: bytes = field(repr=False)
     document: dict[str, Any] = field(repr=False)
-    member_columns: dict[str, Any] = field(repr=False, default_factory=dict)
+    member_columns: Mapping[str, Any] = field(repr=False, default_factory=dict)
 
     def members(self) -> dict[str, np.ndarray]:
         """The per-instance view, one row per member of every complete

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from commcanary import _core
+
+if TYPE_CHECKING:
+    from commcanary._types import FlightRecorderEntries, GroupConfig, GroupStatus
 
 __all__ = ["FlightRecorderDump", "read_flight_recorder"]
 
@@ -26,9 +29,9 @@ class FlightRecorderDump:
     version: str
     comm_lib_version: str
     encoding: str
-    pg_config: tuple[dict[str, Any], ...]
-    pg_status: tuple[dict[str, Any], ...]
-    entries: dict[str, Any] = field(repr=False)
+    pg_config: tuple[GroupConfig, ...]
+    pg_status: tuple[GroupStatus, ...]
+    entries: FlightRecorderEntries = field(repr=False)
 
     def __len__(self) -> int:
         return len(self.entries["record_id"])

@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from commcanary import _core
+from commcanary._types import Measurement
 from commcanary.errors import CommCanaryError, InputError
 from commcanary.physical.program import load_program, write_program
 from commcanary.replay import Report
@@ -205,17 +206,17 @@ def replay_physical(
                 leave.append(z["exit"])
                 cpu.append(z["cpu"])
     host = platform.node() or "localhost"
-    measurement = (
-        engine,
-        host,
-        torch_version,
-        nproc,
-        iterations,
-        warmup,
-        compute_fill,
-        compute_fill_scale,
-        bytes_scale,
-    )
+    measurement: Measurement = {
+        "engine": engine,
+        "host": host,
+        "torch_version": torch_version,
+        "nproc": nproc,
+        "iterations": iterations,
+        "warmup": warmup,
+        "compute_fill": compute_fill,
+        "compute_fill_scale": compute_fill_scale,
+        "bytes_scale": bytes_scale,
+    }
     return measured_run(
         name,
         ready,
@@ -257,7 +258,7 @@ def measured_run(
     ready: list[npt.NDArray[np.float64]],
     enter: list[npt.NDArray[np.float64]],
     leave: list[npt.NDArray[np.float64]],
-    measurement: tuple[str, str, str, int, int, int, str, float, float],
+    measurement: Measurement,
     *,
     include_samples: bool = True,
     host_cpus: int = 0,
@@ -271,7 +272,7 @@ def measured_run(
     time inside each call, where the ranks' collectives run on the host's
     cores (gloo on one host). Arrivals are readiness, as in the model: a
     member kept late by earlier work queues."""
-    warmup = measurement[5]
+    warmup = measurement["warmup"]
     ready_us = np.vstack([e[warmup:].reshape(-1) for e in ready])
     enter_us = np.vstack([e[warmup:].reshape(-1) for e in enter])
     exit_us = np.vstack([e[warmup:].reshape(-1) for e in leave])
@@ -281,11 +282,11 @@ def measured_run(
     wait = np.nanmean(last[None, :] - ready_us, axis=0)
     raw = _core.measured_report(
         name,
-        first_arrival_us=first.tolist(),
-        last_arrival_us=last.tolist(),
-        last_entry_us=np.nanmax(enter_us, axis=0).tolist(),
-        completion_us=completion.tolist(),
-        avg_rank_wait_us=wait.tolist(),
+        first_arrival_us=first,
+        last_arrival_us=last,
+        last_entry_us=np.nanmax(enter_us, axis=0),
+        completion_us=completion,
+        avg_rank_wait_us=wait,
         measurement=measurement,
         include_samples=include_samples,
         host_cpus=host_cpus,

@@ -16,6 +16,10 @@ import argparse
 import os
 import platform
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from commcanary._types import Measurement
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,17 +71,17 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0 and times is not None:
         names = sorted({str(h) for h in hosts})
         host = names[0] if len(names) == 1 else f"{len(names)} hosts"
-        measurement = (
-            engine,
-            host,
-            str(torch.__version__),
-            world,
-            args.iterations,
-            args.warmup,
-            args.compute_fill,
-            args.compute_fill_scale,
-            args.bytes_scale,
-        )
+        measurement: Measurement = {
+            "engine": engine,
+            "host": host,
+            "torch_version": str(torch.__version__),
+            "nproc": world,
+            "iterations": args.iterations,
+            "warmup": args.warmup,
+            "compute_fill": args.compute_fill,
+            "compute_fill_scale": args.compute_fill_scale,
+            "bytes_scale": args.bytes_scale,
+        }
         ready, enter, leave, cpu = ([t[j] for t in times] for j in range(4))  # type: ignore[index]
         one_host = len(names) == 1
         run = measured_run(

@@ -1,10 +1,9 @@
 //! Bindings for behaviour verification and behaviour search.
 //!
-//! Configurations cross the boundary as tuples `(name, bandwidth_gbps,
-//! latency_floor_us, compute_pressure, overlap_efficiency, iterations, seed,
-//! max_replay_events)` and tolerances as `(relative_pct, absolute_us,
-//! hidden_points, tail_recall, tie_us)`. The Python layer reads
-//! configuration files; every rule on the values is checked in the core.
+//! Configurations cross the boundary as a checked `Configurations` (see
+//! `settings`) and tolerances as a dict of their API names
+//! (`BehaviorTolerances` in `commcanary._types`); every rule on the values is
+//! checked in the core.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,35 +25,33 @@ use crate::replay::read_bytes;
 use crate::settings::PyConfigurations;
 use crate::trace::{PyTrace, compile_options};
 
-/// Tolerances as they cross the boundary.
-pub type ToleranceTuple = (f64, f64, f64, f64, f64);
+/// Tolerances as they cross the boundary: a dict of their API names.
+#[derive(FromPyObject, Clone, Copy)]
+#[pyo3(from_item_all)]
+pub struct ToleranceArgs {
+    relative_tolerance_pct: f64,
+    absolute_tolerance_us: f64,
+    hidden_tolerance_points: f64,
+    tail_recall_threshold: f64,
+    ranking_tie_tolerance_us: f64,
+}
 
-/// `(rows_pass, ranking_pass, rows_json, ranking_json, source_events)`.
-pub type Evaluated<'py> = (
-    Vec<bool>,
-    bool,
-    Bound<'py, PyBytes>,
-    Bound<'py, PyBytes>,
-    u64,
-);
-
-fn tolerances(t: ToleranceTuple) -> commcanary_core::Result<Tolerances> {
+fn tolerances(t: ToleranceArgs) -> commcanary_core::Result<Tolerances> {
     let t = Tolerances {
-        relative_pct: t.0,
-        absolute_us: t.1,
-        hidden_points: t.2,
-        tail_recall: t.3,
-        tie_us: t.4,
+        relative_pct: t.relative_tolerance_pct,
+        absolute_us: t.absolute_tolerance_us,
+        hidden_points: t.hidden_tolerance_points,
+        tail_recall: t.tail_recall_threshold,
+        tie_us: t.ranking_tie_tolerance_us,
     };
     t.validate()?;
     Ok(t)
 }
 
-/// Checks behaviour tolerances with the core's rules (`relative, absolute,
-/// hidden, tail recall, tie`); raises `OptionError` naming the first out of
+/// Checks behaviour tolerances with the core's rules; raises `OptionError` naming the first out of
 /// range.
 #[pyfunction]
-pub fn check_tolerances(py: Python<'_>, tolerances: ToleranceTuple) -> PyResult<()> {
+pub fn check_tolerances(py: Python<'_>, tolerances: ToleranceArgs) -> PyResult<()> {
     detached(py, None, move || self::tolerances(tolerances).map(|_| ()))
 }
 
@@ -104,17 +101,17 @@ pub fn behavior_reference(
 }
 
 /// Replays a canary (file `path`, or `data`) under the reference's
-/// configurations and checks it against the source runs. Returns
-/// `(rows_pass, ranking_pass, rows_json, ranking_json, source_events)`.
+/// configurations and checks it against the source runs. Returns a dict:
+/// `rows_pass`, `ranking_pass`, `rows_json`, `ranking_json`, `source_events`.
 #[pyfunction]
 #[pyo3(signature = (reference, path, *, tolerances, data=None))]
 pub fn evaluate_behavior<'py>(
     py: Python<'py>,
     reference: &PyBehaviorReference,
     path: PathBuf,
-    tolerances: ToleranceTuple,
+    tolerances: ToleranceArgs,
     data: Option<PyBackedBytes>,
-) -> PyResult<Evaluated<'py>> {
+) -> PyResult<Bound<'py, PyDict>> {
     let t = detached(py, None, || self::tolerances(tolerances))?;
     let display = path.display().to_string();
     let configs = Arc::clone(&reference.configurations);
@@ -129,13 +126,13 @@ pub fn evaluate_behavior<'py>(
             canary.source_events,
         ))
     })?;
-    Ok((
-        evaluation.rows_pass,
-        evaluation.ranking_pass,
-        PyBytes::new(py, &evaluation.rows_json),
-        PyBytes::new(py, &evaluation.ranking_json),
-        source_events,
-    ))
+    let d = PyDict::new(py);
+    d.set_item("rows_pass", evaluation.rows_pass)?;
+    d.set_item("ranking_pass", evaluation.ranking_pass)?;
+    d.set_item("rows_json", PyBytes::new(py, &evaluation.rows_json))?;
+    d.set_item("ranking_json", PyBytes::new(py, &evaluation.ranking_json))?;
+    d.set_item("source_events", source_events)?;
+    Ok(d)
 }
 
 /// Searches timing sample limits for the smallest behaviourally verified
@@ -151,7 +148,7 @@ pub fn behavior_search<'py>(
     reference: &PyBehaviorReference,
     min_limit: i64,
     max_limit: i64,
-    tolerances: ToleranceTuple,
+    tolerances: ToleranceArgs,
     max_events: Option<i64>,
     budgets: Option<Vec<(String, f64)>>,
     lossless_timing: bool,

@@ -11,7 +11,7 @@ use commcanary_core::report::run::{ReplayRun, replay_canary_bytes};
 use commcanary_core::report::{
     SampleColumns, Section, join_sections, sample_columns, section_json, section_pieces, verify,
 };
-use numpy::IntoPyArray;
+use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -249,16 +249,14 @@ pub fn read_report_file(
     })
 }
 
-/// One recomputed check: `(name, passed, expected JSON, actual JSON)`.
-pub type CheckTuple = (String, bool, Option<Vec<u8>>, Option<Vec<u8>>);
-
-/// Verifies a report against a canary: one [`CheckTuple`] per check.
+/// Verifies a report against a canary: one dict per check, `name`,
+/// `passed`, and the `expected` and `actual` JSON when it fails.
 #[pyfunction]
-pub fn verify_report_files(
-    py: Python<'_>,
+pub fn verify_report_files<'py>(
+    py: Python<'py>,
     report_path: String,
     canary_path: String,
-) -> PyResult<Vec<CheckTuple>> {
+) -> PyResult<Vec<Bound<'py, PyDict>>> {
     let report_bytes = read_bytes(py, None, &report_path)?;
     let report = detached(py, Some(&report_path), move || {
         read_report(&report_bytes, SampleMode::Parse)
@@ -266,10 +264,17 @@ pub fn verify_report_files(
     let canary_bytes = read_bytes(py, None, &canary_path)?;
     let canary = detached(py, Some(&canary_path), move || read_canary(&canary_bytes))?;
     let checks = detached(py, None, move || verify(&report, &canary))?;
-    Ok(checks
+    checks
         .into_iter()
-        .map(|c| (c.name.to_owned(), c.pass, c.expected, c.actual))
-        .collect())
+        .map(|c| {
+            let d = PyDict::new(py);
+            d.set_item("name", c.name)?;
+            d.set_item("passed", c.pass)?;
+            d.set_item("expected", c.expected.map(|b| PyBytes::new(py, &b)))?;
+            d.set_item("actual", c.actual.map(|b| PyBytes::new(py, &b)))?;
+            Ok(d)
+        })
+        .collect()
 }
 
 /// How many times a backend with `floor_per_step` charges its latency
@@ -279,25 +284,40 @@ pub fn algorithm_steps(op: &str, ranks: u32) -> f64 {
     commcanary_core::sim::cost::algorithm_steps(op.as_bytes(), f64::from(ranks))
 }
 
+/// How a measured run was made, as it crosses the boundary: a dict of these
+/// names (`Measurement` in `commcanary._types`).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct MeasurementArgs {
+    engine: String,
+    host: String,
+    torch_version: String,
+    nproc: u32,
+    iterations: u32,
+    warmup: u32,
+    compute_fill: String,
+    compute_fill_scale: f64,
+    bytes_scale: f64,
+}
+
 /// The report of a measured run of the canary at `path` (or `data`): the
 /// five per-sample time columns (iteration-major, µs from each iteration's
-/// origin) and how the run was made, as `(engine, host, torch_version,
-/// nproc, iterations, warmup, compute_fill, compute_fill_scale, bytes_scale)`,
+/// origin) and how the run was made (`measurement`),
 /// with `host_cpus` the cores its processes could use on its one host (0:
 /// unknown, or several hosts) and `rank_cpu_share` the share of a core
 /// each rank kept busy inside its collectives (0: not measured).
 #[pyfunction]
 #[pyo3(signature = (path, *, first_arrival_us, last_arrival_us, last_entry_us, completion_us, avg_rank_wait_us, measurement, data=None, include_samples=true, host_cpus=0, rank_cpu_share=0.0))]
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
-pub fn measured_report(
-    py: Python<'_>,
+#[allow(clippy::too_many_arguments)]
+pub fn measured_report<'py>(
+    py: Python<'py>,
     path: String,
-    first_arrival_us: Vec<f64>,
-    last_arrival_us: Vec<f64>,
-    last_entry_us: Vec<f64>,
-    completion_us: Vec<f64>,
-    avg_rank_wait_us: Vec<f64>,
-    measurement: (String, String, String, u32, u32, u32, String, f64, f64),
+    first_arrival_us: PyReadonlyArray1<'py, f64>,
+    last_arrival_us: PyReadonlyArray1<'py, f64>,
+    last_entry_us: PyReadonlyArray1<'py, f64>,
+    completion_us: PyReadonlyArray1<'py, f64>,
+    avg_rank_wait_us: PyReadonlyArray1<'py, f64>,
+    measurement: MeasurementArgs,
     data: Option<PyBackedBytes>,
     include_samples: bool,
     host_cpus: u32,
@@ -305,21 +325,28 @@ pub fn measured_report(
 ) -> PyResult<PyReplayReport> {
     use commcanary_core::report::measured::{Measurement, measured_run};
     use commcanary_core::sim::measured::MeasuredTimes;
-    let (engine, host, torch_version, nproc, iterations, warmup, compute_fill, scale, bytes_scale) =
-        measurement;
+    let a = measurement;
     let m = Measurement {
-        engine,
-        host,
-        torch_version,
-        nproc,
-        iterations,
-        warmup,
-        compute_fill,
-        compute_fill_scale: scale,
-        bytes_scale,
+        engine: a.engine,
+        host: a.host,
+        torch_version: a.torch_version,
+        nproc: a.nproc,
+        iterations: a.iterations,
+        warmup: a.warmup,
+        compute_fill: a.compute_fill,
+        compute_fill_scale: a.compute_fill_scale,
+        bytes_scale: a.bytes_scale,
         host_cpus,
         rank_cpu_share,
     };
+    let column = |a: PyReadonlyArray1<'py, f64>| a.as_array().to_vec();
+    let (first_arrival_us, last_arrival_us, last_entry_us, completion_us, avg_rank_wait_us) = (
+        column(first_arrival_us),
+        column(last_arrival_us),
+        column(last_entry_us),
+        column(completion_us),
+        column(avg_rank_wait_us),
+    );
     let bytes = read_bytes(py, data, &path)?;
     let run = detached(py, Some(&path), move || {
         let times = MeasuredTimes {
