@@ -299,7 +299,7 @@ def test_clock_offsets_move_a_rank_on_the_job_clock(tmp_path: Path) -> None:
     assert "corrected by the given clock offsets" in load(shifted)["workload"]["notes"]
     offsets.write_text('{"one": 5}')
     bad = run("import-kineto", str(DECODE), "-o", str(tmp_path / "x.json"), "--clock-offsets", str(offsets))
-    assert bad.exit_code == 3 and "offsets.json field 'one'" in bad.stderr
+    assert bad.exit_code == 3 and "offsets.json: field 'one'" in bad.stderr
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,7 @@ __all__ = [
     "CANARY_FORMAT",
     "CANARY_LOOP_FORMAT",
     "CANONICAL_JSON",
+    "CLOCK_OFFSETS_RULE",
     "CONFIGURATION_COUNT_RANGE",
     "DEFAULT_CONFIGURATIONS_JSON",
     "DEFAULT_RESOURCE_LIMITS",
@@ -69,6 +70,7 @@ __all__ = [
     "canary_occurrences",
     "canonical_json",
     "check_canary",
+    "check_search_limits",
     "check_tolerances",
     "compile_file",
     "configurations",
@@ -87,6 +89,7 @@ __all__ = [
     "private_key_id",
     "py_round",
     "read_backend_file",
+    "read_clock_offsets",
     "read_flight_recorder_file",
     "read_hang_document",
     "read_input_file",
@@ -139,6 +142,8 @@ MAX_REPLAY_EVENTS_LIMIT: Final[int]
 MAX_INPUT_BYTES: Final[int]
 DEFAULT_RESOURCE_LIMITS: Final[list[tuple[str, int]]]
 CONFIGURATION_COUNT_RANGE: Final[tuple[int, int]]
+#: The rule clock offsets follow, as an error states it.
+CLOCK_OFFSETS_RULE: Final[str]
 INJECT_PANIC_VAR: Final[str]
 INJECT_WRITE_ERROR_VAR: Final[str]
 
@@ -266,6 +271,7 @@ def evaluate_behavior(
     tolerances: BehaviorTolerances,
     data: bytes | None = None,
 ) -> BehaviorEvaluation: ...
+def check_search_limits(min_limit: int, max_limit: int) -> None: ...
 def check_tolerances(tolerances: BehaviorTolerances) -> None: ...
 def behavior_search(
     trace: Trace,
@@ -316,6 +322,7 @@ def diagnose_hang(paths: list[str], *, cache_dir: str | None = None) -> HangDiag
 def diagnose_stragglers(paths: list[str], *, cache_dir: str | None = None) -> StragglerDiagnosis: ...
 def read_flight_recorder_file(path: str) -> FlightRecorderDump: ...
 def recover_steps(paths: list[str], *, cache_dir: str | None = None) -> StepRecovery: ...
+def read_clock_offsets(path: str) -> dict[int, float]: ...
 def recover_trace_steps(data: bytes) -> list[int] | None: ...
 def read_hang_document(
     path: str,

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from commcanary import _core
-from commcanary.errors import BudgetError, InputError, OptionError
+from commcanary.errors import BudgetError, InputError
 from commcanary.formats import BEHAVIOR_SEARCH_EVIDENCE_FORMAT as EVIDENCE_FORMAT
 from commcanary.formats import BEHAVIOR_VERIFICATION_FORMAT as BEHAVIOR_FORMAT
 from commcanary.formats import FIDELITY_VERIFICATION_FORMAT
@@ -357,12 +357,7 @@ def search(
     """
     from commcanary.compiler import Canary, compile
 
-    if min_limit < 2:
-        raise OptionError("behavior_search_min_sample_limit", "must be at least 2")
-    if max_limit < min_limit:
-        raise InputError(
-            f"timing_sample_limit={max_limit} must be at least behavior_search_min_sample_limit={min_limit}"
-        )
+    _core.check_search_limits(min_limit, max_limit)
     tolerances = tolerances or Tolerances()
     tolerances.validate()
     inputs = _load_inputs(trace, _checked(configurations))

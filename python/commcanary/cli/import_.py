@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 from typing import Annotated
 
@@ -80,23 +78,10 @@ MaxJsonItems = Annotated[
 
 
 def _read_offsets(path: Path) -> dict[int, float]:
-    """``{"rank": us}`` from a small JSON file (exit 3 on anything else)."""
-    from commcanary.errors import InputError
+    """``{"rank": us}`` from a JSON file, read by the core (exit 3 on anything else)."""
+    from commcanary import _core
 
-    try:
-        raw = path.read_bytes()[: 1 << 20]
-        data = json.loads(raw)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path} is not a readable JSON clock-offset file: {exc}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path} must hold a JSON object mapping ranks to microseconds")
-    out: dict[int, float] = {}
-    for key, value in data.items():
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        if not (key.isdigit() and ok):
-            raise InputError(f"{path} field '{key}' must map a rank to a finite number of microseconds")
-        out[int(key)] = float(value)
-    return out
+    return _core.read_clock_offsets(str(path))
 
 
 def import_kineto_command(

@@ -11,7 +11,7 @@ across ranks. The rules live in ``rust/commcanary-core/src/import/kineto/``.
 
 from __future__ import annotations
 
-import math
+import operator
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -124,14 +124,11 @@ def kineto_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
 def _offsets(clock_offsets: Mapping[int, float] | None) -> dict[int, float] | None:
     if clock_offsets is None:
         return None
-    out: dict[int, float] = {}
-    for rank, value in clock_offsets.items():
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-            raise OptionError("clock_offsets", "must map non-negative integer ranks to microseconds")
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise OptionError("clock_offsets", "must map non-negative integer ranks to microseconds")
-        out[rank] = float(value)
-    return out
+    # Only the types are converted here; the core checks the values.
+    try:
+        return {operator.index(rank): float(value) for rank, value in clock_offsets.items()}
+    except (TypeError, ValueError, AttributeError):
+        raise OptionError("clock_offsets", _core.CLOCK_OFFSETS_RULE) from None
 
 
 def import_kineto(

@@ -206,3 +206,12 @@ pub fn behavior_search<'py>(
     let ledger = PyBytes::new(py, &outcome.ledger);
     Ok((PyCompiled::new(outcome.selected), selected, ledger))
 }
+
+/// Checks the behaviour search's lowest and highest limits by the core's
+/// rules (before any work is done).
+#[pyfunction]
+pub fn check_search_limits(py: Python<'_>, min_limit: i64, max_limit: i64) -> PyResult<()> {
+    detached(py, None, move || {
+        commcanary_core::behavior::search::check_search_limits(min_limit, max_limit).map(|_| ())
+    })
+}

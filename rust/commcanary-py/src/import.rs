@@ -139,3 +139,18 @@ pub(crate) fn import_kineto_job<'py>(
     };
     Ok((trace, counts, partial))
 }
+
+/// Reads a clock-offset file (`{"rank": microseconds}`) by the core's rules;
+/// raises `InputError` naming the file and the field.
+#[pyfunction]
+pub(crate) fn read_clock_offsets(py: Python<'_>, path: PathBuf) -> PyResult<HashMap<i64, f64>> {
+    use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
+    let display = path.display().to_string();
+    let pairs = detached(py, Some(&display), move || {
+        commcanary_core::import::kineto::job::read_clock_offsets(&read_input(
+            &path,
+            MAX_INPUT_BYTES,
+        )?)
+    })?;
+    Ok(pairs.into_iter().collect())
+}

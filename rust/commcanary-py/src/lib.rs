@@ -97,8 +97,8 @@ fn formats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 mod _core {
     #[pymodule_export]
     use super::behavior::{
-        PyBehaviorReference, behavior_reference, behavior_search, check_tolerances,
-        evaluate_behavior,
+        PyBehaviorReference, behavior_reference, behavior_search, check_search_limits,
+        check_tolerances, evaluate_behavior,
     };
     #[pymodule_export]
     use super::compiled::{PyCompiled, canary_occurrences};
@@ -110,7 +110,7 @@ mod _core {
     #[pymodule_export]
     use super::export::{export_param, job_timeline, read_hang_document};
     #[pymodule_export]
-    use super::import::{import_kineto_file, import_kineto_job};
+    use super::import::{import_kineto_file, import_kineto_job, read_clock_offsets};
     #[pymodule_export]
     use super::inputs::{check_canary, read_input_file, resource_limits, set_resource_limits};
     #[pymodule_export]
@@ -204,6 +204,10 @@ mod _core {
                 core::behavior::MIN_CONFIGURATIONS,
                 core::behavior::MAX_CONFIGURATIONS,
             ),
+        )?;
+        m.add(
+            "CLOCK_OFFSETS_RULE",
+            core::import::kineto::job::CLOCK_OFFSETS_RULE,
         )?;
         m.add("INJECT_PANIC_VAR", core::fault::INJECT_PANIC_VAR)?;
         m.add(

@@ -58,20 +58,31 @@ impl SearchOptions {
         compile: CompileOptions,
         tolerances: Tolerances,
     ) -> Result<Self> {
-        if min_limit < 2 {
-            return Err(Error::option(
-                "behavior_search_min_sample_limit",
-                "must be at least 2",
-            ));
-        }
+        let min_limit = check_search_limits(min_limit, compile.timing_sample_limit as i64)?;
         tolerances.validate()?;
         Ok(Self {
-            min_limit: min_limit as usize,
+            min_limit,
             max_limit: compile.timing_sample_limit,
             compile,
             tolerances,
         })
     }
+}
+
+/// The search's limits: the lowest at least 2 (as any timing sample
+/// limit), the highest not below it.
+///
+/// # Errors
+/// [`Error::option`] naming `behavior_search_min_sample_limit`, or an
+/// invalid-input error when the highest is below the lowest.
+pub fn check_search_limits(min_limit: i64, max_limit: i64) -> Result<usize> {
+    let min = crate::compile::checked_sample_limit("behavior_search_min_sample_limit", min_limit)?;
+    if max_limit < min_limit {
+        return Err(Error::invalid(format!(
+            "timing_sample_limit={max_limit} must be at least behavior_search_min_sample_limit={min_limit}"
+        )));
+    }
+    Ok(min)
 }
 
 /// Size key; smaller wins.

@@ -40,7 +40,7 @@ use samples::{build_samples, order_events};
 pub use crate::canary::FIDELITY_FIELDS;
 pub use options::{
     Budgets, CompileOptions, DEFAULT_TIMING_SAMPLE_LIMIT, RequestedOptions, checked_count,
-    checked_timing_sample_limit,
+    checked_sample_limit, checked_timing_sample_limit,
 };
 
 /// Producer string written into canaries.

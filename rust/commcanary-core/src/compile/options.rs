@@ -20,10 +20,19 @@ pub const DEFAULT_TIMING_SAMPLE_LIMIT: usize = 128;
 /// # Errors
 /// A limit below 2, named `timing_sample_limit`.
 pub fn checked_timing_sample_limit(limit: i64) -> Result<usize> {
+    checked_sample_limit("timing_sample_limit", limit)
+}
+
+/// [`checked_timing_sample_limit`]'s rule for a limit the API names `name`
+/// (the behaviour search's lowest limit).
+///
+/// # Errors
+/// A limit below 2, named `name`.
+pub fn checked_sample_limit(name: &'static str, limit: i64) -> Result<usize> {
     if limit < 2 {
-        return Err(Error::option("timing_sample_limit", "must be at least 2"));
+        return Err(Error::option(name, "must be at least 2"));
     }
-    usize::try_from(limit).map_err(|_| Error::option("timing_sample_limit", "is too large"))
+    usize::try_from(limit).map_err(|_| Error::option(name, "is too large"))
 }
 
 /// A count option that must be at least 1 (a sample count, a budget),

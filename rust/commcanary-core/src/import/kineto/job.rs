@@ -50,11 +50,11 @@ impl JobOptions {
             return Err(Error::option("rank", "applies to a single file only"));
         }
         let clock_offsets_us: FxHashMap<i64, f64> = clock_offsets_us.into_iter().collect();
-        if clock_offsets_us.values().any(|v| !v.is_finite()) {
-            return Err(Error::option(
-                "clock_offsets",
-                "must be finite microseconds",
-            ));
+        if clock_offsets_us
+            .iter()
+            .any(|(rank, us)| *rank < 0 || !us.is_finite())
+        {
+            return Err(Error::option("clock_offsets", CLOCK_OFFSETS_RULE));
         }
         Ok(Self {
             workload_name,
@@ -63,6 +63,43 @@ impl JobOptions {
             strict,
         })
     }
+}
+
+/// The rule clock offsets follow, as an error states it.
+pub const CLOCK_OFFSETS_RULE: &str = "must map non-negative integer ranks to finite microseconds";
+
+/// Reads a clock-offset file: a JSON object mapping each rank (a decimal
+/// string) to the microseconds added to its clock.
+///
+/// # Errors
+/// Not JSON, not an object, or a member that is not a rank mapped to a
+/// finite number, named as `field '3'`.
+pub fn read_clock_offsets(bytes: &[u8]) -> Result<Vec<(i64, f64)>> {
+    use crate::json::{JsonLimits, Node, parse};
+    let doc = parse(bytes, JsonLimits::default())?;
+    let root = doc
+        .root()
+        .filter(crate::json::Value::is_object)
+        .ok_or_else(|| Error::invalid("must hold a JSON object mapping ranks to microseconds"))?;
+    root.members()
+        .map(|(key, value)| {
+            let key = String::from_utf8_lossy(key);
+            let rank = (!key.is_empty() && key.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| key.parse::<i64>().ok())
+                .flatten();
+            let us = match value.node() {
+                Node::Int(i) => Some(i as f64),
+                Node::Float { value, .. } if value.is_finite() => Some(value),
+                _ => None,
+            };
+            match (rank, us) {
+                (Some(rank), Some(us)) => Ok((rank, us)),
+                _ => Err(Error::invalid(format!(
+                    "field '{key}' must map a rank to a finite number of microseconds"
+                ))),
+            }
+        })
+        .collect()
 }
 
 /// The names every import takes: a non-empty workload name and phase, a
@@ -575,4 +612,27 @@ fn notes(
         None => s.push_str(" Every collective was seen on all of its member ranks."),
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_offsets_map_ranks_to_finite_microseconds() {
+        let mut read = read_clock_offsets(br#"{"0": 0, "3": -12.5}"#).unwrap();
+        read.sort_by_key(|p| p.0);
+        assert_eq!(read, [(0, 0.0), (3, -12.5)]);
+        let e = read_clock_offsets(br#"{"x": 1}"#).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "field 'x' must map a rank to a finite number of microseconds"
+        );
+        assert!(read_clock_offsets(b"[1]").is_err());
+        let names = || "w".to_owned();
+        let e = JobOptions::requested(names(), None, None, 2, [(-1, 0.0)], false).unwrap_err();
+        assert_eq!(e.option_name(), Some("clock_offsets"));
+        let e = JobOptions::requested(names(), None, None, 2, [(1, f64::NAN)], false).unwrap_err();
+        assert_eq!(e.option_rule(), CLOCK_OFFSETS_RULE);
+    }
 }
