@@ -145,8 +145,8 @@ def test_self_contained_and_escaped(fr: dict[str, Any]) -> None:
     doc["evidence"][0]["file"] = "<img src=x>"
     html = render_hang(doc)
     assert "<script" not in html.lower() and "<b>" not in html and "<img" not in html
-    assert 'onmouseover="alert' not in html and "&quot; onmouseover=&quot;alert(1)" in html
-    assert html.count("&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt; &amp;") >= 4
+    assert 'onmouseover="alert' not in html and "&#34; onmouseover=&#34;alert(1)" in html
+    assert html.count("&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt; &amp;") >= 4
     assert "&lt;module&gt;" in html and "&lt;b&gt;pg&lt;/b&gt;" in html
     for page in (html, render_hang(fr)):
         assert 'http-equiv="Content-Security-Policy" content="default-src \'none\';' in page

@@ -124,7 +124,7 @@ def test_pages_are_self_contained_and_escaped(pages: dict[str, Any]) -> None:
         assert "https://" not in html, key
         assert "Content-Security-Policy" in html, key
         assert "<b>" not in html, key
-    assert "&lt;b&gt;nccl&lt;/b&gt; &amp; &#x27;co&#x27;" in pages["html"]["fail"]
+    assert "&lt;b&gt;nccl&lt;/b&gt; &amp; &#39;co&#39;" in pages["html"]["fail"]
     assert "<svg" in pages["html"]["fail"] and "<svg" in pages["html"]["report"]
     assert "<svg" not in pages["html"]["report_no_samples"]
     assert "cannot be drawn" in pages["html"]["report_no_samples"]

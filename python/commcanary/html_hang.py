@@ -24,22 +24,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from html import escape
 from typing import Any, TypeGuard
 
 from commcanary.errors import InputError
 from commcanary.formats import HANG_FORMAT
-from commcanary.html import CSP, STYLE, VERDICT_COLOURS, _cards, _table
+from commcanary.views import Markup, components, render, stylesheet
+from commcanary.views import escape_text as escape
+from commcanary.views.palette import HANG_VERDICT_COLOURS, NODE_COLOURS
 
 __all__ = ["HANG_FORMAT", "HANG_VERDICT_COLOURS", "MAX_GRAPH_NODES", "render_hang"]
 
 
-#: Background of the verdict banner, by hang verdict: the report palette's fail, pass and warn.
-HANG_VERDICT_COLOURS = {
-    "hang": VERDICT_COLOURS["fail"],
-    "no_hang": VERDICT_COLOURS["pass"],
-    "inconclusive": VERDICT_COLOURS["warn"],
-}
 VERDICT_TITLES = {"hang": "Hang", "no_hang": "No hang", "inconclusive": "Inconclusive"}
 
 #: The most ranks the wait-for drawing shows; every edge is still listed in words.
@@ -50,43 +45,6 @@ MAX_LABELLED_EDGES = 16
 MAX_IMPLIED_RANKS = 65536
 
 ROOT_COLOUR = HANG_VERDICT_COLOURS["hang"]
-NODE_COLOURS = {"blocked": "#34495e", "not_blocked": "#1e7b45", "no_evidence": "#9aa3ad"}
-
-HANG_STYLE = (
-    "".join(f"header.hero.verdict-{v}{{background:{c};color:#fff}}" for v, c in HANG_VERDICT_COLOURS.items())
-    + """
-header.hero p+p{margin-top:6px}
-table.details,table.evidence{min-width:760px}
-header.hero .badge{background:rgba(255,255,255,.22)}
-p.empty{margin:8px 0;padding:10px 12px;border-left:4px solid #9aa3ad;background:#f4f5f7;color:#3d4652}
-table.grid{width:auto;min-width:100%}
-.grid-scroll{max-height:min(70vh,720px);overflow:auto}
-table.grid thead th{position:sticky;top:0;background:#fff;z-index:1}
-table.grid th,table.grid td{border:1px solid #e6e8eb;white-space:nowrap}
-table.grid th.group{font-weight:600}
-table.grid th .code{display:block;font-weight:400}
-td.cell-stuck{background:#fff1d6;color:#6b4500}
-td.cell-missing{background:#fbdcdc;color:#8a1c1c;font-weight:600}
-td.cell-ok{background:#e6f4ea;color:#1e5b35}
-td.cell-unknown{background:#f4f5f7;color:#5b6573;font-style:italic}
-td.cell-none{background:#e9ebee}
-td .mark{font-size:11px;font-weight:700;text-transform:uppercase;margin-right:6px}
-tr.row-root th{box-shadow:inset 4px 0 0 #a32424;background:#fdeeee}
-.root-label{display:inline-block;margin-left:6px;padding:0 6px;border-radius:8px;background:#a32424;color:#fff;
-font-size:11px;font-weight:700}
-.legend span{display:inline-block;margin:6px 12px 0 0;font-size:13px}
-.legend i.cell-missing{background:#fbdcdc}.legend i.cell-stuck{background:#fff1d6}
-.legend i.cell-ok{background:#e6f4ea}.legend i.cell-none{background:#e9ebee}
-.legend i{display:inline-block;width:14px;height:14px;vertical-align:-2px;margin-right:4px;border:1px solid #ccd}
-.graph svg{display:block;max-width:100%;height:auto;margin:0 auto}
-svg text.node-label{font-size:12px;font-weight:700;fill:#fff}
-svg text.edge-label{font-size:12px;fill:#1d2430;paint-order:stroke;stroke:#fff;stroke-width:3px}
-ul.edges{margin:8px 0 0;padding-left:20px;columns:2 320px;font-family:ui-monospace,monospace;font-size:13px}
-ul.plain{margin:0;padding-left:20px}ul.plain li{margin:4px 0;overflow-wrap:anywhere}
-.conf-high{background:#1e7b45}.conf-medium{background:#8f5a00}.conf-low{background:#5b6573}
-tr.skipped td{color:#7a828c}
-"""
-)
 
 
 # --- small helpers ----------------------------------------------------------------------------
@@ -793,14 +751,25 @@ def _notes(doc: Mapping[str, Any]) -> str:
 # --- the page ---------------------------------------------------------------------------------
 
 
-def _page(title: str, body: str) -> str:
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape(title)}</title><style>{STYLE}{HANG_STYLE}</style></head>"
-        f"<body><main>{body}</main></body></html>\n"
-    )
+def _cards(items: list[tuple[str, str]]) -> str:
+    return str(components().cards(items))
+
+
+def _table(
+    headers: list[str],
+    rows: list[list[str]],
+    numeric_from: int = 1,
+    row_classes: list[str] | None = None,
+    table_class: str = "",
+) -> str:
+    """The components' table; cells here are escaped fragments already."""
+    cells = [[Markup(c) for c in row] for row in rows]
+    return str(components().table(headers, cells, numeric_from, row_classes, table_class))
+
+
+def _page(title: str, body: list[str]) -> str:
+    fragments = [Markup(b) for b in body]
+    return render("diagnosis.html.j2", title=title, style=stylesheet("base", "hang"), fragments=fragments)
 
 
 def render_hang(document: Mapping[str, Any]) -> str:
@@ -813,4 +782,4 @@ def render_hang(document: Mapping[str, Any]) -> str:
     body += [section(document) for section in sections]
     body += [_evidence(document), _notes(document)]
     verdict = VERDICT_TITLES.get(str(document.get("verdict")), str(document.get("verdict")))
-    return _page(f"commcanary hang diagnosis - {verdict}", "".join(body))
+    return _page(f"commcanary hang diagnosis - {verdict}", body)

@@ -21,36 +21,31 @@ costliest finding (at most :data:`MAX_DRAWN` calls), and the page says so.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from html import escape
 from typing import Any
 
 from commcanary.errors import InputError
 from commcanary.formats import STRAGGLERS_FORMAT
-from commcanary.html import CSP, STYLE, VERDICT_COLOURS, _cards, _table
+from commcanary.views import Markup, components, render, stylesheet
+from commcanary.views import escape_text as escape
+from commcanary.views.palette import INSIDE_COLOUR, MARK_COLOURS, WAIT_COLOUR
 
 __all__ = ["MARK_COLOURS", "MAX_DRAWN", "render_stragglers"]
 
 #: The most calls (rank, instance) the timeline draws.
 MAX_DRAWN = 6000
-#: Mark fill by finding kind.
-MARK_COLOURS = {"late_arrival": "#d62728", "slow_collective": "#ff7f0e"}
-WAIT_COLOUR, INSIDE_COLOUR = "#aed6f1", "#2e86c1"
 LEFT, PLOT_W, TOP = 64, 920, 28
 
-PAGE_STYLE = (
-    f"header.hero.verdict-stragglers{{background:{VERDICT_COLOURS['fail']};color:#fff}}"
-    f"header.hero.verdict-none{{background:{VERDICT_COLOURS['pass']};color:#fff}}"
-    """
-.timeline svg{display:block;max-width:100%;height:auto;background:#fff;border:1px solid #e6e8eb}
-svg text{font-size:11px;fill:#3d4652}
-svg line.step{stroke:#5b6573;stroke-dasharray:3 3;stroke-width:1}
-svg rect.row{fill:#f4f5f7}
-svg rect.row.odd{fill:#fbfbfc}
-tr.flagged td{background:#fff1d6}
-.legend span{display:inline-block;margin:6px 14px 0 0;font-size:13px}
-.legend i{display:inline-block;width:14px;height:12px;vertical-align:-1px;margin-right:4px}
-"""
-)
+
+def _cards(items: list[tuple[str, str]]) -> str:
+    return str(components().cards(items))
+
+
+def _table(
+    headers: list[str], rows: list[list[str]], numeric_from: int = 1, row_classes: list[str] | None = None
+) -> str:
+    """The components' table; cells here are escaped fragments already."""
+    cells = [[Markup(c) for c in row] for row in rows]
+    return str(components().table(headers, cells, numeric_from, row_classes))
 
 
 def _ms(us: Any) -> str:
@@ -294,11 +289,10 @@ def render_stragglers(document: Mapping[str, Any], members: Mapping[str, Sequenc
             ("Steps from", str(document.get("step_source"))),
         ]
     )
-    body = hero + cards + _timeline(document, members) + _tables(document)
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>commcanary straggler diagnosis - {title}</title><style>{STYLE}{PAGE_STYLE}</style></head>"
-        f"<body><main>{body}</main></body></html>\n"
+    fragments = [Markup(f) for f in (hero, cards, _timeline(document, members), _tables(document))]
+    return render(
+        "diagnosis.html.j2",
+        title=f"commcanary straggler diagnosis - {title}",
+        style=stylesheet("base", "stragglers"),
+        fragments=fragments,
     )
