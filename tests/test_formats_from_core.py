@@ -38,3 +38,47 @@ def test_tolerance_defaults_and_rules_are_the_cores() -> None:
     with pytest.raises(OptionError) as bad:
         Tolerances(absolute_tolerance_us=float("nan")).validate()
     assert bad.value.option == "absolute_tolerance_us"
+
+
+def test_settings_and_configurations_are_the_cores() -> None:
+    import dataclasses
+
+    import orjson
+
+    from commcanary.behavior import DEFAULT_CONFIGURATIONS
+    from commcanary.replay import BACKEND_SETTINGS, DEFAULT_SETTINGS, Backend
+
+    assert orjson.loads(_core.DEFAULT_SETTINGS_JSON) == DEFAULT_SETTINGS
+    assert dict(_core.BACKEND_SETTINGS) == BACKEND_SETTINGS
+    # The Python backend is a view of the core's table: its fields, in the core's order, with its defaults.
+    fields = dataclasses.fields(Backend)
+    assert [f.name for f in fields] == [name for name, _ in _core.BACKEND_SETTINGS]
+    assert all(
+        f.default
+        == (
+            tuple(DEFAULT_SETTINGS[f.name])
+            if isinstance(DEFAULT_SETTINGS[f.name], list)
+            else DEFAULT_SETTINGS[f.name]
+        )
+        for f in fields
+    )
+    # What the core reads back from a default backend is the default backend.
+    assert orjson.loads(Backend().settings().request_json()) == DEFAULT_SETTINGS
+    assert list(DEFAULT_CONFIGURATIONS) == orjson.loads(_core.DEFAULT_CONFIGURATIONS_JSON)
+
+
+def test_configuration_and_clock_offset_rules_are_the_cores() -> None:
+    import pytest
+
+    from commcanary.behavior import resolve_configurations
+    from commcanary.errors import InputError, OptionError
+    from commcanary.importers.kineto import _offsets
+    from commcanary.validate import check_configurations
+
+    with pytest.raises(InputError, match=r"configurations\[1\] field 'bandwidth_gbps' must be positive"):
+        resolve_configurations([{"name": "a"}, {"name": "b", "bandwidth_gbps": 0}])
+    with pytest.raises(InputError, match=r"field 'compute_fill' must be 'sleep' or 'spin'"):
+        check_configurations([{"name": "a"}, {"name": "b", "compute_fill": "x"}])
+    with pytest.raises(OptionError) as bad:
+        _offsets({"one": 1.0})  # type: ignore[dict-item]
+    assert bad.value.rule == _core.CLOCK_OFFSETS_RULE

@@ -70,6 +70,7 @@ __all__ = [
     "canary_occurrences",
     "canonical_json",
     "check_canary",
+    "check_reduce_options",
     "check_search_limits",
     "check_tolerances",
     "compile_file",
@@ -345,6 +346,7 @@ def baseline_trace(
     seed: int = 0,
     gaps: str = "reference",
 ) -> Trace: ...
+def check_reduce_options(tie_us: float, budget: int, timing_sample_limit: int | None = None) -> None: ...
 def reduce_trace(
     trace: Trace,
     *,

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from commcanary.cli import check_paths, errors_exit, fail
+from commcanary.cli import check_paths, errors_exit, fail, flag_for
 
 __all__ = ["baseline_command", "reduce_command"]
 
@@ -169,14 +169,19 @@ def reduce_command(
     configurations: Configurations = None,
 ) -> None:
     """Reduce TRACE with ddmin to the fewest events that keep every pairwise ranking."""
+    from commcanary import _core
+    from commcanary.errors import OptionError
     from commcanary.research import reduce
 
-    if not 1 <= max_oracle_calls <= 10_000:
-        fail(f"--max-oracle-calls must be between 1 and 10000, got {max_oracle_calls}")
-    if timing_sample_limit is not None and timing_sample_limit < 2:
-        fail(f"--timing-sample-limit must be at least 2, got {timing_sample_limit}")
-    if not ranking_tie_tolerance_us >= 0:
-        fail(f"--ranking-tie-tolerance-us must be non-negative, got {ranking_tie_tolerance_us}")
+    try:  # the core's rules, before any work; a bad value is exit 3 here, as reduce has always said
+        _core.check_reduce_options(ranking_tie_tolerance_us, max_oracle_calls, timing_sample_limit)
+    except OptionError as exc:
+        given = {
+            "max_oracle_calls": max_oracle_calls,
+            "timing_sample_limit": timing_sample_limit,
+            "ranking_tie_tolerance_us": ranking_tie_tolerance_us,
+        }
+        fail(f"{flag_for(ctx, exc.option)} {exc.rule}, got {given.get(exc.option)}")
     with errors_exit(ctx):
         check_paths(
             ctx, inputs={"trace": trace, "configurations": configurations}, outputs={"output": output}

@@ -119,7 +119,7 @@ mod _core {
         replay_canary, verify_report_files,
     };
     #[pymodule_export]
-    use super::research::{baseline_trace, reduce_trace};
+    use super::research::{baseline_trace, check_reduce_options, reduce_trace};
     #[pymodule_export]
     use super::settings::{
         PyConfigurations, PyReplaySettings, configurations, physical_configurations,

@@ -111,3 +111,18 @@ pub(crate) fn reduce_trace<'py>(
     };
     Ok((out, info))
 }
+
+/// Checks the reduction's options by the core's rules (before any work):
+/// the oracle budget, the tie tolerance and the timing sample limit.
+#[pyfunction]
+#[pyo3(signature = (tie_us, budget, timing_sample_limit=None))]
+pub(crate) fn check_reduce_options(
+    py: Python<'_>,
+    tie_us: f64,
+    budget: i64,
+    timing_sample_limit: Option<i64>,
+) -> PyResult<()> {
+    detached(py, None, move || {
+        ReduceOptions::requested(tie_us, budget, timing_sample_limit, Vec::new()).map(|_| ())
+    })
+}

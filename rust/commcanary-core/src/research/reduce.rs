@@ -57,14 +57,33 @@ impl Options {
         timing_sample_limit: Option<i64>,
         configurations: Vec<Configuration>,
     ) -> Result<Self> {
-        Ok(Self {
+        let options = Self {
             tie_us,
             budget: u64::try_from(budget).unwrap_or(0),
             timing_sample_limit: timing_sample_limit
                 .map(crate::compile::checked_timing_sample_limit)
                 .transpose()?,
             configurations,
-        })
+        };
+        options.check_values()?;
+        Ok(options)
+    }
+
+    /// The budget within `1..=MAX_BUDGET` and a finite, non-negative tie.
+    fn check_values(&self) -> Result<()> {
+        if !(1..=MAX_BUDGET).contains(&self.budget) {
+            return Err(Error::option(
+                "max_oracle_calls",
+                format!("must be between 1 and {MAX_BUDGET}"),
+            ));
+        }
+        if !(self.tie_us >= 0.0 && self.tie_us.is_finite()) {
+            return Err(Error::option(
+                "ranking_tie_tolerance_us",
+                "must be a non-negative number",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -103,18 +122,7 @@ pub struct Reduction {
 /// A budget outside `1..=MAX_BUDGET`, a negative tolerance, a timing limit
 /// below 2, too much ranking work, a trace of fewer than two events.
 pub fn check(events: usize, options: &Options) -> Result<()> {
-    if !(1..=MAX_BUDGET).contains(&options.budget) {
-        return Err(Error::option(
-            "max_oracle_calls",
-            format!("must be between 1 and {MAX_BUDGET}"),
-        ));
-    }
-    if !(options.tie_us >= 0.0 && options.tie_us.is_finite()) {
-        return Err(Error::option(
-            "ranking_tie_tolerance_us",
-            "must be a non-negative number",
-        ));
-    }
+    options.check_values()?;
     if let Some(l) = options.timing_sample_limit {
         crate::compile::checked_timing_sample_limit(i64::try_from(l).unwrap_or(i64::MAX))?;
     }
