@@ -55,6 +55,7 @@ from commcanary.compiler import BOUND_FIELDS, Canary, Trace, compile, load_trace
 from commcanary.errors import BudgetError, CommCanaryError, InputError, OutputError
 from commcanary.exporters import ParamExport, Timeline, export_param, timeline
 from commcanary.formats import CANARY_FORMAT, TRACE_FORMAT
+from commcanary.gate import BehaviorVerificationError, PartialSourceError, compile_verified
 from commcanary.importers import FlightRecorderDump, KinetoImport, import_kineto, read_flight_recorder
 from commcanary.replay import Backend, Report, replay
 from commcanary.research import BASELINE_METHODS, Reduction, baseline, reduce
@@ -67,6 +68,7 @@ __all__ = [
     "DEFAULT_CONFIGURATIONS",
     "TRACE_FORMAT",
     "Backend",
+    "BehaviorVerificationError",
     "BudgetError",
     "Canary",
     "CommCanaryError",
@@ -76,6 +78,7 @@ __all__ = [
     "KinetoImport",
     "OutputError",
     "ParamExport",
+    "PartialSourceError",
     "Reduction",
     "Report",
     "SearchResult",
@@ -89,6 +92,7 @@ __all__ = [
     "baseline",
     "compare",
     "compile",
+    "compile_verified",
     "diagnose_hang",
     "diagnose_stragglers",
     "export_param",

@@ -347,6 +347,7 @@ def search(
     sequence_motifs: bool = True,
     step_loops: bool = True,
     progress: Callable[[int, int], object] | None = None,
+    require_full_source: bool = False,
 ) -> SearchResult:
     """Find the smallest canary of ``trace`` that is behaviourally verified.
 
@@ -354,10 +355,17 @@ def search(
     group. Raises :class:`BudgetError` when no candidate verifies. ``progress``,
     when given, is called as ``progress(done, planned)`` after each candidate
     (``planned`` grows once, when per-group refinement is planned).
+    ``require_full_source`` refuses a trace that is itself a subset of a
+    workload (:class:`commcanary.gate.PartialSourceError`) before any work:
+    every candidate is verified against the input only.
     """
     from commcanary.compiler import Canary, compile
 
     _core.check_search_limits(min_limit, max_limit)
+    if require_full_source:
+        from commcanary.gate import check_full_source
+
+        check_full_source(trace, max_events=max_events)
     tolerances = tolerances or Tolerances()
     tolerances.validate()
     inputs = _load_inputs(trace, _checked(configurations))

@@ -4,7 +4,7 @@ behaviour gate, or by behaviour search."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -15,6 +15,7 @@ from commcanary.cli.sign import SignKey, check_signing_key, sign_output
 
 if TYPE_CHECKING:
     from commcanary.compiler import Canary
+    from commcanary.gate import PartialSourceError
 
 __all__ = ["compile_command", "default_evidence_path"]
 
@@ -179,10 +180,9 @@ def compile_command(
         check_paths(ctx, inputs=inputs, outputs=outputs)
         check_signing_key(ctx, sign_key, inputs, outputs)
         if evidence is not None:
-            if require_behavior_verification and not allow_partial_source:
-                _refuse_partial_source_before_search(trace, options)
             min_limit = 2 if behavior_search_min_sample_limit is None else behavior_search_min_sample_limit
-            canary = _compile_with_search(trace, output, evidence, min_limit, options)
+            full = require_behavior_verification and not allow_partial_source
+            canary = _compile_with_search(trace, output, evidence, min_limit, options, full)
         elif require_behavior_verification:
             canary = _compile_strict(trace, output, reference_trace, allow_partial_source, options)
         else:
@@ -242,31 +242,27 @@ def default_evidence_path(output: Path) -> Path:
     return output.with_name(name + ".search-evidence.json")
 
 
-def _refuse_partial_source(trace: Path, summary: dict[str, Any]) -> None:
-    """The strict gate's refusal of a trace that is itself a subset of a workload."""
-    if summary["source_coverage_status"] == "partial_source":
-        reason = summary.get("source_coverage_reason") or "it is partial"
-        fail(
-            f"--require-behavior-verification refuses {trace}: it is a partial source ({reason}); "
-            "pass --reference-trace ORIGINAL to verify against the workload it came from, "
-            "or --allow-partial-source to accept it labelled partial_source"
-        )
-
-
-def _refuse_partial_source_before_search(trace: Path, options: dict[str, Any]) -> None:
-    """Every search candidate is verified, but only against the input itself:
-    the gate's refusal of partial sources still applies."""
-    from commcanary.compiler import load_trace
-
-    status, reason = load_trace(str(trace)).source_coverage(options.get("max_events"))
-    _refuse_partial_source(trace, {"source_coverage_status": status, "source_coverage_reason": reason})
+def _refuse_partial_source(exc: PartialSourceError) -> NoReturn:
+    """The strict gate's refusal of a trace that is itself a subset of a workload, in flags."""
+    fail(
+        f"--require-behavior-verification refuses {exc.trace}: it is a partial source ({exc.reason}); "
+        "pass --reference-trace ORIGINAL to verify against the workload it came from, "
+        "or --allow-partial-source to accept it labelled partial_source"
+    )
 
 
 def _compile_with_search(
-    trace: Path, output: Path, evidence_path: Path, min_limit: int, options: dict[str, Any]
+    trace: Path, output: Path, evidence_path: Path, min_limit: int, options: dict[str, Any], full: bool
 ) -> Canary:
     from commcanary.behavior import search
+    from commcanary.gate import PartialSourceError, check_full_source
     from commcanary.io import write_bytes_atomic
+
+    if full:  # refused before the search is announced; search(require_full_source=True) for the API
+        try:
+            check_full_source(trace, max_events=options.get("max_events"))
+        except PartialSourceError as exc:
+            _refuse_partial_source(exc)
 
     max_limit = options["timing_sample_limit"]
     count = max(0, max_limit - min_limit + 1)
@@ -301,34 +297,22 @@ def _compile_strict(
     allow_partial: bool,
     options: dict[str, Any],
 ) -> Canary:
-    """Compile, verify the canary's behaviour against ``reference`` (or the
-    trace itself), then write it with the verification statuses recorded."""
-    from commcanary.behavior import verify_canary_bytes
-    from commcanary.compiler import compile as compile_trace
-    from commcanary.compiler import load_trace
+    """The library's strict gate (:func:`commcanary.gate.compile_verified`), its refusals in flags."""
+    from commcanary.gate import BehaviorVerificationError, PartialSourceError, compile_verified
 
-    loaded = load_trace(str(trace))
-    canary = compile_trace(loaded, **options)
-    if reference is None and not allow_partial:
-        _refuse_partial_source(trace, canary.summary)
-    against = reference if reference is not None else trace
-    result = verify_canary_bytes(str(against), canary.to_bytes(), f"{output} (compiled canary)")
-    if result["status"] != "behaviorally_verified":
-        for line in behavior_lines(result):
-            typer.echo(line)
-        fail(
-            f"compiled canary failed required behavior verification against {against}: "
-            f"status {result['status']}, source verified: {result['source_verified_status']}, "
-            f"behavioral fidelity: {result['behavioral_fidelity_status']}, "
-            f"configuration ranking: {result['configuration_ranking_status']}"
+    try:
+        final = compile_verified(
+            str(trace),
+            reference_trace=reference,
+            allow_partial_source=allow_partial,
+            canary_name=f"{output} (compiled canary)",
+            **options,
         )
-    members = {
-        "behavior_verification_status": result["status"],
-        "behavioral_fidelity_status": result["behavioral_fidelity_status"],
-        "configuration_ranking_status": result["configuration_ranking_status"],
-        "source_verified_status": result["source_verified_status"],
-        "behavior_verification_reference": "reference_trace" if reference is not None else "input_trace",
-    }
-    final = compile_trace(loaded, compiler_members=members, **options)
+    except PartialSourceError as exc:
+        _refuse_partial_source(exc)
+    except BehaviorVerificationError as exc:
+        for line in behavior_lines(exc.verification):
+            typer.echo(line)
+        fail(str(exc))
     final.write(output)
     return final
