@@ -289,7 +289,8 @@ def render_stragglers(document: Mapping[str, Any], members: Mapping[str, Sequenc
             ("Steps from", str(document.get("step_source"))),
         ]
     )
-    fragments = [Markup(f) for f in (hero, cards, _timeline(document, members), _tables(document))]
+    terms = components().terms(["lag", "threshold", "busbw"])
+    fragments = [Markup(f) for f in (hero, cards, _timeline(document, members), _tables(document), terms)]
     return render(
         "diagnosis.html.j2",
         title=f"commcanary straggler diagnosis - {title}",
