@@ -48,3 +48,21 @@ def test_a_canary_that_does_not_verify_carries_its_verification(tmp_path: Path) 
     assert "failed required behavior verification" in str(failed.value)
     with pytest.raises(commcanary.InputError, match="alternatives"):
         compile_verified(LONG, reference_trace=LONG, allow_partial_source=True)
+
+
+def test_physical_replay_refuses_arguments_in_api_words(tmp_path: Path) -> None:
+    """The library names its own arguments; only the command line speaks in flags."""
+    from commcanary.errors import OptionError
+    from commcanary.physical import replay_physical
+
+    canary = commcanary.compile(LONG).write(tmp_path / "c.json")
+    for kwargs, option in (
+        ({"engine": "mpi"}, "engine"),
+        ({"nproc": 1}, "nproc"),
+        ({"bytes_scale": 0.0}, "bytes_scale"),
+        ({"compute_fill": "burn"}, "compute_fill"),
+        ({"iterations": 0}, "iterations"),
+    ):
+        with pytest.raises(OptionError) as refused:
+            replay_physical(canary, **kwargs)  # type: ignore[arg-type]
+        assert refused.value.option == option and "--" not in str(refused.value)

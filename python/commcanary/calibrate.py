@@ -245,7 +245,7 @@ def _measured(
         raise InputError(f"{where} is not a measured report (backend.mode is {backend.get('mode')!r})")
     sha = (report.section("canary") or {}).get("sha256", "")
     if sha not in canaries:
-        raise InputError(f"{where} was measured on canary {sha[:12]}, which none of the --canary files is")
+        raise InputError(f"{where} was measured on canary {sha[:12]}, which none of the given canaries is")
     samples = report.samples
     if samples is None:
         raise InputError(f"{where} has no samples to calibrate against")

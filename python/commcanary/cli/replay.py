@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from commcanary import _core
-from commcanary.cli import check_paths, errors_exit
+from commcanary.cli import check_paths, errors_exit, fail, flag_for
 from commcanary.cli._output import write_text
 from commcanary.cli.sign import SignKey, check_signing_key, sign_output
 from commcanary.replay import DEFAULT_SETTINGS, Backend
+
+T = TypeVar("T")
 
 __all__ = ["ABLATION_NAMES", "replay_command"]
 
@@ -263,6 +266,22 @@ def _check_mode(ctx: typer.Context, physical: bool, ablations: list[str] | None)
         fail(f"{flag_for(ctx, wrong[0])} does not apply to {where}")
 
 
+def _with_flags(ctx: typer.Context, call: Callable[..., T]) -> Callable[..., T]:
+    """``call``, its out-of-range arguments refused in this command's flags
+    (exit 3, as a physical replay's refusals have always been)."""
+
+    def run(*args: Any, **kwargs: Any) -> T:
+        from commcanary.errors import OptionError
+
+        try:
+            return call(*args, **kwargs)
+        except OptionError as exc:
+            flag = "--physical" if exc.option == "engine" else flag_for(ctx, exc.option)
+            fail(f"{flag} {exc.rule}")
+
+    return run
+
+
 def _replay_physical(
     ctx: typer.Context,
     canary: Path,
@@ -287,7 +306,7 @@ def _replay_physical(
         check_paths(ctx, inputs=inputs, outputs={"output": output, "html": html})
         check_signing_key(ctx, sign_key, inputs, {"output": output, "html": html})
         try:
-            run = replay_physical(
+            run = _with_flags(ctx, replay_physical)(
                 canary,
                 engine=engine,
                 nproc=nproc,

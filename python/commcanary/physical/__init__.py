@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from commcanary import _core
 from commcanary._types import Measurement
-from commcanary.errors import CommCanaryError, InputError
+from commcanary.errors import CommCanaryError, InputError, OptionError
 from commcanary.physical.program import load_program, write_program
 from commcanary.replay import Report
 
@@ -80,7 +80,7 @@ def _free_port() -> int:
 
 def _check_engine(engine: str) -> str:
     if engine not in ENGINES:
-        raise InputError(f"--physical must be one of {', '.join(ENGINES)}, got {engine!r}")
+        raise OptionError("engine", f"must be one of {', '.join(ENGINES)}, got {engine!r}")
     try:
         import torch
         import torch.distributed as dist
@@ -94,7 +94,7 @@ def _check_engine(engine: str) -> str:
         if not dist.is_nccl_available():
             raise InputError("this torch build has no NCCL backend (a CPU-only build?)")
         if torch.cuda.device_count() < 1:
-            raise InputError("--physical nccl needs GPUs, and none is visible")
+            raise OptionError("engine", "nccl needs GPUs, and none is visible")
     return str(torch.__version__)
 
 
@@ -174,15 +174,17 @@ def replay_physical(
     program = load_program(name)
     nproc = program.world if nproc is None else nproc
     if nproc < program.world:
-        raise InputError(f"--nproc {nproc} is smaller than the canary's world size ({program.world} ranks)")
-    if iterations < 1 or warmup < 0:
-        raise InputError("iterations must be at least 1 and warm-up iterations at least 0")
+        raise OptionError("nproc", f"{nproc} is smaller than the canary's world size ({program.world} ranks)")
+    if iterations < 1:
+        raise OptionError("iterations", "must be at least 1")
+    if warmup < 0:
+        raise OptionError("warmup", "must be at least 0")
     if compute_fill not in ("sleep", "spin"):
-        raise InputError(f"--compute-fill must be sleep or spin, got {compute_fill!r}")
+        raise OptionError("compute_fill", f"must be sleep or spin, got {compute_fill!r}")
     if not compute_fill_scale >= 0:
-        raise InputError(f"--compute-fill-scale must be non-negative, got {compute_fill_scale}")
+        raise OptionError("compute_fill_scale", f"must be non-negative, got {compute_fill_scale}")
     if not 0 < bytes_scale <= 1e6:
-        raise InputError(f"--bytes-scale must be positive and at most 1e6, got {bytes_scale}")
+        raise OptionError("bytes_scale", f"must be positive and at most 1e6, got {bytes_scale}")
     torch_version = _check_engine(engine)
     with tempfile.TemporaryDirectory(prefix="commcanary-physical-") as tmp:
         directory = Path(tmp)
