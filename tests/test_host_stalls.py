@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from commcanary.host_stalls import MAX_STALLED_SHARE, fit_stalls, stalled_survival
+from commcanary.calibrate.host_stalls import MAX_STALLED_SHARE, fit_stalls, stalled_survival
 
 
 def _draw(rng: np.random.Generator, steps: np.ndarray, q: float, mean: float) -> np.ndarray:

@@ -6,7 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from commcanary.rate_spread import MIN_TRANSFER_SHARE, fit_rate_spread, lower_spread, transfer_dominated
+from commcanary.calibrate.rate_spread import (
+    MIN_TRANSFER_SHARE,
+    fit_rate_spread,
+    lower_spread,
+    transfer_dominated,
+)
 
 
 def _signatures(rng: np.random.Generator, sigma: float, stall_share: float = 0.0) -> tuple[np.ndarray, ...]:

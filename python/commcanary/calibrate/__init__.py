@@ -30,7 +30,7 @@ running ranks' demand exceeds the cores, the model stretches each latency
 and stall by ``rank_cpu_share·running ranks / host_cpus``, so ``F`` and
 ``B`` are fitted per unstretched rank. Which ranks run together depends on the schedule, and
 the schedule on the backend: the terms are read off the model at a
-backend (:mod:`commcanary.model_terms`), the backend fitted to them, and
+backend (:mod:`commcanary.calibrate.model_terms`), the backend fitted to them, and
 the two repeated until the backend stops changing (a few rounds; the
 first at the default backend). Each report is replayed at the message and
 gap scales it was measured at (``backend.bytes_scale``,
@@ -55,7 +55,7 @@ now and then waits a scheduling quantum or several for a descheduled
 member, at any step of its algorithm, so its latency exceeds its
 signature's median by a sum of waits. Each step stalls with ``q`` for an
 exponential time of mean ``S``, fitted to the excesses' upper percentiles
-(:mod:`commcanary.host_stalls`), each the median over the reports of its
+(:mod:`commcanary.calibrate.host_stalls`), each the median over the reports of its
 value in one (one run disturbed throughout by another load on the host
 does not set every replay's tail). The operation with the most steps
 stalls on under one half of its occurrences, so medians stay where they
@@ -64,7 +64,7 @@ not the median). Stalls are fitted on the signatures whose bandwidth term
 is under 80% of their latency; above it, the spread of the host's transfer
 rate (``rate_spread``): each occurrence's bandwidth term times
 ``exp(sigma·z)``, ``sigma`` fitted to the lower half of those signatures'
-latencies (:mod:`commcanary.rate_spread`), again the median over reports.
+latencies (:mod:`commcanary.calibrate.rate_spread`), again the median over reports.
 And on a host shared by every rank, concurrent communicators contend for
 its cores, not for a link (``independent_groups``): the spec's
 ``1 + 0.22·(g-1)`` would price two 2-rank groups running at once above
@@ -93,10 +93,8 @@ import numpy.typing as npt
 import orjson
 
 from commcanary import _core, formats
-from commcanary.errors import InputError
-from commcanary.formats import MEASURED_MODE
-from commcanary.host_stalls import fit_stalls
-from commcanary.model_terms import (
+from commcanary.calibrate.host_stalls import fit_stalls
+from commcanary.calibrate.model_terms import (
     VANISHING_BANDWIDTH,
     ModelTerms,
     algorithm_steps,
@@ -106,7 +104,14 @@ from commcanary.model_terms import (
     op_floors,
     pipelined,
 )
-from commcanary.rate_spread import MIN_OCCURRENCES, fit_rate_spread, lower_spread, transfer_dominated
+from commcanary.calibrate.rate_spread import (
+    MIN_OCCURRENCES,
+    fit_rate_spread,
+    lower_spread,
+    transfer_dominated,
+)
+from commcanary.errors import InputError
+from commcanary.formats import MEASURED_MODE
 from commcanary.replay import Backend, Report
 
 __all__ = ["BACKEND_FORMAT", "Calibration", "calibrate", "read_backend_file"]
