@@ -21,12 +21,12 @@ costliest finding (at most :data:`MAX_DRAWN` calls), and the page says so.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from commcanary.errors import InputError
 from commcanary.formats import STRAGGLERS_FORMAT
-from commcanary.views import Markup, components, render, stylesheet
-from commcanary.views import escape_text as escape
+from commcanary.views import render, stylesheet
 from commcanary.views.palette import INSIDE_COLOUR, MARK_COLOURS, WAIT_COLOUR
 
 __all__ = ["MARK_COLOURS", "MAX_DRAWN", "render_stragglers"]
@@ -36,31 +36,20 @@ MAX_DRAWN = 6000
 LEFT, PLOT_W, TOP = 64, 920, 28
 
 
-def _cards(items: list[tuple[str, str]]) -> str:
-    return str(components().cards(items))
-
-
-def _table(
-    headers: list[str], rows: list[list[str]], numeric_from: int = 1, row_classes: list[str] | None = None
-) -> str:
-    """The components' table; cells here are escaped fragments already."""
-    cells = [[Markup(c) for c in row] for row in rows]
-    return str(components().table(headers, cells, numeric_from, row_classes))
-
-
 def _ms(us: Any) -> str:
     return f"{float(us) / 1000:.1f} ms" if isinstance(us, int | float) else "n/a"
 
 
-def _e(value: Any) -> str:
-    return escape(str(value)) if value is not None else "n/a"
+def _t(value: Any) -> str:
+    """A value as text; ``n/a`` when missing."""
+    return str(value) if value is not None else "n/a"
 
 
 def _group(g: Any) -> str:
     if not isinstance(g, Mapping):
         return "n/a"
     desc, name = g.get("desc"), g.get("name")
-    return escape(f"{desc} (pg {name})" if desc else f"pg {name}")
+    return f"{desc} (pg {name})" if desc else f"pg {name}"
 
 
 def _window(doc: Mapping[str, Any], steps: Sequence[int]) -> tuple[list[int], bool]:
@@ -87,62 +76,83 @@ def _window(doc: Mapping[str, Any], steps: Sequence[int]) -> tuple[list[int], bo
             return order[lo : hi + 1], False
 
 
-def _timeline(doc: Mapping[str, Any], members: Mapping[str, Sequence[Any]]) -> str:
-    steps = [int(s) for s in members.get("step", [])]
-    if not steps:
-        return '<section class="timeline"><h2>Timeline</h2><p class="empty">No calls to draw.</p></section>'
-    shown, whole = _window(doc, steps)
+@dataclass(frozen=True)
+class _Timeline:
+    """The per-rank timeline as drawing primitives (coordinates as SVG text)."""
+
+    width: int
+    height: str
+    left: int
+    plot_w: int
+    top: int
+    rows: list[tuple[str, int, str, str, str | None]]
+    bars: list[tuple[str, str, str, str, str]]
+    steps: list[tuple[int, str, str, str | None]]
+    marks: list[tuple[int, int, str, str, str, str, str, str, str]]
+    span: str
+    text_y: str
+    note: str | None
+
+
+def _timeline(doc: Mapping[str, Any], members: Mapping[str, Sequence[Any]]) -> _Timeline | None:
+    """Rows per rank, each call's waiting and inside time, step boundaries and the findings' marks."""
+    import numpy as np
+
+    steps = np.asarray(members.get("step", []), dtype=np.int64)
+    if not len(steps):
+        return None
+    shown, whole = _window(doc, steps.tolist())
     keep = set(shown)
-    rows = [i for i, s in enumerate(steps) if s in keep]
-    arrival, end = members["arrival_us"], members["end_us"]
-    inside, rank_col = members["inside_us"], members["rank"]
+    rows = np.flatnonzero(np.isin(steps, shown))
+    arrival = np.asarray(members["arrival_us"], dtype=np.float64)[rows]
+    end = np.asarray(members["end_us"], dtype=np.float64)[rows]
+    inside = np.asarray(members["inside_us"], dtype=np.float64)[rows]
+    rank_col = np.asarray(members["rank"], dtype=np.int64)[rows]
     ranks = sorted(
-        {int(r["rank"]) for r in doc.get("ranks", []) if isinstance(r, Mapping)}
-        | {int(rank_col[i]) for i in rows}
+        {int(r["rank"]) for r in doc.get("ranks", []) if isinstance(r, Mapping)} | set(rank_col.tolist())
     )
     row_of = {r: k for k, r in enumerate(ranks)}
     h = max(4.0, min(22.0, 640.0 / max(1, len(ranks))))
-    t0 = min(float(arrival[i]) for i in rows)
-    t1 = max(float(end[i]) for i in rows)
+    t0, t1 = float(arrival.min()), float(end.max())
     span = max(t1 - t0, 1.0)
 
     def x(t: float) -> float:
         return LEFT + (t - t0) / span * PLOT_W
 
     height = TOP + h * len(ranks) + 24
-    parts = [
-        f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {LEFT + PLOT_W + 16} {height:.0f}" '
-        f'width="{LEFT + PLOT_W + 16}" height="{height:.0f}" role="img" aria-label="per-rank timeline">'
-    ]
+    drawn_rows = []
     for k, r in enumerate(ranks):
         y = TOP + k * h
-        odd = " odd" if k % 2 else ""
-        parts.append(
-            f'<rect class="row{odd}" data-rank="{r}" x="{LEFT}" y="{y:.2f}" width="{PLOT_W}" height="{h:.2f}"/>'
-        )
-        if h >= 9 or k % max(1, int(10 / h)) == 0:
-            parts.append(f'<text x="{LEFT - 6}" y="{y + h * 0.75:.2f}" text-anchor="end">rank {r}</text>')
-    for i in rows:
-        y = TOP + row_of[int(rank_col[i])] * h + 1
-        a, e, inner = float(arrival[i]), float(end[i]), float(inside[i])
-        split = max(a, e - inner)
-        if split > a:
-            parts.append(
-                f'<rect x="{x(a):.2f}" y="{y:.2f}" width="{max(x(split) - x(a), 0.5):.2f}" height="{h - 2:.2f}" fill="{WAIT_COLOUR}"/>'
-            )
-        parts.append(
-            f'<rect x="{x(split):.2f}" y="{y:.2f}" width="{max(x(e) - x(split), 0.5):.2f}" height="{h - 2:.2f}" fill="{INSIDE_COLOUR}"/>'
-        )
+        label = f"{y + h * 0.75:.2f}" if h >= 9 or k % max(1, int(10 / h)) == 0 else None
+        drawn_rows.append((" odd" if k % 2 else "", r, f"{y:.2f}", f"{h:.2f}", label))
+    # The calls, as columns: where each waits (light) and is inside (dark).
+    call_y = (
+        TOP + np.fromiter((row_of[int(r)] for r in rank_col), dtype=np.float64, count=len(rank_col)) * h + 1
+    )
+    split = np.maximum(arrival, end - inside)
+    xa, xs, xe = (LEFT + (c - t0) / span * PLOT_W for c in (arrival, split, end))
+    bar_h = f"{h - 2:.2f}"
+    bars = []
+    for a, sp, xa_i, xs_i, xe_i, y_i in zip(
+        arrival.tolist(), split.tolist(), xa.tolist(), xs.tolist(), xe.tolist(), call_y.tolist(), strict=True
+    ):
+        if sp > a:
+            bars.append((f"{xa_i:.2f}", f"{y_i:.2f}", f"{max(xs_i - xa_i, 0.5):.2f}", bar_h, WAIT_COLOUR))
+        bars.append((f"{xs_i:.2f}", f"{y_i:.2f}", f"{max(xe_i - xs_i, 0.5):.2f}", bar_h, INSIDE_COLOUR))
     starts: dict[int, float] = {}
-    for i in rows:
-        starts[steps[i]] = min(starts.get(steps[i], float("inf")), float(arrival[i]))
+    for step, t in zip(steps[rows].tolist(), arrival.tolist(), strict=True):
+        starts[step] = min(starts.get(step, float("inf")), t)
     label_every = max(1, len(starts) // 20)
-    for n, (step, t) in enumerate(sorted(starts.items())):
-        parts.append(
-            f'<line class="step" data-step="{step}" x1="{x(t):.2f}" y1="{TOP - 4}" x2="{x(t):.2f}" y2="{TOP + h * len(ranks):.2f}"/>'
+    step_lines = [
+        (
+            step,
+            f"{x(t):.2f}",
+            f"{TOP + h * len(ranks):.2f}",
+            f"{x(t) + 2:.2f}" if n % label_every == 0 else None,
         )
-        if n % label_every == 0:
-            parts.append(f'<text x="{x(t) + 2:.2f}" y="{TOP - 8}">{step}</text>')
+        for n, (step, t) in enumerate(sorted(starts.items()))
+    ]
+    marks = []
     for f in doc.get("findings", []):
         if not isinstance(f, Mapping) or f.get("step") not in keep or f.get("rank") not in row_of:
             continue
@@ -152,47 +162,83 @@ def _timeline(doc: Mapping[str, Any], members: Mapping[str, Sequence[Any]]) -> s
         left, right = x(lo), x(hi)
         if right - left < 6:
             left, right = (left + right) / 2 - 3, (left + right) / 2 + 3
-        y = TOP + row_of[int(f["rank"])] * h
-        title = f"rank {f['rank']}, step {f['step']}: {kind.replace('_', ' ')}, lag {_ms(lag)}, cost {_ms(f.get('estimated_cost_us'))}"
-        parts.append(
-            f'<rect class="straggler-mark" data-rank="{int(f["rank"])}" data-step="{int(f["step"])}" data-kind="{escape(kind)}" '
-            f'x="{left:.2f}" y="{y:.2f}" width="{right - left:.2f}" height="{h:.2f}" fill="{MARK_COLOURS.get(kind, "#d62728")}">'
-            f"<title>{escape(title)}</title></rect>"
+        title = (
+            f"rank {f['rank']}, step {f['step']}: {kind.replace('_', ' ')}, lag {_ms(lag)}, "
+            f"cost {_ms(f.get('estimated_cost_us'))}"
         )
-    parts.append(f'<text x="{LEFT}" y="{height - 6:.0f}">0 ms</text>')
-    parts.append(
-        f'<text x="{LEFT + PLOT_W}" y="{height - 6:.0f}" text-anchor="end">{span / 1000:.1f} ms</text>'
-    )
-    parts.append("</svg>")
-    legend = (
-        '<p class="legend">'
-        f'<span><i style="background:{WAIT_COLOUR}"></i>waiting for the others</span>'
-        f'<span><i style="background:{INSIDE_COLOUR}"></i>inside the collective</span>'
-        f'<span><i style="background:{MARK_COLOURS["late_arrival"]}"></i>late arrival (what the others waited)</span>'
-        f'<span><i style="background:{MARK_COLOURS["slow_collective"]}"></i>slow collective (extra time inside)</span></p>'
-    )
+        top = TOP + row_of[int(f["rank"])] * h
+        fill = MARK_COLOURS.get(kind, MARK_COLOURS["late_arrival"])
+        marks.append(
+            (
+                int(f["rank"]),
+                int(f["step"]),
+                kind,
+                f"{left:.2f}",
+                f"{top:.2f}",
+                f"{right - left:.2f}",
+                f"{h:.2f}",
+                fill,
+                title,
+            )
+        )
     note = (
-        ""
+        None
         if whole
-        else f'<p class="note">Steps {shown[0]} to {shown[-1]} of {len(set(steps))} are drawn (around the costliest finding; at most {MAX_DRAWN} calls).</p>'
+        else f"Steps {shown[0]} to {shown[-1]} of {len(set(steps.tolist()))} are drawn (around the costliest "
+        f"finding; at most {MAX_DRAWN} calls)."
     )
-    return f'<section class="timeline"><h2>Timeline</h2>{note}{"".join(parts)}{legend}</section>'
+    return _Timeline(
+        width=LEFT + PLOT_W + 16,
+        height=f"{height:.0f}",
+        left=LEFT,
+        plot_w=PLOT_W,
+        top=TOP,
+        rows=drawn_rows,
+        bars=bars,
+        steps=step_lines,
+        marks=marks,
+        span=f"{span / 1000:.1f}",
+        text_y=f"{height - 6:.0f}",
+        note=note,
+    )
 
 
-def _tables(doc: Mapping[str, Any]) -> str:
+class _Table:
+    """One table section: its class, title, headers, rows and how they show."""
+
+    def __init__(
+        self,
+        cls: str,
+        title: str,
+        headers: list[str],
+        rows: list[list[str]],
+        numeric_from: int = 1,
+        row_classes: list[str] | None = None,
+        always: bool = False,
+    ) -> None:
+        self.cls, self.title, self.headers, self.rows = cls, title, headers, rows
+        self.numeric_from, self.row_classes = numeric_from, row_classes
+        #: Drawn (headers alone) even without rows; otherwise the section says "None."
+        self.always = always
+
+
+def _tables(doc: Mapping[str, Any]) -> list[_Table]:
     blame = [r for r in doc.get("ranks", []) if isinstance(r, Mapping) and r.get("straggler_steps")]
-    out = []
-    rows = [[_e(r["rank"]), _e(r["straggler_steps"]), _ms(r.get("total_estimated_cost_us"))] for r in blame]
-    out.append(
-        ("blame", "Blame (by estimated cost)", _table(["Rank", "Steps", "Total cost"], rows) if rows else "")
-    )
+    out = [
+        _Table(
+            "blame",
+            "Blame (by estimated cost)",
+            ["Rank", "Steps", "Total cost"],
+            [[_t(r["rank"]), _t(r["straggler_steps"]), _ms(r.get("total_estimated_cost_us"))] for r in blame],
+        )
+    ]
     findings = [f for f in doc.get("findings", []) if isinstance(f, Mapping)]
     rows = [
         [
-            _e(f.get("step")),
-            _e(f.get("rank")),
-            _e(str(f.get("kind")).replace("_", " ")),
-            _e(f.get("op")),
+            _t(f.get("step")),
+            _t(f.get("rank")),
+            str(f.get("kind")).replace("_", " "),
+            _t(f.get("op")),
             _group(f.get("group")),
             _ms(f.get("lag_us")),
             _ms(f.get("gap_before_us")),
@@ -202,37 +248,32 @@ def _tables(doc: Mapping[str, Any]) -> str:
         for f in findings
     ]
     headers = ["Step", "Rank", "Kind", "Op", "Group", "Lag", "Gap before", "Usually", "Cost"]
-    out.append(("findings", "Findings", _table(headers, rows, numeric_from=5) if rows else ""))
+    out.append(_Table("findings", "Findings", headers, rows, numeric_from=5))
     steps = [s for s in doc.get("steps", []) if isinstance(s, Mapping)]
     rows = [
         [
-            _e(s.get("step")),
+            _t(s.get("step")),
             _ms(s.get("duration_us")),
-            _e(s.get("last_rank")),
+            _t(s.get("last_rank")),
             _ms(s.get("lag_us")),
-            _e(", ".join(map(str, s.get("straggler_ranks", []))) or "-"),
+            ", ".join(map(str, s.get("straggler_ranks", []))) or "-",
         ]
         for s in steps
     ]
-    out.append(
-        (
-            "steps",
-            "Steps",
-            _table(["Step", "Duration", "Last rank", "Its excess", "Stragglers"], rows, numeric_from=1),
-        )
-    )
+    headers = ["Step", "Duration", "Last rank", "Its excess", "Stragglers"]
+    out.append(_Table("steps", "Steps", headers, rows, always=True))
     comm = [c for c in doc.get("communication", []) if isinstance(c, Mapping)]
     rows = [
         [
             _group(c.get("group")),
-            _e(c.get("op")),
-            _e(c.get("bucket_bytes")),
-            _e(c.get("count")),
-            _e(c.get("algorithm") or "-"),
-            _e(f"{float(c.get('median_time_us', 0)):.1f}"),
-            _e(c.get("median_algbw_gbps")),
-            _e(c.get("median_busbw_gbps")),
-            _e(c.get("flagged_count")),
+            _t(c.get("op")),
+            _t(c.get("bucket_bytes")),
+            _t(c.get("count")),
+            _t(c.get("algorithm") or "-"),
+            f"{float(c.get('median_time_us', 0)):.1f}",
+            _t(c.get("median_algbw_gbps")),
+            _t(c.get("median_busbw_gbps")),
+            _t(c.get("flagged_count")),
         ]
         for c in comm
     ]
@@ -248,17 +289,8 @@ def _tables(doc: Mapping[str, Any]) -> str:
         "busbw GB/s",
         "Far below",
     ]
-    out.append(
-        (
-            "communication",
-            "Communication performance",
-            _table(headers, rows, numeric_from=2, row_classes=classes),
-        )
-    )
-    html = []
-    for cls, title, body in out:
-        html.append(f'<section class="{cls}"><h2>{escape(title)}</h2>{body or "<p>None.</p>"}</section>')
-    return "".join(html)
+    out.append(_Table("communication", "Communication performance", headers, rows, 2, classes, always=True))
+    return out
 
 
 def render_stragglers(document: Mapping[str, Any], members: Mapping[str, Sequence[Any]]) -> str:
@@ -272,28 +304,29 @@ def render_stragglers(document: Mapping[str, Any], members: Mapping[str, Sequenc
     findings = [f for f in document.get("findings", []) if isinstance(f, Mapping)]
     blamed = sorted({int(f["rank"]) for f in findings})
     title = "Stragglers" if verdict == "stragglers" else "No stragglers"
+    steps = len(document.get("steps", []))
     summary = (
         f"rank(s) {', '.join(map(str, blamed))} slowed {len({f['step'] for f in findings})} of "
-        f"{len(document.get('steps', []))} steps, costing {_ms(sum(float(f.get('estimated_cost_us', 0)) for f in findings))}"
+        f"{steps} steps, costing {_ms(sum(float(f.get('estimated_cost_us', 0)) for f in findings))}"
         if findings
-        else f"{len(document.get('steps', []))} steps on {_e(document.get('world'))} ranks, all within the job's noise"
+        else f"{steps} steps on {_t(document.get('world'))} ranks, all within the job's noise"
     )
     detector = document.get("detector", {}) if isinstance(document.get("detector"), Mapping) else {}
-    hero = f'<header class="hero verdict verdict-{verdict}"><h1>{title}</h1><p class="summary">{escape(summary)}</p></header>'
-    cards = _cards(
-        [
+    return render(
+        "stragglers.html.j2",
+        title=f"commcanary straggler diagnosis - {title}",
+        style=stylesheet("base", "stragglers"),
+        verdict=verdict,
+        heading=title,
+        summary=summary,
+        card_items=[
             ("Ranks", str(document.get("world"))),
-            ("Steps", str(len(document.get("steps", [])))),
+            ("Steps", str(steps)),
             ("Findings", str(len(findings))),
             ("Threshold", _ms(detector.get("threshold_us"))),
             ("Steps from", str(document.get("step_source"))),
-        ]
-    )
-    terms = components().terms(["lag", "threshold", "busbw"])
-    fragments = [Markup(f) for f in (hero, cards, _timeline(document, members), _tables(document), terms)]
-    return render(
-        "diagnosis.html.j2",
-        title=f"commcanary straggler diagnosis - {title}",
-        style=stylesheet("base", "stragglers"),
-        fragments=fragments,
+        ],
+        timeline=_timeline(document, members),
+        tables=_tables(document),
+        colours={"wait": WAIT_COLOUR, "inside": INSIDE_COLOUR, **MARK_COLOURS},
     )
