@@ -31,7 +31,7 @@ def test_stylesheets_take_their_colours_from_the_palette() -> None:
 
 
 def test_the_shell_is_one_line_after_its_doctype_and_escapes() -> None:
-    page = render("diagnosis.html.j2", title='<b>"t"</b>', style=stylesheet("base"), fragments=[])
+    page = render("page.html.j2", title='<b>"t"</b>', style=stylesheet("base"))
     head, rest = page.split("\n", 1)
     assert head == "<!DOCTYPE html>"
     assert rest.count("\n") == stylesheet("base").count("\n") + 1 and rest.endswith("</html>\n")

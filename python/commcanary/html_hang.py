@@ -24,12 +24,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 from commcanary.errors import InputError
 from commcanary.formats import HANG_FORMAT
-from commcanary.views import Markup, components, render, stylesheet
-from commcanary.views import escape_text as escape
+from commcanary.views import Markup, render, stylesheet
 from commcanary.views.palette import HANG_VERDICT_COLOURS, NODE_COLOURS
 
 __all__ = ["HANG_FORMAT", "HANG_VERDICT_COLOURS", "MAX_GRAPH_NODES", "render_hang"]
@@ -46,17 +45,21 @@ MAX_IMPLIED_RANKS = 65536
 
 ROOT_COLOUR = HANG_VERDICT_COLOURS["hang"]
 
+#: A line break and a code span: the only markup a cell carries (its text escaped).
+BR = Markup("<br>")
+CODE = Markup('<span class="code">{}</span>')
+
 
 # --- small helpers ----------------------------------------------------------------------------
 
 
-def _e(value: Any, missing: str = "n/a") -> str:
-    """A value as escaped text: ``missing`` for None, yes/no for booleans."""
+def _t(value: Any, missing: str = "n/a") -> str:
+    """A value as text: ``missing`` for None, yes/no for booleans."""
     if value is None:
-        return escape(missing)
+        return missing
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return escape(str(value))
+    return str(value)
 
 
 def _list(value: Any) -> list[Any]:
@@ -121,14 +124,6 @@ def _group_label(group: Any) -> str:
     return str(g.get("desc") or g.get("name") or "unknown group")
 
 
-def _empty(text: str) -> str:
-    return f'<p class="empty">{escape(text)}</p>'
-
-
-def _section(cls: str, title: str, body: str) -> str:
-    return f'<section class="{cls}"><h2>{escape(title)}</h2>{body}</section>'
-
-
 def _root_ranks(doc: Mapping[str, Any]) -> list[int]:
     seen: list[int] = []
     for root in _maps(doc.get("root")):
@@ -141,34 +136,30 @@ def _root_ranks(doc: Mapping[str, Any]) -> list[int]:
 # --- hero and cards ---------------------------------------------------------------------------
 
 
-def _hero(doc: Mapping[str, Any]) -> str:
+def _hero(doc: Mapping[str, Any]) -> dict[str, str]:
     verdict = str(doc.get("verdict"))
-    cls = f"verdict-{verdict}" if verdict in HANG_VERDICT_COLOURS else "verdict-unknown"
-    title = VERDICT_TITLES.get(verdict, f"Verdict: {verdict}")
-    confidence = _e(doc.get("confidence"), "unknown")
-    return (
-        f'<header class="hero verdict {cls}"><h1>{escape(title)}</h1>'
-        f'<p class="summary">{_e(doc.get("summary"), "no summary")}</p>'
-        f'<p class="confidence">Confidence <span class="badge">{confidence}</span></p></header>'
-    )
+    return {
+        "classes": f"verdict-{verdict}" if verdict in HANG_VERDICT_COLOURS else "verdict-unknown",
+        "title": VERDICT_TITLES.get(verdict, f"Verdict: {verdict}"),
+        "summary": _t(doc.get("summary"), "no summary"),
+        "confidence": _t(doc.get("confidence"), "unknown"),
+    }
 
 
-def _cards_row(doc: Mapping[str, Any]) -> str:
+def _cards_row(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
     roots = _root_ranks(doc)
     roots_text = _rank_ranges(roots)
     if len(roots_text) > 16:
         roots_text = f"{len(roots)} ranks"
     step = _map(doc.get("step")).get("value")
-    return _cards(
-        [
-            ("World size", "n/a" if doc.get("world_size") is None else str(doc["world_size"])),
-            ("Groups", str(len(_maps(doc.get("groups"))))),
-            ("Partial collectives", str(len(_maps(doc.get("partial_collectives"))))),
-            ("Mismatches", str(len(_maps(doc.get("mismatches"))))),
-            ("Root rank" if len(roots) == 1 else "Root ranks", roots_text),
-            ("Step", "unknown" if step is None else str(step)),
-        ]
-    )
+    return [
+        ("World size", "n/a" if doc.get("world_size") is None else str(doc["world_size"])),
+        ("Groups", str(len(_maps(doc.get("groups"))))),
+        ("Partial collectives", str(len(_maps(doc.get("partial_collectives"))))),
+        ("Mismatches", str(len(_maps(doc.get("mismatches"))))),
+        ("Root rank" if len(roots) == 1 else "Root ranks", roots_text),
+        ("Step", "unknown" if step is None else str(step)),
+    ]
 
 
 # --- the ranks x groups grid ------------------------------------------------------------------
@@ -225,15 +216,20 @@ def _in_flight_by_group(doc: Mapping[str, Any]) -> dict[tuple[str, int], str]:
     return calls
 
 
-def _cell(status: str, mark: str, texts: list[str], title: str) -> str:
-    shown = " · ".join(t for t in texts if t)
-    body = f" {escape(shown)}" if shown else ""
-    return (
-        f'<td class="cell cell-{status}" title="{escape(title)}"><span class="mark">{mark}</span>{body}</td>'
-    )
+class _Cell(NamedTuple):
+    """A grid cell: its status class, mark, text and title (``None``: not a member)."""
+
+    status: str
+    mark: str
+    text: str
+    title: str
 
 
-def _grid_cell(key: tuple[str, int], marks: _Marks, flight: dict[tuple[str, int], str], state: str) -> str:
+def _cell(status: str, mark: str, texts: list[str], title: str) -> _Cell:
+    return _Cell(status, mark, " · ".join(t for t in texts if t), title)
+
+
+def _grid_cell(key: tuple[str, int], marks: _Marks, flight: dict[tuple[str, int], str], state: str) -> _Cell:
     group, rank = key
     call = flight.get(key, "")
     where = f"rank {rank} on group {group}"
@@ -247,74 +243,40 @@ def _grid_cell(key: tuple[str, int], marks: _Marks, flight: dict[tuple[str, int]
     return _cell("ok", "ok", [call], f"{where}: not waiting on this group")
 
 
-def _grid_header(groups: list[Mapping[str, Any]]) -> str:
-    cells = "".join(
-        f'<th class="group" title="{_e(g.get("membership"), "")}">{escape(_group_label(g))}'
-        f'<span class="code">pg {_e(g.get("name"))} · ranks {escape(_rank_ranges(g.get("ranks")))}</span></th>'
-        for g in groups
-    )
-    return f"<thead><tr><th>Rank</th><th>State</th>{cells}</tr></thead>"
+class _GridRow(NamedTuple):
+    rank: int
+    root: bool
+    state: str
+    cells: list[_Cell | None]
 
 
-@dataclass(frozen=True)
-class _GridContext:
-    """What every grid row needs: the roots, the marks, in-flight calls and group members."""
-
-    roots: list[int]
-    marks: _Marks
-    flight: dict[tuple[str, int], str]
-    members: dict[str, set[int]]
+class _Grid(NamedTuple):
+    #: Per group: label, membership (a title), name, its ranks folded.
+    groups: list[tuple[str, str, str, str]]
+    rows: list[_GridRow]
 
 
-def _grid_row(
-    doc_rank: Mapping[str, Any], rank: int, groups: list[Mapping[str, Any]], ctx: _GridContext
-) -> str:
-    state = str(doc_rank.get("state", "no_evidence"))
-    is_root = rank in ctx.roots
-    label = '<span class="root-label">ROOT</span>' if is_root else ""
-    cells = []
-    for g in groups:
-        key = (_group_key(g), rank)
-        if rank not in ctx.members.get(key[0], set()):
-            cells.append('<td class="cell cell-none"></td>')
-        else:
-            cells.append(_grid_cell(key, ctx.marks, ctx.flight, state))
-    cls = ' class="row-root"' if is_root else ""
-    return (
-        f'<tr{cls} data-rank="{rank}"><th scope="row">{rank}{label}</th>'
-        f"<td>{escape(state.replace('_', ' '))}</td>{''.join(cells)}</tr>"
-    )
-
-
-GRID_LEGEND = (
-    '<p class="legend"><span><i class="cell-missing"></i>missing: never reached the call</span>'
-    '<span><i class="cell-stuck"></i>stuck: waiting in the call for other ranks</span>'
-    '<span><i class="cell-ok"></i>ok: not waiting on this group</span>'
-    '<span><i class="cell-none"></i>not a member</span></p>'
-)
-
-
-def _grid(doc: Mapping[str, Any]) -> str:
+def _grid(doc: Mapping[str, Any]) -> _Grid | None:
     groups = _maps(doc.get("groups"))
-    ranks = _grid_ranks(doc)
     if not groups:
-        return _section(
-            "grid",
-            "Ranks and groups",
-            _empty(
-                "No process groups are known (the evidence has no Flight Recorder dumps or profiler "
-                "traces), so there is no ranks x groups grid; each rank's call is under Ranks below."
-            ),
-        )
+        return None
     by_rank = {r["rank"]: r for r in _maps(doc.get("ranks")) if _is_rank(r.get("rank"))}
     members = {_group_key(g): set(_ranks(g.get("ranks"))) for g in groups}
-    ctx = _GridContext(_root_ranks(doc), _marks(doc), _in_flight_by_group(doc), members)
-    rows = "".join(_grid_row(by_rank.get(rank, {}), rank, groups, ctx) for rank in ranks)
-    table = (
-        f'<div class="scroll grid-scroll"><table class="grid">{_grid_header(groups)}'
-        f"<tbody>{rows}</tbody></table></div>"
-    )
-    return _section("grid", "Ranks and groups", table + GRID_LEGEND)
+    roots, marks, flight = _root_ranks(doc), _marks(doc), _in_flight_by_group(doc)
+    rows = []
+    for rank in _grid_ranks(doc):
+        state = str(by_rank.get(rank, {}).get("state", "no_evidence"))
+        cells: list[_Cell | None] = []
+        for g in groups:
+            key = (_group_key(g), rank)
+            member = rank in members.get(key[0], set())
+            cells.append(_grid_cell(key, marks, flight, state) if member else None)
+        rows.append(_GridRow(rank, rank in roots, state.replace("_", " "), cells))
+    header = [
+        (_group_label(g), _t(g.get("membership"), ""), _t(g.get("name")), _rank_ranges(g.get("ranks")))
+        for g in groups
+    ]
+    return _Grid(header, rows)
 
 
 # --- the wait-for chain -----------------------------------------------------------------------
@@ -393,20 +355,50 @@ class _Layout:
         return cx + self.radius * math.cos(angle), cy + self.radius * math.sin(angle)
 
 
-def _edge_label(mid: tuple[float, float], normal: tuple[float, float], text: str) -> str:
-    """An edge's label beside its midpoint, on the side of ``normal`` (a unit vector), clear of the line."""
+class _EdgeDrawing(NamedTuple):
+    src: int
+    dst: int
+    text: str
+    x1: str
+    y1: str
+    x2: str
+    y2: str
+    #: The label beside it: x, y, anchor (``None`` when the drawing is unlabelled).
+    label: tuple[str, str, str] | None
+
+
+class _NodeDrawing(NamedTuple):
+    rank: int
+    root: bool
+    state: str
+    cx: str
+    cy: str
+    r: str
+    fill: str
+    label_y: str
+
+
+class _Graph(NamedTuple):
+    width: int
+    height: int
+    nodes: list[_NodeDrawing]
+    edges: list[_EdgeDrawing]
+
+
+def _edge_label(mid: tuple[float, float], normal: tuple[float, float]) -> tuple[str, str, str]:
+    """Where an edge's label goes: beside its midpoint, on the side of ``normal`` (a unit vector), clear of the line."""
     nx, ny = normal
     x, y = mid[0] + nx * 8, mid[1] + ny * 8
     if abs(nx) >= 0.5:  # a steep edge: the label starts (or ends) beside it
         anchor, y = ("start" if nx > 0 else "end"), y + 4
     else:  # a flat edge: the label sits above or below it
         anchor, y = "middle", y + (12 if ny > 0 else -3)
-    return f'<text class="edge-label" x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">{escape(text)}</text>'
+    return f"{x:.1f}", f"{y:.1f}", anchor
 
 
-def _edge_svg(
+def _edge_drawing(
     edge: _Edge, layout: _Layout, pos: dict[int, tuple[float, float]], offset: float, label: bool
-) -> str:
+) -> _EdgeDrawing:
     """An arrow from waiter to waited-for, shifted ``offset`` to its side (to part a two-way pair)."""
     (x1, y1), (x2, y2) = pos[edge.src], pos[edge.dst]
     length = math.hypot(x2 - x1, y2 - y1) or 1.0
@@ -414,29 +406,14 @@ def _edge_svg(
     nx, ny = -uy * offset, ux * offset
     a = (x1 + ux * (layout.node_r + 2) + nx, y1 + uy * (layout.node_r + 2) + ny)
     b = (x2 - ux * (layout.node_r + 5) + nx, y2 - uy * (layout.node_r + 5) + ny)
+    at = _edge_label(((a[0] + b[0]) / 2, (a[1] + b[1]) / 2), (-uy, ux)) if label else None
     text = "; ".join(edge.labels)
-    out = (
-        f'<g class="edge" data-src="{edge.src}" data-dst="{edge.dst}"><title>{edge.src} waits for {edge.dst}: '
-        f'{escape(text)}</title><line x1="{a[0]:.1f}" y1="{a[1]:.1f}" x2="{b[0]:.1f}" y2="{b[1]:.1f}" '
-        f'stroke="#5b6573" stroke-width="1.6" marker-end="url(#wf-arrow)"/>'
-    )
-    if label:
-        out += _edge_label(((a[0] + b[0]) / 2, (a[1] + b[1]) / 2), (-uy, ux), text)
-    return out + "</g>"
-
-
-def _node_svg(rank: int, x: float, y: float, layout: _Layout, is_root: bool, state: str) -> str:
-    fill = ROOT_COLOUR if is_root else NODE_COLOURS.get(state, NODE_COLOURS["no_evidence"])
-    cls = "node root" if is_root else "node"
-    what = "root, " if is_root else ""
-    return (
-        f'<g class="{cls}" data-rank="{rank}"><title>rank {rank} ({what}{escape(state.replace("_", " "))})</title>'
-        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{layout.node_r:.0f}" fill="{fill}"/>'
-        f'<text class="node-label" x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle">{rank}</text></g>'
+    return _EdgeDrawing(
+        edge.src, edge.dst, text, f"{a[0]:.1f}", f"{a[1]:.1f}", f"{b[0]:.1f}", f"{b[1]:.1f}", at
     )
 
 
-def _graph_svg(doc: Mapping[str, Any], nodes: list[int], edges: list[_Edge]) -> str:
+def _graph(doc: Mapping[str, Any], nodes: list[int], edges: list[_Edge]) -> _Graph:
     roots = set(_root_ranks(doc))
     states = {r["rank"]: str(r.get("state")) for r in _maps(doc.get("ranks")) if _is_rank(r.get("rank"))}
     layout = _Layout(nodes, max(130.0, len(nodes) * 44 / (2 * math.pi)))
@@ -444,31 +421,28 @@ def _graph_svg(doc: Mapping[str, Any], nodes: list[int], edges: list[_Edge]) -> 
     drawn = [e for e in edges if e.src in pos and e.dst in pos and e.src != e.dst]
     pairs = {(e.src, e.dst) for e in drawn}
     labelled = len(drawn) <= MAX_LABELLED_EDGES
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="wait-for" width="{layout.width}" '
-        f'height="{layout.height}" viewBox="0 0 {layout.width} {layout.height}" role="img" '
-        f'aria-label="Wait-for chain: {len(nodes)} ranks, {len(drawn)} edges">'
-        "<title>Wait-for chain (an arrow points from a waiting rank to the rank it waits for)</title>"
-        '<defs><marker id="wf-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-        'orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#5b6573"/></marker></defs>'
+    edge_drawings = [
+        _edge_drawing(e, layout, pos, 3.0 if (e.dst, e.src) in pairs else 0.0, labelled) for e in drawn
     ]
-    for e in drawn:
-        offset = 3.0 if (e.dst, e.src) in pairs else 0.0
-        parts.append(_edge_svg(e, layout, pos, offset, labelled))
+    node_drawings = []
     for rank in nodes:
         x, y = pos[rank]
-        parts.append(_node_svg(rank, x, y, layout, rank in roots, states.get(rank, "no_evidence")))
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _edge_list(edges: list[_Edge], doc: Mapping[str, Any]) -> str:
-    items = []
-    for w in _maps(doc.get("wait_for")):
-        src, dst = w.get("rank"), w.get("waits_for")
-        label = " ".join(p for p in (_group_label(w.get("group")), _seq(w), str(w.get("op") or "")) if p)
-        items.append(f"<li>{_e(src)} → {_e(dst)} {escape(label)}</li>")
-    return f'<ul class="edges">{"".join(items)}</ul>'
+        is_root = rank in roots
+        state = states.get(rank, "no_evidence")
+        fill = ROOT_COLOUR if is_root else NODE_COLOURS.get(state, NODE_COLOURS["no_evidence"])
+        node_drawings.append(
+            _NodeDrawing(
+                rank,
+                is_root,
+                state.replace("_", " "),
+                f"{x:.1f}",
+                f"{y:.1f}",
+                f"{layout.node_r:.0f}",
+                fill,
+                f"{y + 4:.1f}",
+            )
+        )
+    return _Graph(layout.width, layout.height, node_drawings, edge_drawings)
 
 
 def _no_edges_text(doc: Mapping[str, Any]) -> str:
@@ -482,14 +456,19 @@ def _no_edges_text(doc: Mapping[str, Any]) -> str:
     return "No wait-for edges were found in the evidence, so there is no chain to draw."
 
 
-def _wait_for(doc: Mapping[str, Any]) -> str:
+class _WaitFor(NamedTuple):
+    graph: _Graph
+    notes: list[str]
+    #: Every wait-for entry: waiter, waited-for, label.
+    edges: list[tuple[str, str, str]]
+
+
+def _wait_for(doc: Mapping[str, Any]) -> _WaitFor | None:
     edges = _edges(doc)
     if not edges:
-        return _section("wait-for", "Wait-for chain", _empty(_no_edges_text(doc)))
+        return None
     nodes, left_out = _graph_nodes(_root_ranks(doc), edges)
-    notes = [
-        "An arrow points from a waiting rank to the rank it waits for; root ranks are red.",
-    ]
+    notes = ["An arrow points from a waiting rank to the rank it waits for; root ranks are red."]
     if left_out:
         notes.append(
             f"The drawing shows {len(nodes)} ranks; {left_out} more ranks in the chain are left out "
@@ -497,12 +476,11 @@ def _wait_for(doc: Mapping[str, Any]) -> str:
         )
     if len([e for e in edges if e.src in nodes and e.dst in nodes]) > MAX_LABELLED_EDGES:
         notes.append("With this many edges the drawing is unlabelled; the list below labels each edge.")
-    body = (
-        f'<div class="graph">{_graph_svg(doc, nodes, edges)}</div>'
-        + "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
-        + f"<h3>Edges</h3>{_edge_list(edges, doc)}"
-    )
-    return _section("wait-for", "Wait-for chain", body)
+    listed = []
+    for w in _maps(doc.get("wait_for")):
+        label = " ".join(p for p in (_group_label(w.get("group")), _seq(w), str(w.get("op") or "")) if p)
+        listed.append((_t(w.get("rank")), _t(w.get("waits_for")), label))
+    return _WaitFor(_graph(doc, nodes, edges), notes, listed)
 
 
 # --- roots, partial collectives, mismatches ---------------------------------------------------
@@ -513,26 +491,27 @@ def _evidence_text(value: Any) -> str:
     return ", ".join(str(v) for v in items) if items else "none"
 
 
-def _root_item(root: Mapping[str, Any]) -> str:
-    where = f"{_call(root)} on {_group_label(root.get('group'))}"
-    return (
-        f'<li class="fail" data-rank="{_e(root.get("rank"))}"><strong>Rank {_e(root.get("rank"))}</strong>'
-        f'<span class="tag">{_e(root.get("kind"), "root")}</span> <span class="code">{escape(where)}</span>'
-        f"<br>{_e(root.get('reason'), 'no reason given')}"
-        f'<br><span class="note">confidence {_e(root.get("confidence"), "unknown")} · evidence '
-        f"{escape(_evidence_text(root.get('evidence')))}</span></li>"
-    )
+class _Root(NamedTuple):
+    rank: str
+    kind: str
+    where: str
+    reason: str
+    confidence: str
+    evidence: str
 
 
-def _roots(doc: Mapping[str, Any]) -> str:
-    roots = _maps(doc.get("root"))
-    if roots:
-        return _section("roots", "Root ranks", f'<ul class="reasons">{"".join(map(_root_item, roots))}</ul>')
-    if doc.get("verdict") == "no_hang":
-        text = "No root rank: the job is not hung."
-    else:
-        text = "No root rank was identified: the evidence does not say which rank the others wait for."
-    return _section("roots", "Root ranks", _empty(text))
+def _roots(doc: Mapping[str, Any]) -> list[_Root]:
+    return [
+        _Root(
+            _t(r.get("rank")),
+            _t(r.get("kind"), "root"),
+            f"{_call(r)} on {_group_label(r.get('group'))}",
+            _t(r.get("reason"), "no reason given"),
+            _t(r.get("confidence"), "unknown"),
+            _evidence_text(r.get("evidence")),
+        )
+        for r in _maps(doc.get("root"))
+    ]
 
 
 def _compared_text(doc: Mapping[str, Any]) -> str:
@@ -542,26 +521,21 @@ def _compared_text(doc: Mapping[str, Any]) -> str:
     return f"among the {count} collectives compared across ranks"
 
 
-def _partials(doc: Mapping[str, Any]) -> str:
-    partials = _maps(doc.get("partial_collectives"))
-    if not partials:
-        return _section("partials", "Partial collectives", _empty(f"None found ({_compared_text(doc)})."))
-    rows = [
+def _partials(doc: Mapping[str, Any]) -> list[list[str]]:
+    return [
         [
-            escape(_group_label(p.get("group"))),
-            escape(_seq(p) or "n/a"),
-            _e(p.get("op")),
-            _e(p.get("state")),
-            _e(p.get("step")),
-            escape(_rank_ranges(p.get("present_ranks"))),
-            escape(_rank_ranges(p.get("missing_ranks"))),
-            _e(p.get("confidence")),
-            escape(_evidence_text(p.get("evidence"))),
+            _group_label(p.get("group")),
+            _seq(p) or "n/a",
+            _t(p.get("op")),
+            _t(p.get("state")),
+            _t(p.get("step")),
+            _rank_ranges(p.get("present_ranks")),
+            _rank_ranges(p.get("missing_ranks")),
+            _t(p.get("confidence")),
+            _evidence_text(p.get("evidence")),
         ]
-        for p in partials
+        for p in _maps(doc.get("partial_collectives"))
     ]
-    headers = ["Group", "Seq", "Op", "State", "Step", "Present", "Missing", "Confidence", "Evidence"]
-    return _section("partials", "Partial collectives", _table(headers, rows, numeric_from=len(headers)))
 
 
 SIGNATURE_FIELDS = ("op", "input_sizes", "input_dtypes", "output_sizes", "output_dtypes")
@@ -574,35 +548,41 @@ def _signature(entry: Any) -> str:
     return " · ".join(parts) or "n/a"
 
 
-def _mismatch_row(m: Mapping[str, Any]) -> list[str]:
-    seen = "<br>".join(f"rank {_e(s.get('rank'))}: {escape(_signature(s))}" for s in _maps(m.get("seen")))
+def _lines(lines: Iterable[str], empty: str = "n/a") -> Markup | str:
+    """Lines of text in one cell, each escaped, broken by ``<br>``; ``empty`` for none."""
+    items = list(lines)
+    return BR.join(items) if items else empty
+
+
+def _mismatches(doc: Mapping[str, Any]) -> list[list[str | Markup]]:
     return [
-        escape(_group_label(m.get("group"))),
-        escape(_seq(m) or "n/a"),
-        _e(m.get("kind")),
-        escape(_signature(m.get("expected"))),
-        escape(_rank_ranges(m.get("majority_ranks"))),
-        escape(_rank_ranges(m.get("minority_ranks"))),
-        seen or "n/a",
-        _e(m.get("state")),
-        _e(m.get("step")),
+        [
+            _group_label(m.get("group")),
+            _seq(m) or "n/a",
+            _t(m.get("kind")),
+            _signature(m.get("expected")),
+            _rank_ranges(m.get("majority_ranks")),
+            _rank_ranges(m.get("minority_ranks")),
+            _lines(f"rank {_t(s.get('rank'))}: {_signature(s)}" for s in _maps(m.get("seen"))),
+            _t(m.get("state")),
+            _t(m.get("step")),
+        ]
+        for m in _maps(doc.get("mismatches"))
     ]
-
-
-def _mismatches(doc: Mapping[str, Any]) -> str:
-    mismatches = _maps(doc.get("mismatches"))
-    if not mismatches:
-        return _section("mismatches", "Mismatches", _empty(f"None found ({_compared_text(doc)})."))
-    headers = ["Group", "Seq", "Kind", "Expected", "Majority", "Minority", "Seen", "State", "Step"]
-    rows = [_mismatch_row(m) for m in mismatches]
-    return _section("mismatches", "Mismatches", _table(headers, rows, numeric_from=len(headers)))
 
 
 # --- per-rank details -------------------------------------------------------------------------
 
 
-def _call_detail(entry: Any) -> str:
-    """A Flight Recorder call as escaped text: op, seq, group, step, sizes, dtypes, frame."""
+def _frame(frame: Any) -> list[Markup]:
+    f = _map(frame)
+    if not f:
+        return []
+    return [CODE.format(f"{f.get('file', '?')}:{f.get('line', '?')} in {f.get('func', '?')}")]
+
+
+def _call_detail(entry: Any) -> Markup | str:
+    """A Flight Recorder call: op, seq, group, step, sizes, dtypes, frame."""
     c = _map(entry)
     if not c:
         return "none"
@@ -610,19 +590,10 @@ def _call_detail(entry: Any) -> str:
     if c.get("step") is not None:
         text += f" (step {c['step']})"
     sizes = " ".join(str(c[k]) for k in ("input_sizes", "input_dtypes") if c.get(k) is not None)
-    out = escape(text) + (f'<br><span class="code">{escape(sizes)}</span>' if sizes else "")
-    return out + _frame(c.get("frame"))
+    return BR.join([text, *([CODE.format(sizes)] if sizes else []), *_frame(c.get("frame"))])
 
 
-def _frame(frame: Any) -> str:
-    f = _map(frame)
-    if not f:
-        return ""
-    where = f"{f.get('file', '?')}:{f.get('line', '?')} in {f.get('func', '?')}"
-    return f'<br><span class="code">{escape(where)}</span>'
-
-
-def _stack_detail(stack: Any) -> str:
+def _stack_detail(stack: Any) -> Markup | str:
     s = _map(stack)
     if not s:
         return "none"
@@ -630,11 +601,11 @@ def _stack_detail(stack: Any) -> str:
     text = str(api or call or "unknown call")
     if call and api and call != api:
         text += f" ({call})"
-    thread = f'<br><span class="code">thread {escape(str(s["thread"]))}</span>' if s.get("thread") else ""
-    return escape(text) + _frame(s.get("frame")) + thread
+    thread = [CODE.format(f"thread {s['thread']}")] if s.get("thread") else []
+    return BR.join([text, *_frame(s.get("frame")), *thread])
 
 
-def _exception_detail(exception: Any) -> str:
+def _exception_detail(exception: Any) -> Markup | str:
     x = _map(exception)
     if not x:
         return "none"
@@ -648,128 +619,100 @@ def _exception_detail(exception: Any) -> str:
         extra.append(f"backend {x['backend']}")
     if _call(x):
         extra.append(_call(x))
-    return escape(text) + (f'<br><span class="code">{escape(" · ".join(extra))}</span>' if extra else "")
+    return BR.join([text, *([CODE.format(" · ".join(extra))] if extra else [])])
 
 
-def _rank_details(doc: Mapping[str, Any]) -> str:
-    ranks = _maps(doc.get("ranks"))
-    if not ranks:
-        return _section("ranks", "Ranks", _empty("The document describes no rank."))
+class _Details(NamedTuple):
+    rows: list[list[str | Markup]]
+    classes: list[str]
+
+
+def _rank_details(doc: Mapping[str, Any]) -> _Details:
     roots = set(_root_ranks(doc))
-    rows, classes = [], []
-    for r in ranks:
-        label = '<span class="root-label">ROOT</span>' if r.get("rank") in roots else ""
-        files = "<br>".join(f'<span class="code">{_e(f)}</span>' for f in _list(r.get("evidence"))) or "none"
+    rows: list[list[str | Markup]] = []
+    classes = []
+    for r in _maps(doc.get("ranks")):
+        root = r.get("rank") in roots
+        rank = (
+            Markup('{}<span class="root-label">ROOT</span>').format(_t(r.get("rank")))
+            if root
+            else _t(r.get("rank"))
+        )
         rows.append(
             [
-                _e(r.get("rank")) + label,
-                escape(str(r.get("state", "n/a")).replace("_", " ")),
+                rank,
+                str(r.get("state", "n/a")).replace("_", " "),
                 _call_detail(r.get("in_flight")),
                 _call_detail(r.get("last_completed")),
                 _stack_detail(r.get("stack")),
                 _exception_detail(r.get("exception")),
-                files,
+                _lines((CODE.format(_t(f)) for f in _list(r.get("evidence"))), "none"),
             ]
         )
-        classes.append("row-root" if label else "")
-    headers = ["Rank", "State", "In flight", "Last completed", "Stack", "Exception", "Evidence"]
-    table = _table(headers, rows, numeric_from=len(headers), row_classes=classes, table_class="details")
-    return _section("ranks", "Ranks", table)
+        classes.append("row-root" if root else "")
+    return _Details(rows, classes)
 
 
 # --- conclusions, basis, evidence, notes ------------------------------------------------------
 
 
-def _conclusions(doc: Mapping[str, Any]) -> str:
-    items = []
+def _conclusions(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Per conclusion: statement, confidence, its badge class, evidence."""
+    out = []
     for c in _maps(doc.get("conclusions")):
         conf = str(c.get("confidence", "unknown"))
         cls = f" conf-{conf}" if conf in ("high", "medium", "low") else ""
-        items.append(
-            f'<li>{_e(c.get("statement"), "")} <span class="badge{cls}">{escape(conf)}</span>'
-            f'<br><span class="note">evidence: {escape(_evidence_text(c.get("evidence")))}</span></li>'
-        )
-    body = f'<ul class="plain conclusions">{"".join(items)}</ul>' if items else _empty("No conclusions.")
-    return _section("conclusions", "Conclusions", body)
+        out.append((_t(c.get("statement"), ""), conf, cls, _evidence_text(c.get("evidence"))))
+    return out
 
 
-def _basis(doc: Mapping[str, Any]) -> str:
+def _basis(doc: Mapping[str, Any]) -> list[list[str | Markup]]:
     """How the diagnosis was read: the step and its source, sequence numbers, what was compared."""
     step = _map(doc.get("step"))
     source = step.get("source")
-    known = f' <span class="note">({_e(source)})</span>' if source not in (None, "", "unknown") else ""
-    rows = [
-        ["Step", _e(step.get("value"), "unknown") + known],
-        ["Sequence numbers", _e(doc.get("sequence_numbers"), "unknown")],
+    value: str | Markup = _t(step.get("value"), "unknown")
+    if source not in (None, "", "unknown"):
+        value = Markup('{} <span class="note">({})</span>').format(value, _t(source))
+    rows: list[list[str | Markup]] = [
+        ["Step", value],
+        ["Sequence numbers", _t(doc.get("sequence_numbers"), "unknown")],
     ]
     compared = _map(doc.get("compared"))
     for key in sorted(compared):
-        rows.append([escape(f"Compared: {key.replace('_', ' ')}"), _e(compared[key])])
-    return _section("basis", "Basis", _table(["Field", "Value"], rows, numeric_from=2, table_class="kv"))
+        rows.append([f"Compared: {key.replace('_', ' ')}", _t(compared[key])])
+    return rows
 
 
 def _evidence_details(e: Mapping[str, Any]) -> str:
     extra = sorted(k for k in e if k not in ("file", "kind", "rank", "used"))
-    return escape(" · ".join(f"{k} {e[k]}" for k in extra)) or ""
+    return " · ".join(f"{k} {e[k]}" for k in extra)
 
 
-def _evidence(doc: Mapping[str, Any]) -> str:
+class _Evidence(NamedTuple):
+    used: int
+    skipped: int
+    rows: list[list[str | Markup]]
+    classes: list[str]
+
+
+def _evidence(doc: Mapping[str, Any]) -> _Evidence:
     files = _maps(doc.get("evidence"))
-    if not files:
-        return _section("evidence", "Evidence files", _empty("The document lists no evidence files."))
     used = sum(1 for e in files if e.get("used") is True)
-    rows = [
+    rows: list[list[str | Markup]] = [
         [
-            f'<span class="code">{_e(e.get("file"))}</span>',
-            _e(e.get("kind")),
-            _e(e.get("rank")),
+            CODE.format(_t(e.get("file"))),
+            _t(e.get("kind")),
+            _t(e.get("rank")),
             "used" if e.get("used") is True else "skipped",
             _evidence_details(e),
         ]
         for e in files
     ]
     classes = ["" if e.get("used") is True else "skipped" for e in files]
-    count = f'<p class="note">{used} used, {len(files) - used} skipped.</p>'
-    table = _table(
-        ["File", "Kind", "Rank", "Used", "Details"],
-        rows,
-        numeric_from=5,
-        row_classes=classes,
-        table_class="evidence",
-    )
-    return _section("evidence", "Evidence files", count + table)
-
-
-def _notes(doc: Mapping[str, Any]) -> str:
-    notes = _list(doc.get("notes"))
-    if not notes:
-        return _section("notes", "Notes", _empty("No notes."))
-    items = "".join(f"<li>{_e(n)}</li>" for n in notes)
-    return _section("notes", "Notes", f'<ul class="plain">{items}</ul>')
+    return _Evidence(used, len(files) - used, rows, classes)
 
 
 # --- the page ---------------------------------------------------------------------------------
-
-
-def _cards(items: list[tuple[str, str]]) -> str:
-    return str(components().cards(items))
-
-
-def _table(
-    headers: list[str],
-    rows: list[list[str]],
-    numeric_from: int = 1,
-    row_classes: list[str] | None = None,
-    table_class: str = "",
-) -> str:
-    """The components' table; cells here are escaped fragments already."""
-    cells = [[Markup(c) for c in row] for row in rows]
-    return str(components().table(headers, cells, numeric_from, row_classes, table_class))
-
-
-def _page(title: str, body: list[str]) -> str:
-    fragments = [Markup(b) for b in body]
-    return render("diagnosis.html.j2", title=title, style=stylesheet("base", "hang"), fragments=fragments)
 
 
 def render_hang(document: Mapping[str, Any]) -> str:
@@ -777,9 +720,25 @@ def render_hang(document: Mapping[str, Any]) -> str:
     if not isinstance(document, Mapping) or document.get("format") != HANG_FORMAT:
         found = document.get("format") if isinstance(document, Mapping) else type(document).__name__
         raise InputError(f"not a {HANG_FORMAT} document (format {found!r})")
-    sections = (_grid, _wait_for, _roots, _partials, _mismatches, _rank_details, _conclusions, _basis)
-    body = [_hero(document), _cards_row(document)]
-    body += [section(document) for section in sections]
-    body += [_evidence(document), _notes(document)]
-    verdict = VERDICT_TITLES.get(str(document.get("verdict")), str(document.get("verdict")))
-    return _page(f"commcanary hang diagnosis - {verdict}", body)
+    doc = document
+    verdict = VERDICT_TITLES.get(str(doc.get("verdict")), str(doc.get("verdict")))
+    return render(
+        "hang.html.j2",
+        title=f"commcanary hang diagnosis - {verdict}",
+        style=stylesheet("base", "hang"),
+        hero=_hero(doc),
+        card_items=_cards_row(doc),
+        grid=_grid(doc),
+        wait_for=_wait_for(doc),
+        no_edges=_no_edges_text(doc),
+        not_hung=doc.get("verdict") == "no_hang",
+        roots=_roots(doc),
+        compared=_compared_text(doc),
+        partials=_partials(doc),
+        mismatches=_mismatches(doc),
+        ranks=_rank_details(doc),
+        conclusions=_conclusions(doc),
+        basis=_basis(doc),
+        evidence=_evidence(doc),
+        notes=[_t(n) for n in _list(doc.get("notes"))],
+    )

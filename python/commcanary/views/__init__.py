@@ -28,7 +28,7 @@ from markupsafe import Markup, escape
 
 from commcanary.views.palette import palette
 
-__all__ = ["CSP", "Markup", "components", "escape", "escape_text", "render", "stylesheet"]
+__all__ = ["CSP", "Markup", "components", "escape", "render", "stylesheet"]
 
 #: The pages' Content-Security-Policy: nothing loads, nothing runs.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -64,13 +64,6 @@ def stylesheet(*names: str) -> Markup:
     """The stylesheets ``css/{name}.css.j2``, rendered with the palette and joined."""
     env = _environment()
     return Markup("".join(env.get_template(f"css/{name}.css.j2").render() for name in names))
-
-
-def escape_text(value: object) -> str:
-    """``value`` escaped as the templates escape it, as plain text (a fragment
-    built with ``+`` or an f-string; :func:`escape` returns ``Markup``, which
-    would escape what is added to it)."""
-    return str(escape(value))
 
 
 def components() -> Any:
