@@ -224,7 +224,7 @@ class Report:
     def samples(self) -> dict[str, npt.NDArray[Any]] | None:
         """One entry per replayed occurrence: numpy arrays by column (as
         stored, rounded), plus ``last_arrival_us`` and ``completion_us``
-        (derived) and ``phase``, ``op``, ``group`` (object arrays)."""
+        (derived by the core) and ``phase``, ``op``, ``group`` (object arrays)."""
         source = self._samples_source
         columns = source() if callable(source) else source
         if columns is None:
@@ -232,8 +232,6 @@ class Report:
         import numpy as np
 
         out = dict(columns)
-        out["last_arrival_us"] = out["first_arrival_us"] + out["arrival_skew_us"]
-        out["completion_us"] = out["collective_start_us"] + out["collective_us"]
         signature = out["signature"]
         for key in ("phase", "op", "group"):
             table = np.array([s[key] for s in self._signatures], dtype=object)

@@ -79,7 +79,11 @@ fn columns_dict<'py>(
         .map(|i| i.checked_div(per_iteration).unwrap_or(0) as u32)
         .collect();
     d.set_item("iteration", iteration.into_pyarray(py))?;
-    for (name, values) in floats {
+    let stored: Vec<(String, Vec<f64>)> = floats.collect();
+    for (name, values) in commcanary_core::report::derived_sample_columns(&stored) {
+        d.set_item(name, values.into_pyarray(py))?;
+    }
+    for (name, values) in stored {
         d.set_item(name, values.into_pyarray(py))?;
     }
     if let Some(u) = uncertain {

@@ -208,6 +208,33 @@ pub struct SampleColumns {
     pub uncertain: Option<Vec<bool>>,
 }
 
+/// The sample columns a report does not store but every reader derives:
+/// `last_arrival_us = first_arrival_us + arrival_skew_us` and
+/// `completion_us = collective_start_us + collective_us` (empty when a
+/// stored column is missing).
+#[must_use]
+pub fn derived_sample_columns<S: AsRef<str>>(
+    stored: &[(S, Vec<f64>)],
+) -> Vec<(&'static str, Vec<f64>)> {
+    let column = |name: &str| {
+        stored
+            .iter()
+            .find(|(n, _)| n.as_ref() == name)
+            .map(|(_, v)| v.as_slice())
+    };
+    let sum = |a: &str, b: &str| match (column(a), column(b)) {
+        (Some(a), Some(b)) => a.iter().zip(b).map(|(x, y)| x + y).collect(),
+        _ => Vec::new(),
+    };
+    vec![
+        ("completion_us", sum("collective_start_us", "collective_us")),
+        (
+            "last_arrival_us",
+            sum("first_arrival_us", "arrival_skew_us"),
+        ),
+    ]
+}
+
 /// Float sample columns in storage (sorted) order. `last_arrival_us` and
 /// `completion_us` are not stored: they are `first_arrival_us +
 /// arrival_skew_us` and `collective_start_us + collective_us`.
