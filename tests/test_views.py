@@ -9,6 +9,7 @@ from pathlib import Path
 import commcanary
 from commcanary.views import components, render, stylesheet
 from commcanary.views.palette import HANG_VERDICT_COLOURS, VERDICT_COLOURS
+from conftest import EXAMPLES
 
 PACKAGE = Path(commcanary.__file__).parent
 
@@ -45,3 +46,22 @@ def test_a_table_escapes_text_and_keeps_markup() -> None:
     html = str(components().table(["a", "<b>"], [["<i>x</i>", Markup("<i>y</i>")]], numeric_from=1))
     assert '<th>a</th><th class="num">&lt;b&gt;</th>' in html
     assert '<td>&lt;i&gt;x&lt;/i&gt;</td><td class="num"><i>y</i></td>' in html
+
+
+def test_a_replay_page_draws_its_distribution_without_samples(tmp_path: Path) -> None:
+    """The run keeps the exposed latency it stored nowhere; a file without samples cannot."""
+    from commcanary.html import render_report
+    from commcanary.replay import Report
+
+    canary = commcanary.compile(EXAMPLES / "llama70b_tp8_trace.json")
+    run = commcanary.replay(canary)
+    assert run.samples is None and not run.has_samples
+    exposed = run.exposed_us()
+    sampled = commcanary.replay(canary, include_samples=True)
+    assert exposed is not None and sampled.samples is not None
+    assert exposed.tolist() == sampled.samples["exposed_us"].tolist()
+    page = render_report(run)
+    assert "<svg" in page and "drawn from the run that made it" in page
+    run.write(tmp_path / "r.json")
+    from_file = Report.from_file(tmp_path / "r.json")
+    assert from_file.exposed_us() is None and "<svg" not in render_report(from_file)

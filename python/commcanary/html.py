@@ -65,12 +65,12 @@ class _Plot(NamedTuple):
 
 
 def _exposed(report: Report) -> npt.NDArray[Any] | None:
-    samples = report.samples
-    if samples is None:
+    values = report.exposed_us()
+    if values is None:
         return None
     import numpy as np
 
-    return np.asarray(samples["exposed_us"], dtype=np.float64)
+    return np.asarray(values, dtype=np.float64)
 
 
 def _quantiles(report: Report) -> tuple[tuple[str, float], ...]:
@@ -103,6 +103,13 @@ def _plot(title: str, sides: list[tuple[str, Report, tuple[str, str]]]) -> _Plot
             text = f"{subject} has no replayed events."
         else:
             series.append(Series(name, values, _quantiles(report), colour, marker))
+            if report.samples is None:
+                notes.append(
+                    _Note(
+                        None,
+                        f"{subject} carries no samples; its distribution is drawn from the run that made it.",
+                    )
+                )
             continue
         flag = Markup('<code class="flag">--include-samples</code>')
         notes.append(_Note(name, Markup(escape(text).replace("--include-samples", flag))))

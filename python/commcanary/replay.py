@@ -238,6 +238,16 @@ class Report:
             out[key] = table[signature] if len(table) else np.array([], dtype=object)
         return out
 
+    def exposed_us(self) -> npt.NDArray[Any] | None:
+        """The exposed latency of every occurrence: from the samples, or, for
+        a report a replay just made, kept by the core even when the report
+        carries no samples; ``None`` for a file written without samples."""
+        samples = self.samples
+        if samples is not None:
+            exposed: npt.NDArray[Any] = samples["exposed_us"]
+            return exposed
+        return None if self._raw is None else self._raw.exposed_us()
+
     def summary_line(self) -> str:
         """The one-line summary the CLI prints."""
         m = self.metrics

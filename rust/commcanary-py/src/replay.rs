@@ -153,6 +153,12 @@ impl PyReplayReport {
         bytes_list(py, &self.run.signatures)
     }
 
+    /// The exposed latency of every occurrence, as a report stores it, kept
+    /// even when the report carries no samples (what a page draws).
+    fn exposed_us<'py>(&self, py: Python<'py>) -> Bound<'py, numpy::PyArray1<f64>> {
+        self.run.exposed_us.clone().into_pyarray(py)
+    }
+
     /// Scheduler resource of each signature.
     fn sample_resources(&self) -> Vec<String> {
         self.run.resources.clone()

@@ -268,6 +268,16 @@ pub fn sample_columns(r: &Replay) -> SampleColumns {
     }
 }
 
+/// The exposed latency of every occurrence, rounded as a report stores it:
+/// the one column a page draws, kept for a run whose report carries no
+/// samples (a few bytes per occurrence, not the whole replay).
+#[must_use]
+pub fn exposed_column(r: &Replay) -> Vec<f64> {
+    (0..r.len())
+        .map(|i| r3(stored_total(r, i) - stored_hidden(r, i)))
+        .collect()
+}
+
 /// One stored float column of the samples: its name, its decimals and how to
 /// compute value `i` from the replay (rounded exactly as `sample_columns`).
 type ColumnSpec = (&'static str, u32, fn(&Replay, usize) -> f64);

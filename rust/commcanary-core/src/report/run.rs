@@ -24,6 +24,9 @@ pub struct ReplayRun {
     pub signatures: Vec<Vec<u8>>,
     /// Scheduler resource of each signature.
     pub resources: Vec<String>,
+    /// The exposed latency of every occurrence, as stored (see
+    /// [`super::exposed_column`]), whether or not the report carries samples.
+    pub exposed_us: Vec<f64>,
 }
 
 /// Replays the canary `bytes` under `settings`.
@@ -60,6 +63,7 @@ pub fn replay_canary(
         per_iteration: r.per_iteration,
         signatures: r.signatures.iter().map(signature_json).collect(),
         resources: r.resources.clone(),
+        exposed_us: super::exposed_column(&r),
         replay: include_samples.then_some(r),
     })
 }
