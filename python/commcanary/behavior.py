@@ -30,7 +30,6 @@ import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -109,24 +108,10 @@ def resolve_configurations(
 
 
 def load_configurations(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read a configuration file: a JSON list, or an object with a ``configurations`` list."""
-    where = os.fspath(path)
-    try:
-        data = orjson.loads(Path(path).read_bytes())
-    except FileNotFoundError:
-        raise InputError(f"{where}: file not found") from None
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read: {exc.strerror}") from None
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"{where} is not valid JSON: {exc}") from None
-    if isinstance(data, dict):
-        extra = sorted(set(data) - {"configurations"})
-        if extra:
-            raise InputError(f"{where} has unknown key '{extra[0]}' (expected 'configurations')")
-        data = data.get("configurations")
-    if not isinstance(data, list):
-        raise InputError(f"{where} field 'configurations' must be a list")
-    return resolve_configurations(data, f"{where} configurations")
+    """Read a configuration file (a JSON list, or an object with a ``configurations``
+    list), checked by the core; the list with every default filled in."""
+    resolved: list[dict[str, Any]] = orjson.loads(_core.configuration_file(os.fspath(path)).resolved_json())
+    return resolved
 
 
 def _signature_key(sig: Mapping[str, Any]) -> bytes:

@@ -122,8 +122,8 @@ mod _core {
     use super::research::{baseline_trace, check_reduce_options, reduce_trace};
     #[pymodule_export]
     use super::settings::{
-        PyConfigurations, PyReplaySettings, configurations, physical_configurations,
-        read_backend_file, write_backend_file,
+        PyConfigurations, PyReplaySettings, configuration_file, configurations,
+        physical_configurations, read_backend_file, write_backend_file,
     };
     #[pymodule_export]
     use super::signing::{

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use commcanary_core::behavior::{
-    Configuration, default_configurations_json, read_configurations, read_physical_configurations,
+    Configuration, default_configurations_json, read_configuration_file, read_configurations,
+    read_physical_configurations,
 };
 use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
 use commcanary_core::output::write_atomic;
@@ -153,4 +154,17 @@ pub fn physical_configurations<'py>(
         read_physical_configurations(&data, &place)
     })?;
     Ok(PyBytes::new(py, &out))
+}
+
+/// Reads and checks a configuration file (bounded input): a JSON list, or an
+/// object whose only member is `configurations`; raises `InputError`.
+#[pyfunction]
+pub fn configuration_file(py: Python<'_>, path: String) -> PyResult<PyConfigurations> {
+    let file = PathBuf::from(&path);
+    let bytes = detached(py, Some(&path), move || read_input(&file, MAX_INPUT_BYTES))?;
+    let (list, resolved) = detached(py, None, move || read_configuration_file(&bytes, &path))?;
+    Ok(PyConfigurations {
+        list: Arc::new(list),
+        resolved,
+    })
 }

@@ -145,7 +145,38 @@ fn configuration(name: &str, item: Value<'_>, at: &str) -> Result<(Configuration
 /// range: `configurations[1] field 'bandwidth_gbps' must be positive`.
 pub fn read_configurations(bytes: &[u8], place: &str) -> Result<(Vec<Configuration>, Vec<u8>)> {
     let doc = parse_list(bytes, place)?;
-    let root = doc.root().expect("a parsed document");
+    configurations_of(doc.root().expect("a parsed document"), place)
+}
+
+/// Reads a configuration file (`where` names it): a JSON list, or an object
+/// whose only member is `configurations`, a list; the list as
+/// [`read_configurations`] reads it.
+///
+/// # Errors
+/// Not JSON, another shape, or a broken list rule, each naming the file.
+pub fn read_configuration_file(bytes: &[u8], place: &str) -> Result<(Vec<Configuration>, Vec<u8>)> {
+    let doc = parse_list(bytes, place)?;
+    let mut root = doc.root().expect("a parsed document");
+    if root.is_object() {
+        if let Some((key, _)) = root.members().find(|(k, _)| *k != b"configurations") {
+            return Err(invalid(format!(
+                "{place} has unknown key '{}' (expected 'configurations')",
+                String::from_utf8_lossy(key)
+            )));
+        }
+        root = root
+            .get("configurations")
+            .filter(Value::is_array)
+            .ok_or_else(|| invalid(format!("{place} field 'configurations' must be a list")))?;
+    } else if !root.is_array() {
+        return Err(invalid(format!(
+            "{place} field 'configurations' must be a list"
+        )));
+    }
+    configurations_of(root, &format!("{place} configurations"))
+}
+
+fn configurations_of(root: Value<'_>, place: &str) -> Result<(Vec<Configuration>, Vec<u8>)> {
     let hint = || {
         let mut keys: Vec<&str> = CONFIGURATION_SETTINGS.to_vec();
         keys.push("name");
@@ -284,6 +315,26 @@ mod tests {
         assert!(e.message().ends_with("must be an integer"));
         let e = read(r#"[{"name":"a"},{"name":"c","colour":1}]"#).unwrap_err();
         assert!(e.message().contains("unknown key 'colour' (allowed: "));
+    }
+
+    #[test]
+    fn a_file_holds_a_list_or_an_object_of_one() {
+        let list = br#"[{"name":"a"},{"name":"b"}]"#;
+        assert_eq!(read_configuration_file(list, "f").unwrap().0.len(), 2);
+        let wrapped = br#"{"configurations":[{"name":"a"},{"name":"b"}]}"#;
+        assert_eq!(read_configuration_file(wrapped, "f").unwrap().0.len(), 2);
+        let e = read_configuration_file(br#"{"configurations":[],"x":1}"#, "f").unwrap_err();
+        assert_eq!(
+            e.message(),
+            "f has unknown key 'x' (expected 'configurations')"
+        );
+        let e = read_configuration_file(b"3", "f").unwrap_err();
+        assert_eq!(e.message(), "f field 'configurations' must be a list");
+        let e = read_configuration_file(br#"[{"name":"a"}]"#, "f").unwrap_err();
+        assert!(
+            e.message()
+                .starts_with("f configurations must have between 2")
+        );
     }
 
     #[test]

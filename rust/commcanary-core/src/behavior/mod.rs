@@ -27,7 +27,7 @@ pub mod search;
 
 pub use config::{
     CONFIGURATION_SETTINGS, MAX_CONFIGURATIONS, MIN_CONFIGURATIONS, default_configurations_json,
-    read_configurations, read_physical_configurations,
+    read_configuration_file, read_configurations, read_physical_configurations,
 };
 
 use rayon::prelude::*;
