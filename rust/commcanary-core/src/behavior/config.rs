@@ -76,8 +76,7 @@ fn entries<'a>(
 }
 
 fn parse_list(bytes: &[u8], place: &str) -> Result<crate::json::Doc> {
-    parse(bytes, JsonLimits::default())
-        .map_err(|e| invalid(format!("{place} is not valid JSON: {}", e.message())))
+    parse(bytes, JsonLimits::default()).map_err(|e| invalid(format!("{place} {}", e.message())))
 }
 
 /// One behaviour configuration's settings, from its members.
