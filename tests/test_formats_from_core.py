@@ -82,3 +82,17 @@ def test_configuration_and_clock_offset_rules_are_the_cores() -> None:
     with pytest.raises(OptionError) as bad:
         _offsets({"one": 1.0})  # type: ignore[dict-item]
     assert bad.value.rule == _core.CLOCK_OFFSETS_RULE
+
+
+def test_the_report_schema_lists_the_cores_backend_settings() -> None:
+    """A setting a report writes must be in the schema's simulated backend, and the schema
+    requires exactly the settings every backend file requires."""
+    import json
+    from importlib.resources import files
+
+    schema = json.loads((files("commcanary") / "schemas" / "report.schema.json").read_text())
+    backend = schema["$defs"]["simulated_backend"]
+    names = {name for name, _ in _core.BACKEND_SETTINGS}
+    assert set(backend["properties"]) == names | {"bandwidth_unit", "mode"}
+    required = {name for name, role in _core.BACKEND_SETTINGS if role == "required"}
+    assert set(backend["required"]) == required | {"bandwidth_unit", "mode"}
