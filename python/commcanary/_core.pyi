@@ -104,6 +104,7 @@ __all__ = [
     "set_resource_limits",
     "sign_file",
     "signing_keypair",
+    "table_columns",
     "trusted_key_ids",
     "verify_file",
     "verify_report_files",
@@ -331,6 +332,9 @@ def recover_trace_steps(data: bytes) -> list[int] | None: ...
 def read_hang_document(
     path: str,
 ) -> tuple[list[tuple[int, str | None, str]], tuple[int, list[tuple[str, list[int]]]]]: ...
+def table_columns(
+    document: bytes, table: str, names: list[tuple[str, str]]
+) -> dict[str, npt.NDArray[Any] | list[str]]: ...
 def job_timeline(
     paths: list[str],
     *,

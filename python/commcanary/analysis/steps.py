@@ -59,11 +59,13 @@ class StepsReport:
 
     def columns(self) -> dict[str, np.ndarray]:
         """The steps table as numpy columns (``step``, ``start_us``,
-        ``duration_us``, ``calls``)."""
+        ``duration_us``, ``calls``), read from the document by the core."""
         import numpy as np
 
-        rows = self.document["steps"]
-        return {name: np.array([r[name] for r in rows], dtype=dtype) for name, dtype in _STEP_COLUMNS.items()}
+        kinds = {"int64": "int", "float64": "float"}
+        names = [(name, kinds[dtype]) for name, dtype in _STEP_COLUMNS.items()]
+        columns = _core.table_columns(self.data, "steps", names)
+        return {name: np.asarray(values) for name, values in columns.items()}
 
     def write(self, path: PathLike) -> Path:
         """Write the document atomically (canonical JSON)."""

@@ -74,13 +74,15 @@ class StragglerReport:
         as arrays of str."""
         import numpy as np
 
-        rows = self.document[table]
-        out = {
-            name: np.array([r[name] for r in rows], dtype=dtype) for name, dtype in _COLUMNS[table].items()
-        }
+        kinds = {"int64": "int", "float64": "float"}
+        names = [(name, kinds[dtype]) for name, dtype in _COLUMNS[table].items()]
         if table == "findings":
-            out["kind"] = np.array([r["kind"] for r in rows], dtype=str)
-            out["op"] = np.array([r["op"] for r in rows], dtype=str)
+            names += [("kind", "text"), ("op", "text")]
+        columns = _core.table_columns(self.data, table, names)
+        out: dict[str, np.ndarray] = {
+            name: np.array(values, dtype=str) if isinstance(values, list) else values
+            for name, values in columns.items()
+        }
         return out
 
     @property

@@ -134,3 +134,40 @@ pub(crate) fn job_timeline<'py>(
     d.set_item("hang_marks", t.hang_marks)?;
     Ok(d)
 }
+
+/// The columns `names` (`(name, kind)`, kind `int`, `float` or `text`) of
+/// the array `table` of a JSON document: numpy arrays for numbers, lists of
+/// str for text, by name.
+#[pyfunction]
+pub(crate) fn table_columns<'py>(
+    py: Python<'py>,
+    document: pyo3::pybacked::PyBackedBytes,
+    table: String,
+    names: Vec<(String, String)>,
+) -> PyResult<Bound<'py, PyDict>> {
+    use commcanary_core::export::columns::{Column, Kind, table_columns};
+    use numpy::IntoPyArray;
+    let kinds: Vec<(String, Kind)> = names
+        .into_iter()
+        .map(|(name, kind)| {
+            let kind = match kind.as_str() {
+                "int" => Kind::Int,
+                "float" => Kind::Float,
+                _ => Kind::Text,
+            };
+            (name, kind)
+        })
+        .collect();
+    let (columns, names) = detached(py, None, move || {
+        table_columns(&document, &table, &kinds).map(|c| (c, kinds))
+    })?;
+    let d = PyDict::new(py);
+    for ((name, _), column) in names.into_iter().zip(columns) {
+        match column {
+            Column::Int(v) => d.set_item(name, v.into_pyarray(py))?,
+            Column::Float(v) => d.set_item(name, v.into_pyarray(py))?,
+            Column::Text(v) => d.set_item(name, v)?,
+        }
+    }
+    Ok(d)
+}

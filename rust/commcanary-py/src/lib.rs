@@ -108,7 +108,7 @@ mod _core {
         recover_trace_steps,
     };
     #[pymodule_export]
-    use super::export::{export_param, job_timeline, read_hang_document};
+    use super::export::{export_param, job_timeline, read_hang_document, table_columns};
     #[pymodule_export]
     use super::import::{import_kineto_file, import_kineto_job, read_clock_offsets};
     #[pymodule_export]

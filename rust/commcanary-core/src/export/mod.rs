@@ -5,7 +5,9 @@
 //!   them, every target checked before the first byte.
 //! * [`timeline`] — a job's per-rank timeline as Chrome-trace JSON for
 //!   Perfetto, with straggler and hang marks (uses `analysis`).
+//! * [`columns`] — a document's table (its rows) as typed columns.
 
+pub mod columns;
 pub mod param;
 pub mod param_files;
 pub mod timeline;
