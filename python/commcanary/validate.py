@@ -140,9 +140,10 @@ def validate_model(
     base = backend or Backend()
     model: dict[str, dict[str, float]] = {}
     for c in configs:
-        model[c["name"]] = {
-            m: replay(canary, backend=_scaled(base, c), iterations=iterations).metrics[m] for m in METRICS
-        }
+        report = replay(canary, backend=_scaled(base, c), iterations=iterations)
+        model[c["name"]] = {m: report.metrics[m] for m in METRICS}
+        # The label the replays used (a default one is named after the canary's job).
+        base = base.replace(label=report.backend["label"])
     # Round by round, every configuration once per round: the host's drift
     # over the campaign falls on every configuration alike, not on whichever
     # was measured last.

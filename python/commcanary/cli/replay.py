@@ -40,9 +40,12 @@ Html = Annotated[
     Path | None, typer.Option("--html", metavar="PAGE", help="Also write the report as an HTML page.")
 ]
 Label = Annotated[
-    str,
+    str | None,
     typer.Option(
-        "--backend-label", metavar="NAME", help="Name of the simulated backend, recorded in the report."
+        "--backend-label",
+        metavar="NAME",
+        help="Name of the simulated backend, recorded in the report (default: simulated-nccl, or "
+        "'simulated (the job ran on gloo)' for a canary of a job that ran on another backend).",
     ),
 ]
 Bandwidth = Annotated[

@@ -57,6 +57,23 @@ pub fn replay_canary(
     settings: &Settings,
     include_samples: bool,
 ) -> Result<ReplayRun> {
+    let named;
+    let settings = if settings.label_from_canary {
+        let system = canary.member_json("system");
+        let doc = crate::json::parse(&system, crate::json::JsonLimits::default())?;
+        let backend = doc
+            .root()
+            .and_then(|r| r.get("kineto_backend"))
+            .and_then(|b| b.as_str());
+        named = Settings {
+            label: settings.label_for(backend),
+            label_from_canary: false,
+            ..settings.clone()
+        };
+        &named
+    } else {
+        settings
+    };
     let r = replay(&canary.program, settings)?;
     Ok(ReplayRun {
         sections: sections(canary, &r, settings, include_samples),

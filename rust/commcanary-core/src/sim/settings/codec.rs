@@ -117,7 +117,9 @@ pub const RUN_SETTINGS: [&str; 4] = ["ablations", "iterations", "max_replay_even
 /// Settings from a caller's request: a JSON object holding any backend
 /// setting and the run's `iterations`, `seed`, `max_replay_events` and
 /// `ablations`; an absent member (or a `null` run setting) takes its
-/// default. Overrides may be `[op, latency_floor_us, bandwidth_gbps]`.
+/// default, and a `null` label is named after the canary's job when it is
+/// replayed ([`Settings::label_for`]). Overrides may be `[op,
+/// latency_floor_us, bandwidth_gbps]`.
 ///
 /// # Errors
 /// An [`Error::option`] naming the first unknown member, value of the wrong
@@ -128,7 +130,9 @@ pub fn settings_from_request(bytes: &[u8]) -> Result<Settings> {
     let mut s = Settings::default();
     for (key, v) in root.members() {
         let key = std::str::from_utf8(key).unwrap_or("");
-        if let Some(setting) = super::backend_setting(key) {
+        if key == "label" && v.is_null() {
+            s.label_from_canary = true;
+        } else if let Some(setting) = super::backend_setting(key) {
             let ok = read_value(setting, v, true).is_some_and(|value| (setting.set)(&mut s, value));
             if !ok {
                 return Err(Error::option(
@@ -212,6 +216,9 @@ pub fn request_json(s: &Settings) -> Vec<u8> {
             other => to_json(other),
         };
         o.set(setting.name, value);
+    }
+    if s.label_from_canary {
+        o.set("label", Json::Null);
     }
     let ablations = s
         .ablations
@@ -426,6 +433,18 @@ mod tests {
             e.message(),
             "field 'backend.rate_spread' must be between 0 and 2"
         );
+    }
+
+    #[test]
+    fn a_label_not_given_is_named_after_the_job() {
+        let s = settings_from_request(br#"{"label": null}"#).unwrap();
+        assert!(s.label_from_canary);
+        assert_eq!(settings_from_request(&request_json(&s)).unwrap(), s);
+        assert_eq!(s.label_for(Some("gloo")), "simulated (the job ran on gloo)");
+        assert_eq!(s.label_for(Some("nccl")), "simulated-nccl");
+        assert_eq!(s.label_for(None), "simulated-nccl");
+        let given = settings_from_request(br#"{"label": "mine"}"#).unwrap();
+        assert_eq!(given.label_for(Some("gloo")), "mine");
     }
 
     #[test]

@@ -313,6 +313,9 @@ macro_rules! backend_settings {
             pub max_replay_events: u64,
             /// Ablations.
             pub ablations: Ablations,
+            /// The label was not given: a replay names the backend after
+            /// the canary's job ([`Settings::label_for`]).
+            pub label_from_canary: bool,
             $( $(#[doc = $doc])* pub $name: $ty, )*
         }
 
@@ -323,6 +326,7 @@ macro_rules! backend_settings {
                     seed: 7,
                     max_replay_events: 1_000_000,
                     ablations: Ablations::default(),
+                    label_from_canary: false,
                     $( $name: $default, )*
                 }
             }
@@ -472,6 +476,23 @@ impl Settings {
     #[must_use]
     pub fn shared_cores(&self) -> f64 {
         self.host_cpus / self.rank_cpu_share
+    }
+
+    /// The label a replay of a job that ran on `job_backend` (the canary's
+    /// `system.kineto_backend`, when it records one) reports when none was
+    /// given: the default label names the model's NCCL-like default backend,
+    /// so a job that ran on another backend says so instead of being called
+    /// NCCL.
+    #[must_use]
+    pub fn label_for(&self, job_backend: Option<&str>) -> String {
+        match job_backend {
+            Some(b)
+                if self.label_from_canary && !b.is_empty() && !b.eq_ignore_ascii_case("nccl") =>
+            {
+                format!("simulated (the job ran on {b})")
+            }
+            _ => self.label.clone(),
+        }
     }
 
     /// Checks the parameter ranges.
