@@ -50,15 +50,14 @@ def test_settings_and_configurations_are_the_cores() -> None:
 
     assert orjson.loads(_core.DEFAULT_SETTINGS_JSON) == DEFAULT_SETTINGS
     assert dict(_core.BACKEND_SETTINGS) == BACKEND_SETTINGS
-    # The Python backend is a view of the core's table: its fields, in the core's order, with its
-    # defaults; the label's default is None (the replay names it after the canary's job).
+    # The Python backend is a view of the core's table: its fields, in the core's order, with its defaults.
     fields = dataclasses.fields(Backend)
     assert [f.name for f in fields] == [name for name, _ in _core.BACKEND_SETTINGS]
     for f in fields:
         core = DEFAULT_SETTINGS[f.name]
-        assert f.default == (None if f.name == "label" else tuple(core) if isinstance(core, list) else core)
-    # What the core reads back from a default backend is the default backend, its label to be named.
-    assert orjson.loads(Backend().settings().request_json()) == {**DEFAULT_SETTINGS, "label": None}
+        assert f.default == (tuple(core) if isinstance(core, list) else core)
+    # What the core reads back from a default backend is the default backend.
+    assert orjson.loads(Backend().settings().request_json()) == DEFAULT_SETTINGS
     assert list(DEFAULT_CONFIGURATIONS) == orjson.loads(_core.DEFAULT_CONFIGURATIONS_JSON)
 
 

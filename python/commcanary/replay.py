@@ -74,13 +74,6 @@ def _of(cls: Any, settings: _core.ReplaySettings) -> Any:
     return cls(**{k: v for k, v in values.items() if k in BACKEND_SETTINGS})
 
 
-def _backend_default(name: str) -> Any:
-    """A field's default: the core's, except the label, ``None``: the replay
-    names the backend after the canary's job (the core's default label names
-    the model's NCCL-like backend; a canary of a gloo job says so instead)."""
-    return None if name == "label" else _frozen(DEFAULT_SETTINGS[name])
-
-
 def _post_init(self: Any) -> None:
     for f in dataclasses.fields(self):
         object.__setattr__(self, f.name, _frozen(getattr(self, f.name)))
@@ -90,9 +83,9 @@ _BACKEND_DOC = """The simulated backend: the knobs an A/B comparison varies.
 
 A frozen dataclass whose fields are the core's backend settings
 (``BACKEND_SETTINGS``; their meaning and ranges: ``docs/formats/report.md``),
-each defaulting to the core's default (the label, ``None``, is the core's
-``simulated-nccl``, or names the job's backend when the canary records one
-other than NCCL): ``Backend()`` is the default backend,
+each defaulting to the core's default (a replay under the default label,
+``simulated-nccl``, names the job's backend instead when the canary records
+one other than NCCL): ``Backend()`` is the default backend,
 ``Backend(latency_floor_us=12)`` changes one knob, ``backend.replace(...)``
 (or :func:`dataclasses.replace`) another. ``op_overrides`` holds
 ``(op, latency_floor_us, bandwidth_gbps)`` triples and ``pipelined_ops`` op
@@ -116,7 +109,10 @@ if TYPE_CHECKING:
 else:
     Backend = dataclasses.make_dataclass(
         "Backend",
-        [(name, Any, dataclasses.field(default=_backend_default(name))) for name in BACKEND_SETTINGS],
+        [
+            (name, Any, dataclasses.field(default=_frozen(DEFAULT_SETTINGS[name])))
+            for name in BACKEND_SETTINGS
+        ],
         frozen=True,
         namespace={
             "__doc__": _BACKEND_DOC,

@@ -40,7 +40,7 @@ Html = Annotated[
     Path | None, typer.Option("--html", metavar="PAGE", help="Also write the report as an HTML page.")
 ]
 Label = Annotated[
-    str | None,
+    str,
     typer.Option(
         "--backend-label",
         metavar="NAME",

@@ -117,9 +117,10 @@ pub const RUN_SETTINGS: [&str; 4] = ["ablations", "iterations", "max_replay_even
 /// Settings from a caller's request: a JSON object holding any backend
 /// setting and the run's `iterations`, `seed`, `max_replay_events` and
 /// `ablations`; an absent member (or a `null` run setting) takes its
-/// default, and a `null` label is named after the canary's job when it is
-/// replayed ([`Settings::label_for`]). Overrides may be `[op,
-/// latency_floor_us, bandwidth_gbps]`.
+/// default. The default label (absent, `null` or given as the default) is
+/// named after the canary's job when it is replayed
+/// ([`Settings::label_for`]). Overrides may be `[op, latency_floor_us,
+/// bandwidth_gbps]`.
 ///
 /// # Errors
 /// An [`Error::option`] naming the first unknown member, value of the wrong
@@ -131,8 +132,9 @@ pub fn settings_from_request(bytes: &[u8]) -> Result<Settings> {
     for (key, v) in root.members() {
         let key = std::str::from_utf8(key).unwrap_or("");
         if key == "label" && v.is_null() {
-            s.label_from_canary = true;
-        } else if let Some(setting) = super::backend_setting(key) {
+            continue;
+        }
+        if let Some(setting) = super::backend_setting(key) {
             let ok = read_value(setting, v, true).is_some_and(|value| (setting.set)(&mut s, value));
             if !ok {
                 return Err(Error::option(
@@ -144,6 +146,9 @@ pub fn settings_from_request(bytes: &[u8]) -> Result<Settings> {
             read_run_setting(&mut s, key, v)?;
         }
     }
+    // The default label names the model's default backend; a replay names a
+    // job that ran on another backend after it instead.
+    s.label_from_canary = s.label == Settings::default().label;
     s.validate()?;
     Ok(s)
 }
@@ -216,9 +221,6 @@ pub fn request_json(s: &Settings) -> Vec<u8> {
             other => to_json(other),
         };
         o.set(setting.name, value);
-    }
-    if s.label_from_canary {
-        o.set("label", Json::Null);
     }
     let ablations = s
         .ablations
@@ -392,6 +394,8 @@ mod tests {
                 bandwidth_gbps: 9.0,
             }],
             iterations: 3,
+            // A request under the default label asks for the job's name.
+            label_from_canary: true,
             ..Settings::default()
         };
         assert_eq!(settings_from_request(&request_json(&s)).unwrap(), s);
@@ -439,6 +443,7 @@ mod tests {
     fn a_label_not_given_is_named_after_the_job() {
         let s = settings_from_request(br#"{"label": null}"#).unwrap();
         assert!(s.label_from_canary);
+        assert!(settings_from_request(b"{}").unwrap().label_from_canary);
         assert_eq!(settings_from_request(&request_json(&s)).unwrap(), s);
         assert_eq!(s.label_for(Some("gloo")), "simulated (the job ran on gloo)");
         assert_eq!(s.label_for(Some("nccl")), "simulated-nccl");

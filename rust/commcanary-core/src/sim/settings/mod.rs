@@ -313,8 +313,8 @@ macro_rules! backend_settings {
             pub max_replay_events: u64,
             /// Ablations.
             pub ablations: Ablations,
-            /// The label was not given: a replay names the backend after
-            /// the canary's job ([`Settings::label_for`]).
+            /// The label is the default one (not given): a replay names the
+            /// backend after the canary's job ([`Settings::label_for`]).
             pub label_from_canary: bool,
             $( $(#[doc = $doc])* pub $name: $ty, )*
         }
