@@ -139,11 +139,11 @@ def validate_model(
         raise InputError("validate-model needs at least 2 physical runs per configuration (for its noise)")
     base = backend or Backend()
     model: dict[str, dict[str, float]] = {}
+    label = base.label
     for c in configs:
         report = replay(canary, backend=_scaled(base, c), iterations=iterations)
         model[c["name"]] = {m: report.metrics[m] for m in METRICS}
-        # The label the replays used (a default one is named after the canary's job).
-        base = base.replace(label=report.backend["label"])
+        label = report.backend["label"]  # a default label is named after the canary's job
     # Round by round, every configuration once per round: the host's drift
     # over the campaign falls on every configuration alike, not on whichever
     # was measured last.
@@ -179,7 +179,9 @@ def validate_model(
         "format": VALIDATION_FORMAT,
         "engine": engine,
         # The backend's settings a backend file carries (not the run's what-ifs).
-        "backend": {k: v for k, v in base.as_dict().items() if BACKEND_SETTINGS[k] != "run"},
+        "backend": {
+            k: v for k, v in base.replace(label=label).as_dict().items() if BACKEND_SETTINGS[k] != "run"
+        },
         "configurations": configs,
         "runs": runs,
         "ranking_metrics": list(METRICS),

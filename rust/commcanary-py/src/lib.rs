@@ -182,7 +182,7 @@ mod _core {
         )?;
         m.add(
             "DEFAULT_CONFIGURATIONS_JSON",
-            super::PyBytes::new(py, &super::settings::default_configurations()),
+            super::PyBytes::new(py, &core::behavior::default_configurations_json()),
         )?;
         m.add("DEFAULT_TOLERANCES", super::default_tolerances(py)?)?;
         m.add(

@@ -156,7 +156,11 @@ impl PyReplayReport {
     /// The exposed latency of every occurrence, as a report stores it, kept
     /// even when the report carries no samples (what a page draws).
     fn exposed_us<'py>(&self, py: Python<'py>) -> Bound<'py, numpy::PyArray1<f64>> {
-        self.run.exposed_us.clone().into_pyarray(py)
+        match &self.run.replay {
+            Some(r) => commcanary_core::report::exposed_column(r),
+            None => self.run.exposed_us.clone(),
+        }
+        .into_pyarray(py)
     }
 
     /// Scheduler resource of each signature.

@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use commcanary_core::behavior::{
-    Configuration, default_configurations_json, read_configuration_file, read_configurations,
-    read_physical_configurations,
+    Configuration, read_configuration_file, read_configurations, read_physical_configurations,
 };
 use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
 use commcanary_core::output::write_atomic;
@@ -99,11 +98,6 @@ pub(crate) fn backend_settings() -> Vec<(&'static str, &'static str)> {
 /// The default settings, as a request gives them (JSON).
 pub(crate) fn default_settings_json() -> Vec<u8> {
     codec::request_json(&Settings::default())
-}
-
-/// The default behaviour configurations (JSON: the settings each changes).
-pub(crate) fn default_configurations() -> Vec<u8> {
-    default_configurations_json()
 }
 
 /// A checked behaviour configuration list.

@@ -16,8 +16,8 @@ pub const MIN_CONFIGURATIONS: usize = 2;
 /// Most configurations a check replays.
 pub const MAX_CONFIGURATIONS: usize = 32;
 
-/// The settings a behaviour configuration may set beside its `name`, sorted;
-/// the last three are integers.
+/// The settings a behaviour configuration may set beside its `name`: four
+/// backend numbers (sorted), then three run integers (sorted).
 pub const CONFIGURATION_SETTINGS: [&str; 7] = [
     "bandwidth_gbps",
     "compute_pressure",
@@ -27,6 +27,9 @@ pub const CONFIGURATION_SETTINGS: [&str; 7] = [
     "max_replay_events",
     "seed",
 ];
+
+/// Where the integers of [`CONFIGURATION_SETTINGS`] begin.
+const INTEGRAL_FROM: usize = 4;
 
 fn invalid(message: String) -> Error {
     Error::invalid(message)
@@ -84,7 +87,7 @@ fn configuration(name: &str, item: Value<'_>, at: &str) -> Result<(Configuration
     let mut settings = Settings::default();
     let mut resolved = Json::object().with("name", Json::Str(name.to_owned()));
     for (k, key) in CONFIGURATION_SETTINGS.iter().enumerate() {
-        let integral = k >= 4;
+        let integral = k >= INTEGRAL_FROM;
         let value = item.get(key);
         let field = |rule: &str| invalid(format!("{at} field '{key}' {rule}"));
         if integral {
@@ -202,7 +205,7 @@ pub fn default_configurations_json() -> Vec<u8> {
     let base = Settings::default();
     let list = super::default_configurations().into_iter().map(|c| {
         let mut o = Json::object().with("name", Json::Str(c.name));
-        for key in &CONFIGURATION_SETTINGS[..4] {
+        for key in &CONFIGURATION_SETTINGS[..INTEGRAL_FROM] {
             let setting = crate::sim::settings::backend_setting(key).expect("a backend setting");
             if let SettingValue::Number(x) = (setting.get)(&c.settings) {
                 if (setting.get)(&base) != SettingValue::Number(x) {

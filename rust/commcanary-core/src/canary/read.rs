@@ -45,16 +45,20 @@ pub struct Canary {
 }
 
 impl Canary {
-    /// Canonical JSON of top-level member `key` (`{}` when absent).
+    /// Top-level member `key`, when present.
     #[must_use]
-    pub fn member_json(&self, key: &str) -> Vec<u8> {
+    pub fn member(&self, key: &str) -> Option<crate::json::Value<'_>> {
         self.members
             .iter()
             .find(|(k, _)| k.as_slice() == key.as_bytes())
-            .map_or_else(
-                || b"{}".to_vec(),
-                |(_, id)| canon::to_vec(self.doc.value(*id)),
-            )
+            .map(|(_, id)| self.doc.value(*id))
+    }
+
+    /// Canonical JSON of top-level member `key` (`{}` when absent).
+    #[must_use]
+    pub fn member_json(&self, key: &str) -> Vec<u8> {
+        self.member(key)
+            .map_or_else(|| b"{}".to_vec(), canon::to_vec)
     }
 }
 

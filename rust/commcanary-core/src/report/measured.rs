@@ -140,7 +140,7 @@ pub fn measured_run(
         per_iteration: r.per_iteration,
         signatures: r.signatures.iter().map(signature_json).collect(),
         resources: r.resources.clone(),
-        exposed_us: super::exposed_column(&r),
+        exposed_us: super::exposed_unless_kept(&r, include_samples),
         replay: include_samples.then_some(r),
     })
 }

@@ -278,6 +278,13 @@ pub fn exposed_column(r: &Replay) -> Vec<f64> {
         .collect()
 }
 
+/// [`exposed_column`] for a run that does not keep its replay; empty when
+/// it does (the column is then computed from the replay when asked).
+#[must_use]
+pub fn exposed_unless_kept(r: &Replay, kept: bool) -> Vec<f64> {
+    if kept { Vec::new() } else { exposed_column(r) }
+}
+
 /// One stored float column of the samples: its name, its decimals and how to
 /// compute value `i` from the replay (rounded exactly as `sample_columns`).
 type ColumnSpec = (&'static str, u32, fn(&Replay, usize) -> f64);

@@ -25,7 +25,8 @@ pub struct ReplayRun {
     /// Scheduler resource of each signature.
     pub resources: Vec<String>,
     /// The exposed latency of every occurrence, as stored (see
-    /// [`super::exposed_column`]), whether or not the report carries samples.
+    /// [`super::exposed_column`]), for a run whose replay is not kept (its
+    /// report carries no samples); empty when `replay` is kept.
     pub exposed_us: Vec<f64>,
 }
 
@@ -59,11 +60,8 @@ pub fn replay_canary(
 ) -> Result<ReplayRun> {
     let named;
     let settings = if settings.label_from_canary {
-        let system = canary.member_json("system");
-        let doc = crate::json::parse(&system, crate::json::JsonLimits::default())?;
-        let backend = doc
-            .root()
-            .and_then(|r| r.get("kineto_backend"))
+        let backend = (canary.member("system"))
+            .and_then(|system| system.get("kineto_backend"))
             .and_then(|b| b.as_str());
         named = Settings {
             label: settings.label_for(backend),
@@ -80,7 +78,7 @@ pub fn replay_canary(
         per_iteration: r.per_iteration,
         signatures: r.signatures.iter().map(signature_json).collect(),
         resources: r.resources.clone(),
-        exposed_us: super::exposed_column(&r),
+        exposed_us: super::exposed_unless_kept(&r, include_samples),
         replay: include_samples.then_some(r),
     })
 }
