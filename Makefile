@@ -23,7 +23,7 @@ IMPORT_BENCH_ARGS ?=
 SHAPE ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test test-quick lint fmt fuzz bench bench-import shape clean
+.PHONY: help dev test test-quick lint fmt schemas fuzz bench bench-import shape clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -59,6 +59,9 @@ lint: ## Rust fmt + clippy, ruff check + format, mypy, stubtest, no value rule i
 fmt: ## Format Rust (cargo fmt) and Python (ruff format)
 	cargo fmt --all
 	$(BIN)/ruff format $(PY_SRC)
+
+schemas: ## Write the schema parts the core generates (after adding a replay setting)
+	$(PYTHON) scripts/schemas.py
 
 bench: ## Run the benchmarks with quick options (see docs/benchmarks.md)
 	@export PATH="$(CURDIR)/$(BIN):$$PATH"; set -e; \

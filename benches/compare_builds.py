@@ -7,7 +7,9 @@ built extension inside (``git archive REV python | tar -x -C DIR`` plus that
 build's ``_core.abi3.so``). Each command runs alternately under the old and the
 new build (the installed one) so machine noise hits both alike; the table gives
 each side's median wall time and new/old. Inputs are generated with
-``examples/make_synthetic_trace.py``.
+``examples/make_synthetic_trace.py``, and a one-rank NCCL profiler trace of as
+many events (``record_param_comms`` frontend/backend pairs, their kernels and
+CPU ops between them) for ``import-kineto``.
 """
 
 from __future__ import annotations
@@ -38,9 +40,43 @@ def run(args: list[str], pythonpath: str | None) -> float:
     return elapsed
 
 
+def write_nccl_profile(path: Path, events: int) -> None:
+    """A one-rank NCCL profile of about ``events`` events, deterministic."""
+    ops = ("allreduce", "_allgather_base", "_reduce_scatter_base", "broadcast", "barrier")
+    parts: list[str] = []
+    ts = 1000.0
+    for i in range(max(1, events // 10)):
+        op = ops[i % len(ops)]
+        args = (
+            f'"Collective name":"{op}","dtype":"BFloat16","In msg nelems":{4096 << (i % 6)},'
+            f'"Out msg nelems":{4096 << (i % 6)},"Group size":8,"Process Group Name":"{i % 2}",'
+            f'"Process Group Ranks":"[0, 1, 2, 3, 4, 5, 6, 7]","Seq":{i},"Rank":0'
+        )
+        for outer, (start, dur) in enumerate(((ts, 40.0), (ts + 1.0, 38.0))):
+            parts.append(
+                f'{{"ph":"X","cat":"cpu_op","name":"record_param_comms","pid":7,"tid":9,"ts":{start},'
+                f'"dur":{dur},"args":{{{args},"External id":{2 * i + outer}}}}}'
+            )
+        parts.append(
+            f'{{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_RING_LL_Sum_bf16","pid":0,'
+            f'"tid":7,"ts":{ts + 5},"dur":30.5,"args":{{"External id":{2 * i}}}}}'
+        )
+        for k in range(7):
+            parts.append(
+                f'{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":7,"tid":9,"ts":{ts + 45 + 5 * k},"dur":4.0,'
+                f'"args":{{"External id":{10**9 + 7 * i + k}}}}}'
+            )
+        ts += 100.0
+    path.write_text(
+        '{"distributedInfo":{"backend":"nccl","rank":0,"world_size":8},'
+        '"baseTimeNanoseconds":1700000000000000000,"traceEvents":[' + ",".join(parts) + "]}"
+    )
+
+
 def commands(work: Path, trace: Path) -> dict[str, list[str]]:
     canary, report, other = work / "c.json", work / "r.json", work / "o.json"
     return {
+        "import-kineto (one file)": ["import-kineto", str(work / "nccl.json"), "-o", str(work / "k.json")],
         "compile": ["compile", str(trace), "-o", str(canary)],
         "replay --include-samples": ["replay", str(canary), "-o", str(report), "--include-samples"],
         "replay (floor 9)": ["replay", str(canary), "-o", str(other), "--latency-floor-us", "9"],
@@ -63,6 +99,7 @@ def main() -> int:
         subprocess.run(
             [sys.executable, str(GENERATOR), "--events", str(args.events), "-o", str(trace)], check=True
         )
+        write_nccl_profile(work / "nccl.json", args.events)
         print(f"{args.events} events, {args.repeat} runs each; median seconds", file=sys.stderr)
         print(f"{'command':28} {'old':>8} {'new':>8} {'new/old':>8}")
         for name, argv in commands(work, trace).items():

@@ -79,13 +79,15 @@ def test_configuration_and_clock_offset_rules_are_the_cores() -> None:
 
 
 def test_the_report_schema_lists_the_cores_backend_settings() -> None:
-    """A setting a report writes must be in the schema's simulated backend, and the schema
-    requires exactly the settings every backend file requires."""
+    """The report schema's simulated backend is the one the core's settings table
+    generates (scripts/schemas.py writes it): every setting a report writes, and the
+    settings every backend file requires as required."""
     import json
     from importlib.resources import files
 
     schema = json.loads((files("commcanary") / "schemas" / "report.schema.json").read_text())
     backend = schema["$defs"]["simulated_backend"]
+    assert backend == json.loads(_core.SIMULATED_BACKEND_SCHEMA_JSON)
     names = {name for name, _ in _core.BACKEND_SETTINGS}
     assert set(backend["properties"]) == names | {"bandwidth_unit", "mode"}
     required = {name for name, role in _core.BACKEND_SETTINGS if role == "required"}

@@ -53,6 +53,7 @@ __all__ = [
     "MEASURED_MODE",
     "REPLAY_MODEL",
     "REPORT_FORMAT",
+    "SIMULATED_BACKEND_SCHEMA_JSON",
     "TRACE_COLUMNS",
     "TRACE_FORMAT",
     "BehaviorReference",
@@ -136,6 +137,9 @@ DEFAULT_SETTINGS_JSON: Final[bytes]
 #: Every backend setting, sorted: ``(name, role)``, role ``required``,
 #: ``calibrated`` or ``run``.
 BACKEND_SETTINGS: Final[tuple[tuple[str, str], ...]]
+#: The report schema's ``simulated_backend`` definition, generated from the
+#: settings table (JSON Schema, canonical JSON).
+SIMULATED_BACKEND_SCHEMA_JSON: Final[bytes]
 #: The default behaviour configurations (JSON).
 DEFAULT_CONFIGURATIONS_JSON: Final[bytes]
 #: The default behaviour tolerances, by API name.

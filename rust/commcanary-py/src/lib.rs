@@ -177,6 +177,10 @@ mod _core {
             super::PyBytes::new(py, &super::settings::default_settings_json()),
         )?;
         m.add(
+            "SIMULATED_BACKEND_SCHEMA_JSON",
+            super::PyBytes::new(py, &core::sim::settings::codec::simulated_backend_schema()),
+        )?;
+        m.add(
             "BACKEND_SETTINGS",
             super::PyTuple::new(py, super::settings::backend_settings())?,
         )?;

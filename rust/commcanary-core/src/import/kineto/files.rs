@@ -26,7 +26,7 @@ use crate::import::stream::ScanLimits;
 
 /// Version of the cached profile: bump whenever what a profile holds, or
 /// how a file becomes one, changes.
-pub const PROFILE_VERSION: u64 = 5;
+pub const PROFILE_VERSION: u64 = 6;
 
 /// How the cache served a read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,12 +1,15 @@
 //! PyTorch profiler (Kineto) Chrome traces → `commcanary.trace.v1`.
 //!
-//! Two paths:
-//! * [`single`] — one rank's NCCL profile (`record_param_comms`), the
-//!   reference behaviour of a single-file import ([`import_kineto`]);
+//! One reader, two writers. Every file is read by one streaming pass:
+//! [`scan`] keeps what matters (and decides what a record is: control op,
+//! nested duplicate, size, element type, group, kernels), [`header`] reads
+//! `distributedInfo`. Then:
+//! * [`single`] — one file as a one-rank profile, written as the reference
+//!   single-file import ([`import_kineto`]: one event per NCCL
+//!   `record_param_comms` record, its facts in the event's metadata);
 //! * the job path — one or more files per rank, NCCL or gloo, merged into one
 //!   event per collective instance with measured per-rank arrivals:
-//!   [`profile::read_file`] reads each file ([`scan`] keeps what matters,
-//!   [`header`] reads `distributedInfo`), [`job::import_job`] joins windows,
+//!   [`profile::read_file`] reads each file, [`job::import_job`] joins windows,
 //!   checks the files are one job, matches instances ([`align`]) and writes
 //!   events ([`events`]).
 //!

@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 
 use super::ops::{self, Kind};
 use super::profile::{Call, GroupDecl, ProfileCounts, RankProfile, call_order, intern_groups};
-use super::single::{group_ranks, integer};
+use super::single::{RecordFacts, SingleScan, group_ranks, integer};
 use super::timeline::{Intervals, Ranges};
 use crate::error::{Error, Result};
 use crate::import::stream::RawEvent;
@@ -48,6 +48,28 @@ pub(super) struct RawCall {
     seq: i64,
     external_id: i64,
     index: u64,
+}
+
+/// What a `record_param_comms` record became, for the nesting sweep
+/// ([`FileScan::drop_nested`]): a call, a control op, or a record the
+/// single-rank filter left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RecordIs {
+    /// The call at this index of [`FileScan::calls`].
+    Call(usize),
+    /// A control op; `true` for a barrier.
+    Control(bool),
+    /// A record of a group the single-rank filter leaves out.
+    LeftOut,
+}
+
+/// The span of one `record_param_comms` record on its thread.
+#[derive(Debug, Clone, Copy)]
+struct RecordSpan {
+    thread: u32,
+    ts: f64,
+    end: f64,
+    is: RecordIs,
 }
 
 /// A `gloo:*` execution range.
@@ -108,19 +130,38 @@ pub(super) struct FileScan {
     phase_ranges: Vec<(u32, u32, f64, f64)>,
     control: u64,
     barriers: Vec<f64>,
+    /// Every `record_param_comms` record, for the nesting sweep.
+    record_spans: Vec<RecordSpan>,
     /// The process that issued the communication calls (the `pid` of the
     /// first one), when it is an integer.
     pub(super) process: Option<i64>,
+    /// Limits of each event's `args` document.
+    pub(super) json: JsonLimits,
+    /// Set for a single-rank import ([`super::single`]): what it writes of
+    /// each `record_param_comms` record besides its call.
+    pub(super) single: Option<SingleScan>,
 }
 
-fn args_doc(e: &RawEvent<'_>) -> Result<Option<crate::json::Doc>> {
+impl FileScan {
+    /// A scan in single-rank mode: `args` read within `json`, and what
+    /// [`super::single`] writes of each record kept in `single`.
+    pub(super) fn single_rank(json: JsonLimits, single: SingleScan) -> Self {
+        FileScan {
+            json,
+            single: Some(single),
+            ..FileScan::default()
+        }
+    }
+}
+
+fn args_doc(e: &RawEvent<'_>, limits: JsonLimits) -> Result<Option<crate::json::Doc>> {
     match &e.args {
         None => Ok(None),
         // Sized from the text (a value per few bytes, strings no longer
         // than the text) so the small document never regrows.
         Some(text) => parse_into(
             text,
-            JsonLimits::default(),
+            limits,
             crate::json::Doc::with_capacity(text.len() / 4 + 4, text.len()),
         )
         .map(Some)
@@ -177,7 +218,7 @@ impl FileScan {
             self.gpu_compute.push((ts, ts + dur));
             return Ok(());
         }
-        let doc = args_doc(e)?;
+        let doc = args_doc(e, self.json)?;
         let id = doc
             .as_ref()
             .and_then(|d| d.root())
@@ -227,7 +268,7 @@ impl FileScan {
         let Some(code) = GLOO_ALGORITHMS.iter().position(|a| *a == algorithm) else {
             return Ok(());
         };
-        let doc = args_doc(e)?;
+        let doc = args_doc(e, self.json)?;
         let args = doc.as_ref().and_then(|d| d.root());
         let dtype = args
             .and_then(|a| a.get("Input type"))
@@ -265,6 +306,12 @@ impl FileScan {
             return self.param_comms(e, ts, dur);
         }
         if name.starts_with("c10d::") {
+            if let Some(single) = &mut self.single {
+                // A single-rank import reads `record_param_comms` records
+                // only; it counts these to say why it found none.
+                single.c10d_calls += 1;
+                return Ok(());
+            }
             return self.c10d(e, name, ts, dur);
         }
         if e.cat.is_some() {
@@ -293,7 +340,7 @@ impl FileScan {
             }
             return Ok(());
         };
-        let doc = args_doc(e)?;
+        let doc = args_doc(e, self.json)?;
         let args = doc.as_ref().and_then(|d| d.root());
         let field = |k: &str| args.and_then(|a| a.get(k));
         let (dims, types, concrete) = (
@@ -359,7 +406,7 @@ impl FileScan {
     }
 
     fn param_comms(&mut self, e: &RawEvent<'_>, ts: f64, dur: f64) -> Result<()> {
-        let doc = args_doc(e)?;
+        let doc = args_doc(e, self.json)?;
         let Some(args) = doc
             .as_ref()
             .and_then(|d| d.root())
@@ -372,13 +419,31 @@ impl FileScan {
             .and_then(|v| v.as_str())
             .unwrap_or("");
         let normalized = ops::normalize(raw_name);
+        let thread = self.thread(e);
+        let mut span = RecordSpan {
+            thread,
+            ts,
+            end: ts + dur,
+            is: RecordIs::LeftOut,
+        };
         let Some(kind) = Kind::of_normalized(&normalized) else {
-            self.control += 1;
-            if normalized == "barrier" {
-                self.barriers.push(ts);
-            }
+            // Counted once the sweep knows it is no nested duplicate.
+            span.is = RecordIs::Control(normalized == "barrier");
+            self.record_spans.push(span);
             return Ok(());
         };
+        let group_name = match args.get("Process Group Name").and_then(|v| v.as_str()) {
+            None | Some("") => "default",
+            Some(g) => g,
+        };
+        if self
+            .single
+            .as_ref()
+            .is_some_and(|s| s.leaves_out(group_name))
+        {
+            self.record_spans.push(span);
+            return Ok(());
+        }
         let in_elems = integer(args.get("In msg nelems")).unwrap_or(0);
         let out_elems = integer(args.get("Out msg nelems")).unwrap_or(0);
         let dtype_name = args.get("dtype").and_then(|v| v.as_str()).unwrap_or("");
@@ -387,7 +452,7 @@ impl FileScan {
                 "unknown kineto dtype '{dtype_name}'; cannot derive message bytes"
             ))
         })?;
-        let group = self.record_group(args)?;
+        let (group, assumed) = self.record_group(group_name, args)?;
         let peer_key = if kind == Kind::Send {
             "Dst Rank"
         } else {
@@ -401,7 +466,7 @@ impl FileScan {
             } else {
                 raw_name
             }),
-            thread: self.thread(e),
+            thread,
             ts,
             dur,
             in_elems,
@@ -420,17 +485,21 @@ impl FileScan {
             external_id: integer(args.get("External id")).unwrap_or(-1),
             index: e.index as u64,
         };
+        span.is = RecordIs::Call(self.calls.len());
+        self.record_spans.push(span);
         self.calls.push(call);
+        if let Some(single) = &mut self.single {
+            let ranks = &self.groups[group as usize].ranks;
+            let facts = RecordFacts::read(args, e.index as u64, ts, dur, ranks, assumed);
+            single.records.push(facts);
+        }
         Ok(())
     }
 
-    /// The index of the group a `record_param_comms` record names.
-    fn record_group(&mut self, args: Value<'_>) -> Result<i64> {
-        let name = match args.get("Process Group Name").and_then(|v| v.as_str()) {
-            None | Some("") => "default".to_owned(),
-            Some(g) => g.to_owned(),
-        };
-        let (ranks, _) = group_ranks(args)?;
+    /// The index of the group a `record_param_comms` record names, and
+    /// whether its ranks were assumed (`0..size`).
+    fn record_group(&mut self, name: &str, args: Value<'_>) -> Result<(i64, bool)> {
+        let (ranks, assumed) = group_ranks(args)?;
         if let Some(i) = self.groups.iter().position(|g| g.name == name) {
             if self.groups[i].ranks != ranks {
                 return Err(Error::invalid(format!(
@@ -438,15 +507,19 @@ impl FileScan {
                     self.groups[i].ranks, ranks
                 )));
             }
-            return Ok(i as i64);
+            return Ok((i as i64, assumed));
         }
         let desc = args
             .get("Process Group Description")
             .and_then(|v| v.as_str())
             .unwrap_or("")
             .to_owned();
-        self.groups.push(GroupDecl { name, desc, ranks });
-        Ok(self.groups.len() as i64 - 1)
+        self.groups.push(GroupDecl {
+            name: name.to_owned(),
+            desc,
+            ranks,
+        });
+        Ok((self.groups.len() as i64 - 1, assumed))
     }
 
     /// The header facts, from the document's other top-level members.
@@ -598,35 +671,54 @@ fn stable_key(bytes: &[u8]) -> i64 {
 
 impl FileScan {
     /// Removes `record_param_comms` records nested in another on the same
-    /// thread (frontend/backend pairs); returns how many.
+    /// thread (frontend/backend pairs: torch >= 2.4 records a collective,
+    /// control ops included, twice); returns how many. The control ops and
+    /// barriers of records that are not nested are counted here.
     fn drop_nested(&mut self) -> u64 {
-        let mut order: Vec<usize> = (0..self.calls.len())
-            .filter(|&i| self.calls[i].origin == Origin::ParamComms)
-            .collect();
-        let c = &self.calls;
+        let spans = &self.record_spans;
+        let mut order: Vec<usize> = (0..spans.len()).collect();
         order.sort_by(|&a, &b| {
-            c[a].thread
-                .cmp(&c[b].thread)
-                .then(c[a].ts.total_cmp(&c[b].ts))
-                .then((c[b].ts + c[b].dur).total_cmp(&(c[a].ts + c[a].dur)))
+            let (x, y) = (&spans[a], &spans[b]);
+            x.thread
+                .cmp(&y.thread)
+                .then(x.ts.total_cmp(&y.ts))
+                .then(y.end.total_cmp(&x.end))
                 .then(a.cmp(&b))
         });
-        let mut nested = vec![false; c.len()];
+        let mut nested_calls = vec![false; self.calls.len()];
+        let mut nested = 0_u64;
         let mut open: Option<(u32, f64, f64)> = None;
         for &i in &order {
-            let (t, s, e) = (c[i].thread, c[i].ts, c[i].ts + c[i].dur);
+            let RecordSpan {
+                thread,
+                ts,
+                end,
+                is,
+            } = spans[i];
             match open {
-                Some((ot, os, oe)) if ot == t && s >= os && e <= oe => nested[i] = true,
-                _ => open = Some((t, s, e)),
+                Some((t, start, stop)) if t == thread && ts >= start && end <= stop => {
+                    nested += 1;
+                    if let RecordIs::Call(c) = is {
+                        nested_calls[c] = true;
+                    }
+                }
+                _ => {
+                    open = Some((thread, ts, end));
+                    if let RecordIs::Control(barrier) = is {
+                        self.control += 1;
+                        if barrier {
+                            self.barriers.push(ts);
+                        }
+                    }
+                }
             }
         }
-        let before = self.calls.len();
         let mut i = 0;
         self.calls.retain(|_| {
             i += 1;
-            !nested[i - 1]
+            !nested_calls[i - 1]
         });
-        (before - self.calls.len()) as u64
+        nested
     }
 
     /// For each call, the index of its `gloo:` range, if one is found.

@@ -1,13 +1,18 @@
 //! One rank's NCCL profile (`record_param_comms`) → `commcanary.trace.v1`,
 //! the reference behaviour of a single-file import.
 //!
-//! A candidate collective is a `record_param_comms` event (`cat` absent or
-//! `cpu_op`) whose `args` carry `Collective name`. In order:
-//! 1. nested duplicates (a record fully inside an enclosing record on the
-//!    same `(pid, tid)`; torch ≥ 2.4 emits frontend/backend pairs) are skipped
-//!    and counted;
-//! 2. control ops (`wait`, `barrier`, `init`, `broadcastuniquencclid`) are
-//!    skipped and counted;
+//! The file is read by the job importer's streaming pass
+//! ([`super::scan::FileScan`], in its single-rank mode) as a one-rank
+//! profile, so a record is classified by the same rules as in a job: which
+//! names are control ops, which records are nested duplicates, how a size,
+//! an element type and a group are read, and which GPU kernels a record
+//! launched. What the single-file import adds is what it writes:
+//! 1. only `record_param_comms` records (`cat` absent or `cpu_op`) whose
+//!    `args` carry `Collective name` become events; `c10d::` calls are
+//!    counted only, to say why a gloo trace needs every rank's file;
+//! 2. nested duplicates (a record fully inside an enclosing record on the
+//!    same `(pid, tid)`; torch ≥ 2.4 emits frontend/backend pairs) and
+//!    control ops (`wait`, `barrier`, `init`, …) are skipped and counted;
 //! 3. with a process-group filter, other groups are left out;
 //! 4. `nelems = max(In msg nelems, Out msg nelems)`; `≤ 0` is skipped as
 //!    empty and counted;
@@ -20,8 +25,8 @@
 //!    than guessed;
 //! 8. events are sorted by `(ts, index)` and `start_us` rebased to the first.
 //!
-//! Device time: GPU kernels (`cat: "kernel"`) whose `args["External id"]`
-//! equals the collective's are its NCCL kernels; their summed duration is the
+//! Device time: the NCCL kernels (`cat: "kernel"`) whose `args["External id"]`
+//! equals the record's are its kernels; their summed duration is the
 //! event's `device_us`, and it and their count go into the event's metadata
 //! (`kineto_kernel_dur_us`, `kineto_kernel_count`). A collective without a linked kernel (a CPU trace,
 //! a profile without CUDA activity) has neither field: absent, never zero.
@@ -32,8 +37,12 @@
 
 use rustc_hash::FxHashMap;
 
+use super::ops::Kind;
+use super::profile::{Call, RankProfile};
+use super::scan::FileScan;
 use crate::error::{Error, Result};
-use crate::json::{CLOSE_BRACE, JsonLimits, OPEN_BRACE, Value, canon, parse};
+use crate::import::stream::{ScanLimits, scan_bytes};
+use crate::json::{JsonLimits, Value, canon, parse};
 use crate::pyfloat::round;
 use crate::trace::{EventExtras, EventTiming, Signature, Trace, TraceBuilder};
 
@@ -86,16 +95,98 @@ pub struct KinetoImport {
     pub counts: KinetoCounts,
 }
 
-const CONTROL_OPS: [&str; 4] = ["wait", "barrier", "init", "broadcastuniquencclid"];
+/// What a single-rank scan keeps besides the profile: the process-group
+/// filter, what is written of each record, and how many `c10d::` calls it
+/// passed over.
+#[derive(Debug, Default)]
+pub(super) struct SingleScan {
+    /// Keep only this `Process Group Name`.
+    pub process_group: Option<String>,
+    /// One per `record_param_comms` call kept by the scan.
+    pub records: Vec<RecordFacts>,
+    /// `c10d::` calls seen (and not read).
+    pub c10d_calls: u64,
+}
 
-/// A selected collective before it becomes an event.
-struct Collective {
-    index: usize,
+impl SingleScan {
+    /// Whether the filter leaves out a record of group `name`.
+    pub(super) fn leaves_out(&self, name: &str) -> bool {
+        self.process_group
+            .as_deref()
+            .is_some_and(|want| want != name)
+    }
+}
+
+/// What a single-rank import writes of one record besides its call: the
+/// record's own group ranks, its endpoints and its metadata members (all but
+/// the kernel ones, known once the file is read).
+#[derive(Debug, Clone)]
+pub(super) struct RecordFacts {
+    index: u64,
     ts: f64,
-    signature: Signature,
-    metadata: Vec<u8>,
-    /// Summed duration of its linked GPU kernels, `NaN` when none.
-    device_us: f64,
+    ranks: Vec<i64>,
+    endpoints: Option<(i64, i64)>,
+    metadata: Vec<(&'static str, Vec<u8>)>,
+}
+
+impl RecordFacts {
+    /// The facts of the record at `index` with `args`, whose group's ranks
+    /// are `ranks` (`assumed`: taken as `0..size`).
+    pub(super) fn read(
+        args: Value<'_>,
+        index: u64,
+        ts: f64,
+        dur: f64,
+        ranks: &[i64],
+        assumed: bool,
+    ) -> RecordFacts {
+        let src = integer(args.get("Src Rank"));
+        let dst = integer(args.get("Dst Rank"));
+        let endpoints = src.zip(dst);
+        let mut members: Vec<(&'static str, Vec<u8>)> = Vec::new();
+        let mut put = |key: &'static str, write: &dyn Fn(&mut Vec<u8>)| {
+            let mut v = Vec::new();
+            write(&mut v);
+            members.push((key, v));
+        };
+        let text = |k: &str| args.get(k).and_then(|v| v.as_str()).unwrap_or("");
+        put("kineto_collective_name", &|v| {
+            canon::write_str(v, text("Collective name"));
+        });
+        put("kineto_dtype", &|v| canon::write_str(v, text("dtype")));
+        put("kineto_dur_us", &|v| canon::write_f64(v, dur));
+        for (arg, key) in [
+            ("In msg nelems", "kineto_in_msg_nelems"),
+            ("Out msg nelems", "kineto_out_msg_nelems"),
+        ] {
+            let n = integer(args.get(arg)).unwrap_or(0);
+            put(key, &|v| canon::write_i64(v, n));
+        }
+        if let Some((src, dst)) = endpoints {
+            put("kineto_src_rank", &|v| canon::write_i64(v, src));
+            put("kineto_dst_rank", &|v| canon::write_i64(v, dst));
+        }
+        if assumed {
+            put("kineto_ranks_assumed", &|v| v.extend_from_slice(b"true"));
+        }
+        for (arg, key) in RECORD_ARGS {
+            let Some(value) = args.get(arg) else { continue };
+            let empty = value.is_null()
+                || value
+                    .as_str()
+                    .is_some_and(|t| t.trim().is_empty() || t.trim() == "[]");
+            if !empty {
+                put(key, &|v| canon::write_value(v, value));
+            }
+        }
+        RecordFacts {
+            index,
+            ts,
+            ranks: ranks.to_vec(),
+            endpoints,
+            metadata: members,
+        }
+    }
 }
 
 /// Imports one rank's Kineto profile from its (decompressed) bytes.
@@ -104,125 +195,40 @@ struct Collective {
 /// Not JSON, not a Chrome trace, an unknown dtype, unusable or truncated
 /// group information, or no importable collective.
 pub fn import_kineto(bytes: &[u8], options: &KinetoOptions) -> Result<KinetoImport> {
-    // The events this import reads, picked by a streaming scan, so a huge
-    // profile of other events never becomes a document in memory. A
-    // document the scan refuses is parsed whole, for the reader's message.
-    match relevant_events(bytes) {
-        Ok((reduced, original)) => import_document(&reduced, Some(&original), options),
-        Err(_) => import_document(bytes, None, options),
-    }
-}
-
-/// A document of the header and the `traceEvents` an import reads
-/// (`record_param_comms`, kernels, `c10d::` calls), with each kept event's
-/// index in the original list.
-fn relevant_events(bytes: &[u8]) -> Result<(Vec<u8>, Vec<usize>)> {
-    use crate::import::stream::{RawEvent, ScanLimits, scan_bytes};
-    let mut out = vec![OPEN_BRACE];
-    out.extend_from_slice(b"\"traceEvents\":[");
-    let mut original = Vec::new();
-    let mut keep = |e: &RawEvent<'_>| -> Result<()> {
-        let name = e.name.as_deref().unwrap_or("");
-        let wanted = name == "record_param_comms"
-            || name.starts_with("c10d::")
-            || e.cat.as_deref() == Some("kernel");
-        if !wanted {
-            return Ok(());
-        }
-        if !original.is_empty() {
-            out.push(b',');
-        }
-        original.push(e.index);
-        out.push(OPEN_BRACE);
-        let mut first = true;
-        let mut key = |out: &mut Vec<u8>, k: &str| {
-            if !first {
-                out.push(b',');
-            }
-            first = false;
-            canon::write_str(out, k);
-            out.push(b':');
-        };
-        for (k, v) in [("name", &e.name), ("cat", &e.cat), ("ph", &e.ph)] {
-            if let Some(v) = v {
-                key(&mut out, k);
-                canon::write_str(&mut out, v);
-            }
-        }
-        for (k, v) in [("pid", &e.pid), ("tid", &e.tid), ("args", &e.args)] {
-            if let Some(v) = v {
-                key(&mut out, k);
-                out.extend_from_slice(v);
-            }
-        }
-        for (k, v) in [("ts", e.ts), ("dur", e.dur)] {
-            if let Some(v) = v {
-                key(&mut out, k);
-                canon::write_f64(&mut out, v);
-            }
-        }
-        out.push(CLOSE_BRACE);
-        Ok(())
+    let mut scan = FileScan::single_rank(
+        options.json,
+        SingleScan {
+            process_group: options.process_group.clone(),
+            ..SingleScan::default()
+        },
+    );
+    let limits = ScanLimits {
+        max_total_bytes: bytes.len() as u64,
+        ..ScanLimits::default()
     };
-    let scanned = scan_bytes(bytes, &ScanLimits::default(), &mut keep)?;
-    out.push(b']');
-    for (k, v) in &scanned.header {
-        out.push(b',');
-        canon::write_str(&mut out, k);
-        out.push(b':');
-        out.extend_from_slice(v);
-    }
-    out.push(CLOSE_BRACE);
-    Ok((out, original))
-}
-
-/// The import of a parsed profile; `original` maps a position in its
-/// `traceEvents` to the event's index in the profile as written.
-fn import_document(
-    bytes: &[u8],
-    original: Option<&[usize]>,
-    options: &KinetoOptions,
-) -> Result<KinetoImport> {
-    let doc = parse(bytes, options.json)?;
-    let root = doc
-        .root()
-        .ok_or_else(|| Error::invalid("is not a Kineto trace"))?;
-    let events = if root.is_array() {
-        root
-    } else {
-        root.get("traceEvents")
-            .filter(Value::is_array)
-            .ok_or_else(|| {
-                Error::invalid(
-                    "is not a PyTorch profiler trace: field 'traceEvents' must be a list",
-                )
-            })?
+    let scanned = scan_bytes(bytes, &limits, &mut |e| scan.event(e))?;
+    let header = scan.header(&scanned.header)?;
+    let header_rank = header.rank;
+    let single = scan.single.take().unwrap_or_default();
+    let mut profile = RankProfile {
+        groups: header.groups,
+        ..RankProfile::default()
     };
-    let mut counts = KinetoCounts::default();
-    let nested = nested_duplicates(events, &mut counts);
-    let kernels = kernel_time(events);
-    let mut selected = Vec::new();
-    for (index, event) in events.elements().enumerate() {
-        if nested.contains(&index) {
-            continue;
-        }
-        let at = original.map_or(index, |o| o[index]);
-        if let Some(c) = collective(at, event, options, &kernels, &mut counts)? {
-            selected.push(c);
-        }
-    }
+    scan.finish_into(&mut profile)?;
+    let facts: FxHashMap<u64, &RecordFacts> = single.records.iter().map(|r| (r.index, r)).collect();
+    let mut selected: Vec<Collective> = profile
+        .calls
+        .iter()
+        .filter_map(|call| {
+            let record = facts.get(&call.index)?;
+            Some(collective(call, record, &profile, options))
+        })
+        .collect();
     if selected.is_empty() {
-        let c10d = events
-            .elements()
-            .filter(|e| {
-                e.get("name")
-                    .and_then(|n| n.as_str())
-                    .is_some_and(|n| n.starts_with("c10d::"))
-            })
-            .count();
-        let hint = if c10d > 0 {
+        let hint = if single.c10d_calls > 0 {
             format!(
-                "; its {c10d} c10d:: (gloo) calls do not name their process group, so give every rank's trace to import them"
+                "; its {} c10d:: (gloo) calls do not name their process group, so give every rank's trace to import them",
+                single.c10d_calls
             )
         } else {
             "; traces from torch < 2.2 do not carry collective metadata".to_owned()
@@ -231,11 +237,6 @@ fn import_document(
             "no importable record_param_comms collective events found{hint}"
         )));
     }
-    selected.sort_by(|a, b| a.ts.total_cmp(&b.ts).then(a.index.cmp(&b.index)));
-    counts.imported = selected.len() as u64;
-    let header_rank = root
-        .get("distributedInfo")
-        .and_then(|i| integer(i.get("rank")));
     if let (Some(given), Some(found)) = (options.rank, header_rank)
         && given != found
     {
@@ -243,172 +244,101 @@ fn import_document(
             "says distributedInfo.rank {found}, but rank {given} was given"
         )));
     }
+    selected.sort_by(|a, b| a.ts.total_cmp(&b.ts).then(a.index.cmp(&b.index)));
+    let counts = KinetoCounts {
+        imported: selected.len() as u64,
+        control: profile.counts.control,
+        empty: profile.counts.empty,
+        nested: profile.counts.nested,
+    };
     Ok(KinetoImport {
-        trace: build(root, &selected, &counts, options),
+        trace: build(&scanned.header, &selected, &counts, options)?,
         counts,
     })
 }
 
-/// `args` of a `record_param_comms` candidate, if `event` is one.
-fn candidate_args<'a>(event: Value<'a>) -> Option<Value<'a>> {
-    if event.get("name").and_then(|n| n.as_str()) != Some("record_param_comms") {
-        return None;
-    }
-    match event.get("cat").map(|c| c.as_str()) {
-        None | Some(Some("cpu_op")) => {}
-        _ => return None,
-    }
-    event
-        .get("args")
-        .filter(|a| a.is_object() && a.get("Collective name").is_some())
+/// A selected collective before it becomes an event.
+struct Collective {
+    index: u64,
+    ts: f64,
+    signature: Signature,
+    metadata: Vec<u8>,
+    /// Summed duration of its linked GPU kernels, `NaN` when none.
+    device_us: f64,
 }
 
-/// Indices of records nested inside another record on the same thread.
-fn nested_duplicates(events: Value<'_>, counts: &mut KinetoCounts) -> Vec<usize> {
-    // (pid, tid, ts, -end, index) of every candidate, then one sweep per thread.
-    let mut spans: Vec<(String, String, f64, f64, usize)> = Vec::new();
-    for (index, event) in events.elements().enumerate() {
-        if candidate_args(event).is_none() {
-            continue;
-        }
-        let ts = event.get("ts").and_then(|v| v.as_number()).unwrap_or(0.0);
-        let dur = event.get("dur").and_then(|v| v.as_number()).unwrap_or(0.0);
-        let key = |k: &str| event.get(k).map(|v| canon::to_vec(v)).unwrap_or_default();
-        let pid = String::from_utf8_lossy(&key("pid")).into_owned();
-        let tid = String::from_utf8_lossy(&key("tid")).into_owned();
-        spans.push((pid, tid, ts, -(ts + dur), index));
-    }
-    spans.sort_by(|a, b| {
-        (&a.0, &a.1)
-            .cmp(&(&b.0, &b.1))
-            .then(a.2.total_cmp(&b.2))
-            .then(a.3.total_cmp(&b.3))
-            .then(a.4.cmp(&b.4))
-    });
-    let mut nested = Vec::new();
-    let mut open: Option<(&str, &str, f64, f64)> = None;
-    for (pid, tid, ts, neg_end, index) in &spans {
-        let end = -neg_end;
-        match open {
-            Some((p, t, start, stop)) if p == pid && t == tid && *ts >= start && end <= stop => {
-                nested.push(*index);
-            }
-            _ => open = Some((pid, tid, *ts, end)),
-        }
-    }
-    counts.nested = nested.len() as u64;
-    nested.sort_unstable();
-    nested
-}
-
-/// Summed duration and count of the GPU kernels of each `External id`.
-fn kernel_time(events: Value<'_>) -> FxHashMap<i64, (f64, u64)> {
-    let mut time: FxHashMap<i64, (f64, u64)> = FxHashMap::default();
-    for event in events.elements() {
-        if event.get("cat").and_then(|c| c.as_str()) != Some("kernel") {
-            continue;
-        }
-        let Some(id) = integer(event.get("args").and_then(|a| a.get("External id"))) else {
-            continue;
-        };
-        let dur = event.get("dur").and_then(|v| v.as_number()).unwrap_or(0.0);
-        let slot = time.entry(id).or_insert((0.0, 0));
-        slot.0 += dur;
-        slot.1 += 1;
-    }
-    time
-}
-
-/// The selected collective at `index`, or `None` when it is skipped.
+/// The event of one call and its record's facts.
 fn collective(
-    index: usize,
-    event: Value<'_>,
+    call: &Call,
+    record: &RecordFacts,
+    profile: &RankProfile,
     options: &KinetoOptions,
-    kernels: &FxHashMap<i64, (f64, u64)>,
-    counts: &mut KinetoCounts,
-) -> Result<Option<Collective>> {
-    let Some(args) = candidate_args(event) else {
-        return Ok(None);
+) -> Collective {
+    let (names, groups) = (&profile.names, &profile.groups);
+    let (op, custom_op) = match call.kind {
+        Kind::Other => (names[call.name as usize].as_str(), true),
+        kind => kind.trace_op(),
     };
-    let raw_name = args
-        .get("Collective name")
-        .and_then(|v| v.as_str())
-        .unwrap_or("");
-    let normalized: String = raw_name
-        .chars()
-        .filter(char::is_ascii_alphabetic)
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    if CONTROL_OPS.contains(&normalized.as_str()) {
-        counts.control += 1;
-        return Ok(None);
-    }
-    let group = match args.get("Process Group Name").and_then(|v| v.as_str()) {
-        None | Some("") => "default".to_owned(),
-        Some(g) => g.to_owned(),
-    };
-    if options
-        .process_group
-        .as_ref()
-        .is_some_and(|want| *want != group)
-    {
-        return Ok(None);
-    }
-    let nelems_in = integer(args.get("In msg nelems"));
-    let nelems_out = integer(args.get("Out msg nelems"));
-    let nelems = nelems_in.unwrap_or(0).max(nelems_out.unwrap_or(0));
-    if nelems <= 0 {
-        counts.empty += 1;
-        return Ok(None);
-    }
-    let dtype = args.get("dtype").and_then(|v| v.as_str()).unwrap_or("");
-    let element = element_bytes(dtype).ok_or_else(|| {
-        Error::invalid(format!(
-            "unknown kineto dtype '{dtype}'; cannot derive message bytes"
-        ))
-    })?;
-    let (ranks, assumed) = group_ranks(args)?;
-    let (op, custom_op) = map_op(&normalized);
-    let ts = event.get("ts").and_then(|v| v.as_number()).unwrap_or(0.0);
-    let dur = event.get("dur").and_then(|v| v.as_number()).unwrap_or(0.0);
     let mut signature = Signature {
         phase: options
             .phase
             .clone()
             .unwrap_or_else(|| "unknown".to_owned())
             .into_bytes(),
-        op: op.into_bytes(),
-        bytes: nelems.saturating_mul(element),
-        ranks,
-        group: group.into_bytes(),
+        op: op.as_bytes().to_vec(),
+        bytes: call.bytes,
+        ranks: record.ranks.clone(),
+        group: groups
+            .get(usize::try_from(call.group).unwrap_or(usize::MAX))
+            .map(|g| g.name.clone().into_bytes())
+            .unwrap_or_else(|| b"default".to_vec()),
         concurrent_groups: 1,
         custom_op,
-        dtype: super::ops::dtype(dtype).map(|d| {
+        dtype: {
             let mut v = Vec::new();
-            canon::write_str(&mut v, d.0);
-            v
-        }),
+            canon::write_str(&mut v, call.dtype);
+            Some(v)
+        },
         ..Signature::default()
     };
-    let endpoints = point_to_point(args, &mut signature);
-    let device = integer(args.get("External id")).and_then(|id| kernels.get(&id).copied());
-    let facts = Facts {
-        name: raw_name,
-        dtype,
-        nelems: (nelems_in, nelems_out),
-        dur,
-        assumed,
-        endpoints,
-        device,
-    };
-    let metadata = metadata(args, &facts);
-    Ok(Some(Collective {
-        index,
-        ts: ts.max(0.0),
+    if let Some((src, dst)) = record.endpoints
+        && call.kind.is_p2p()
+        && src != dst
+        && record.ranks.contains(&src)
+        && record.ranks.contains(&dst)
+    {
+        signature.sender_rank = Some(src);
+        signature.receiver_rank = Some(dst);
+    }
+    let mut members = record.metadata.clone();
+    if call.kernels > 0 {
+        let count = i64::from(call.kernels);
+        let dur = call.device_us;
+        let mut v = Vec::new();
+        canon::write_i64(&mut v, count);
+        members.push(("kineto_kernel_count", v));
+        let mut v = Vec::new();
+        canon::write_f64(&mut v, dur);
+        members.push(("kineto_kernel_dur_us", v));
+    }
+    members.sort_by(|a, b| a.0.cmp(b.0));
+    let mut metadata = Vec::new();
+    let mut o = canon::ObjectWriter::new(&mut metadata);
+    for (key, value) in &members {
+        o.raw(key, value);
+    }
+    o.end();
+    Collective {
+        index: record.index,
+        ts: record.ts.max(0.0),
         signature,
         metadata,
-        device_us: device.map_or(f64::NAN, |d| round(d.0, 3)),
-    }))
+        device_us: if call.kernels > 0 {
+            round(call.device_us, 3)
+        } else {
+            f64::NAN
+        },
+    }
 }
 
 /// An integer field (integral floats and numeric strings count).
@@ -417,35 +347,6 @@ pub(super) fn integer(v: Option<Value<'_>>) -> Option<i64> {
     v.as_i64()
         .or_else(|| v.as_float().filter(|f| f.fract() == 0.0).map(|f| f as i64))
         .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-}
-
-/// The op for a normalized collective name, and whether it is custom.
-pub(super) fn map_op(normalized: &str) -> (String, bool) {
-    let op = match normalized {
-        "allreduce" | "allreducecoalesced" => "all_reduce",
-        "allgather" | "allgatherbase" | "allgatherintotensorcoalesced" => "all_gather",
-        "reducescatter" | "reducescatterbase" | "reducescattertensorcoalesced" => "reduce_scatter",
-        "alltoall" | "alltoallv" | "alltoallbase" => "all_to_all",
-        "broadcast" => "broadcast",
-        "send" => "send",
-        "recv" | "recvanysource" => "recv",
-        other => return (other.to_owned(), true),
-    };
-    (op.to_owned(), false)
-}
-
-/// Bytes per element of a Kineto dtype name (case-insensitive).
-pub(super) fn element_bytes(dtype: &str) -> Option<i64> {
-    let d = dtype.to_ascii_lowercase();
-    Some(match d.as_str() {
-        "float" | "float32" | "int" | "int32" | "complexhalf" => 4,
-        "double" | "float64" | "long" | "int64" | "complexfloat" => 8,
-        "half" | "float16" | "bfloat16" | "short" | "int16" => 2,
-        "byte" | "uint8" | "char" | "int8" | "bool" => 1,
-        "complexdouble" => 16,
-        _ if d.starts_with("float8") => 1,
-        _ => return None,
-    })
 }
 
 /// The group's ranks and whether they were assumed (`0..size`).
@@ -502,83 +403,6 @@ pub(super) fn parse_rank_list(text: &str) -> Option<Vec<i64>> {
     inner.split(',').map(|r| r.trim().parse().ok()).collect()
 }
 
-/// Sender and receiver of a send/recv with both ends among the ranks.
-fn point_to_point(args: Value<'_>, sig: &mut Signature) -> Option<(i64, i64)> {
-    let src = integer(args.get("Src Rank"))?;
-    let dst = integer(args.get("Dst Rank"))?;
-    if (sig.op == b"send" || sig.op == b"recv")
-        && src != dst
-        && sig.ranks.contains(&src)
-        && sig.ranks.contains(&dst)
-    {
-        sig.sender_rank = Some(src);
-        sig.receiver_rank = Some(dst);
-    }
-    Some((src, dst))
-}
-
-/// What one collective's record says, for its metadata.
-struct Facts<'a> {
-    name: &'a str,
-    dtype: &'a str,
-    nelems: (Option<i64>, Option<i64>),
-    dur: f64,
-    assumed: bool,
-    endpoints: Option<(i64, i64)>,
-    /// Summed duration and count of its linked GPU kernels.
-    device: Option<(f64, u64)>,
-}
-
-/// The event's `metadata` object, canonical JSON.
-fn metadata(args: Value<'_>, f: &Facts<'_>) -> Vec<u8> {
-    let mut members: Vec<(&str, Vec<u8>)> = Vec::new();
-    let mut put = |key: &'static str, write: &dyn Fn(&mut Vec<u8>)| {
-        let mut v = Vec::new();
-        write(&mut v);
-        members.push((key, v));
-    };
-    put("kineto_collective_name", &|v| canon::write_str(v, f.name));
-    put("kineto_dtype", &|v| canon::write_str(v, f.dtype));
-    put("kineto_dur_us", &|v| canon::write_f64(v, f.dur));
-    put("kineto_in_msg_nelems", &|v| {
-        canon::write_i64(v, f.nelems.0.unwrap_or(0))
-    });
-    put("kineto_out_msg_nelems", &|v| {
-        canon::write_i64(v, f.nelems.1.unwrap_or(0))
-    });
-    if let Some((src, dst)) = f.endpoints {
-        put("kineto_src_rank", &|v| canon::write_i64(v, src));
-        put("kineto_dst_rank", &|v| canon::write_i64(v, dst));
-    }
-    if let Some((dur, count)) = f.device {
-        put("kineto_kernel_count", &|v| {
-            canon::write_i64(v, count as i64)
-        });
-        put("kineto_kernel_dur_us", &|v| canon::write_f64(v, dur));
-    }
-    if f.assumed {
-        put("kineto_ranks_assumed", &|v| v.extend_from_slice(b"true"));
-    }
-    for (arg, key) in RECORD_ARGS {
-        let Some(value) = args.get(arg) else { continue };
-        let empty = value.is_null()
-            || value
-                .as_str()
-                .is_some_and(|t| t.trim().is_empty() || t.trim() == "[]");
-        if !empty {
-            put(key, &|v| canon::write_value(v, value));
-        }
-    }
-    members.sort_by(|a, b| a.0.cmp(b.0));
-    let mut out = Vec::new();
-    let mut o = canon::ObjectWriter::new(&mut out);
-    for (key, value) in &members {
-        o.raw(key, value);
-    }
-    o.end();
-    out
-}
-
 /// Record arguments kept in an event's metadata as written (when present and
 /// not empty): the group's identity and description, the caller's rank in
 /// it, the cross-rank match key, all-to-all-v splits and asynchrony.
@@ -595,11 +419,11 @@ const RECORD_ARGS: [(&str, &str); 8] = [
 
 /// The trace: rebased events plus the `system` and `workload` members.
 fn build(
-    root: Value<'_>,
+    header: &[(String, Vec<u8>)],
     selected: &[Collective],
     counts: &KinetoCounts,
     options: &KinetoOptions,
-) -> Trace {
+) -> Result<Trace> {
     let first_ts = selected.iter().map(|c| c.ts).fold(f64::INFINITY, f64::min);
     let mut b = TraceBuilder::new();
     for c in selected {
@@ -615,21 +439,34 @@ fn build(
         };
         b.push_event(&c.signature, &timing, None, &extras);
     }
-    b.set_member(b"system", system_json(root, options.rank));
+    b.set_member(b"system", system_json(header, options.rank)?);
     b.set_member(b"workload", workload_json(first_ts, counts, options));
-    b.finish(Vec::new())
+    Ok(b.finish(Vec::new()))
 }
 
-/// `system`: the source format and what `distributedInfo` says.
-fn system_json(root: Value<'_>, given_rank: Option<i64>) -> Vec<u8> {
-    let info = root.get("distributedInfo").filter(Value::is_object);
+/// `system`: the source format and what `distributedInfo` says, from the
+/// header members `(key, JSON text)`.
+fn system_json(header: &[(String, Vec<u8>)], given_rank: Option<i64>) -> Result<Vec<u8>> {
+    let member = |key: &str| -> Result<Option<crate::json::Doc>> {
+        header
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, text)| parse(text, JsonLimits::default()))
+            .transpose()
+    };
+    let info_doc = member("distributedInfo")?;
+    let info = info_doc
+        .as_ref()
+        .and_then(|d| d.root())
+        .filter(Value::is_object);
     let field = |k: &str| info.and_then(|i| i.get(k)).map(|v| canon::to_vec(v));
+    let base_doc = member("baseTimeNanoseconds")?;
     let mut out = Vec::new();
     let mut o = canon::ObjectWriter::new(&mut out);
     if let Some(v) = field("backend") {
         o.raw("kineto_backend", &v);
     }
-    if let Some(v) = root.get("baseTimeNanoseconds") {
+    if let Some(v) = base_doc.as_ref().and_then(|d| d.root()) {
         o.raw("kineto_base_time_ns", &canon::to_vec(v));
     }
     if let Some(v) = field("nccl_version") {
@@ -645,7 +482,7 @@ fn system_json(root: Value<'_>, given_rank: Option<i64>) -> Vec<u8> {
     }
     o.str("source_format", "pytorch-kineto");
     o.end();
-    out
+    Ok(out)
 }
 
 /// `workload`: name, counts, the raw first timestamp and what is not claimed.
@@ -744,14 +581,72 @@ mod tests {
         assert!(e.message().starts_with("no importable record_param_comms"));
     }
 
+    /// A profile of NCCL records: a barrier and an all_reduce, each
+    /// recorded twice (frontend around backend), a monitored barrier, an
+    /// all_gather of another group and an empty all_reduce.
+    fn paired_records() -> Vec<u8> {
+        let record = |ts: f64, dur: f64, name: &str, group: &str, nelems: i64, id: i64| {
+            format!(
+                r#"{{"ph":"X","cat":"cpu_op","name":"record_param_comms","pid":1,"tid":2,"ts":{ts},"dur":{dur},"args":{{"Collective name":"{name}","dtype":"Float","In msg nelems":{nelems},"Out msg nelems":{nelems},"Group size":2,"Process Group Name":"{group}","Process Group Ranks":"[0, 1]","External id":{id}}}}}"#
+            )
+        };
+        let events = [
+            record(10.0, 20.0, "barrier", "0", 1, 1),
+            record(11.0, 18.0, "barrier", "0", 1, 2),
+            record(40.0, 20.0, "allreduce", "0", 256, 3),
+            record(41.0, 18.0, "allreduce", "0", 256, 4),
+            r#"{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_RING_LL_Sum_float","pid":0,"tid":7,"ts":45.0,"dur":12.5,"args":{"External id":3}}"#.to_owned(),
+            record(70.0, 5.0, "monitoredBarrier", "0", 1, 5),
+            record(80.0, 5.0, "allgather", "1", 64, 6),
+            record(90.0, 5.0, "allreduce", "0", 0, 7),
+        ];
+        format!(
+            r#"{{"distributedInfo":{{"rank":0,"world_size":2,"backend":"nccl"}},"traceEvents":[{}]}}"#,
+            events.join(",")
+        )
+        .into_bytes()
+    }
+
     #[test]
-    fn rank_lists_and_dtypes() {
+    fn records_are_classified_as_the_job_reader_classifies_them() {
+        use crate::import::kineto::profile::{Source, read_file};
+        use crate::import::stream::ScanLimits;
+        let bytes = paired_records();
+        let single = import_kineto(&bytes, &KinetoOptions::default()).unwrap();
+        // One barrier, not two; the monitored barrier is a control op too.
+        assert_eq!(
+            single.counts,
+            KinetoCounts {
+                imported: 2,
+                control: 2,
+                empty: 1,
+                nested: 2,
+            }
+        );
+        let profile = read_file(Source::Bytes(&bytes), &ScanLimits::default(), None).unwrap();
+        assert_eq!(profile.counts.control, single.counts.control);
+        assert_eq!(profile.counts.nested, single.counts.nested);
+        assert_eq!(profile.counts.empty, single.counts.empty);
+        assert_eq!(profile.barriers, [10.0]);
+        assert_eq!(profile.calls.len() as u64, single.counts.imported);
+        // The outer all_reduce record owns the kernel.
+        assert_eq!(single.trace.events.device_us[0], 12.5);
+        // A filter leaves the other group out before sizes are read.
+        let filtered = import_kineto(
+            &bytes,
+            &KinetoOptions {
+                process_group: Some("1".into()),
+                ..KinetoOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!((filtered.counts.imported, filtered.counts.empty), (1, 0));
+        assert_eq!(filtered.counts.nested, 2);
+    }
+
+    #[test]
+    fn rank_lists() {
         assert_eq!(parse_rank_list("[0, 2, 4]"), Some(vec![0, 2, 4]));
         assert_eq!(parse_rank_list("[0, 1, ...]"), None);
-        assert_eq!(element_bytes("BFloat16"), Some(2));
-        assert_eq!(element_bytes("Float8_e4m3fn"), Some(1));
-        assert_eq!(element_bytes("quaternion"), None);
-        assert_eq!(map_op("allgatherbase"), ("all_gather".to_owned(), false));
-        assert_eq!(map_op("gather"), ("gather".to_owned(), true));
     }
 }

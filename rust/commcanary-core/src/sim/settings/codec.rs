@@ -378,6 +378,49 @@ pub fn backend_file_json(s: &Settings, fitted_from: &[u8], errors: &[u8]) -> Res
     Ok(out)
 }
 
+/// The report schema's `simulated_backend` definition (JSON Schema, draft
+/// 2020-12), canonical JSON: a report's `backend` section as
+/// [`backend_json`] writes it, one property per setting from its table
+/// entry's fragment, plus `mode` and `bandwidth_unit`; the settings every
+/// backend file requires are required. `scripts/schemas.py` writes it into
+/// `report.schema.json`, and a test keeps the two equal.
+#[must_use]
+pub fn simulated_backend_schema() -> Vec<u8> {
+    use crate::json::canon::ObjectWriter;
+    let mut properties: Vec<(&str, &[u8])> = BACKEND_SETTINGS
+        .iter()
+        .map(|s| (s.name, s.schema.as_bytes()))
+        .collect();
+    properties.push(("bandwidth_unit", br#"{"const":"Gbit/s"}"#));
+    properties.push(("mode", br#"{"const":"deterministic-simulation"}"#));
+    properties.sort_by(|a, b| a.0.cmp(b.0));
+    let mut required: Vec<&str> = BACKEND_SETTINGS
+        .iter()
+        .filter(|s| s.file == FileRole::Required)
+        .map(|s| s.name)
+        .chain(["bandwidth_unit", "mode"])
+        .collect();
+    required.sort_unstable();
+    let mut out = Vec::new();
+    let mut o = ObjectWriter::new(&mut out);
+    o.bool("additionalProperties", false);
+    o.str(
+        "description",
+        "A simulated run's backend: the A/B knobs, and the calibrated terms written only when set.",
+    );
+    let mut props = Vec::new();
+    let mut p = ObjectWriter::new(&mut props);
+    for (name, fragment) in &properties {
+        p.raw(name, fragment);
+    }
+    p.end();
+    o.raw("properties", &props);
+    o.str_list("required", &required);
+    o.str("type", "object");
+    o.end();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,6 +442,18 @@ mod tests {
             ..Settings::default()
         };
         assert_eq!(settings_from_request(&request_json(&s)).unwrap(), s);
+    }
+
+    #[test]
+    fn the_backend_schema_is_json_with_every_setting() {
+        let text = simulated_backend_schema();
+        let doc = parse(&text, JsonLimits::default()).unwrap();
+        let properties = doc.root().unwrap().get("properties").unwrap();
+        for setting in BACKEND_SETTINGS {
+            let fragment = properties.get(setting.name).unwrap();
+            assert!(fragment.is_object(), "{}", setting.name);
+        }
+        assert_eq!(properties.len(), Some(BACKEND_SETTINGS.len() + 2));
     }
 
     #[test]

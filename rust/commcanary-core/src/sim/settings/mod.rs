@@ -6,8 +6,9 @@
 //! The struct, its defaults, [`Settings::validate`], the settings table
 //! [`BACKEND_SETTINGS`] and, through it, every reader and writer
 //! ([`codec`]: requests, a report's `backend` section, the backend file) are
-//! generated from that one line. Adding a setting is a line here, its use
-//! in [`super::cost`], and its documentation.
+//! generated from that one line, and so is the report schema's
+//! `simulated_backend` (`make schemas` writes it). Adding a setting is a
+//! line here, its use in [`super::cost`], and its documentation.
 //!
 //! [`Settings::default`] holds the one copy of the default backend that
 //! every front end reads; every bad value is an [`Error::option`] naming the
@@ -229,6 +230,10 @@ pub struct BackendSetting {
     pub check: fn(&Settings) -> bool,
     /// Whether a report's `backend` section writes it.
     pub reported: fn(&Settings) -> bool,
+    /// Its value as a report writes it, as a JSON Schema (draft 2020-12)
+    /// fragment: the report schema's `simulated_backend` is generated from
+    /// these ([`codec::simulated_backend_schema`]).
+    pub schema: &'static str,
 }
 
 impl BackendSetting {
@@ -299,7 +304,8 @@ macro_rules! backend_settings {
     ($(
         $(#[doc = $doc:literal])*
         $name:ident: $ty:ty = $default:expr,
-            $file:ident, check $check:expr, $rule:literal, reported $reported:expr;
+            $file:ident, check $check:expr, $rule:literal, reported $reported:expr,
+            schema $schema:literal;
     )*) => {
         /// Replay settings: the run's (iterations, seed, ceiling, ablations)
         /// and the backend's.
@@ -348,6 +354,7 @@ macro_rules! backend_settings {
                 },
                 check: |s: &Settings| ($check)(&s.$name),
                 reported: $reported,
+                schema: $schema,
             },
         )*];
     };
@@ -357,16 +364,19 @@ backend_settings! {
     /// B, Gbit/s (> 0).
     bandwidth_gbps: f64 = 55.0,
         Required, check |v: &f64| *v > 0.0 && v.is_finite(), "must be positive",
-        reported |_: &Settings| true;
+        reported |_: &Settings| true,
+        schema r#"{"type":"number","exclusiveMinimum":0}"#;
     /// Every message's bytes multiplied by this (> 0; 1 is the canary's):
     /// a what-if the physical replay can realise too.
     bytes_scale: f64 = 1.0,
         Run, check |v: &f64| *v > 0.0 && *v <= 1e6, "must be positive and at most 1e6",
-        reported |s: &Settings| changed("bytes_scale", s);
+        reported |s: &Settings| changed("bytes_scale", s),
+        schema r#"{"type":"number","exclusiveMinimum":0}"#;
     /// C (≥ 0).
     compute_pressure: f64 = 0.55,
         Required, check |v: &f64| *v >= 0.0 && v.is_finite(), "must be non-negative",
-        reported |_: &Settings| true;
+        reported |_: &Settings| true,
+        schema r#"{"type":"number","minimum":0}"#;
     /// The latency floor is paid once per step of the op's algorithm
     /// ([`super::cost::algorithm_steps`]: a ring all_reduce over `n` ranks
     /// takes `2(n−1)` steps, an all_gather `n−1`, a transfer one), not
@@ -375,12 +385,14 @@ backend_settings! {
     /// size then prices groups of another.
     floor_per_step: bool = false,
         Calibrated, check |_: &bool| true, "must be a boolean",
-        reported |s: &Settings| s.floor_per_step;
+        reported |s: &Settings| s.floor_per_step,
+        schema r#"{"const":true}"#;
     /// Every gap multiplied by this (≥ 0; 1 is the canary's): more or less
     /// compute between collectives.
     gap_scale: f64 = 1.0,
         Run, check |v: &f64| *v >= 0.0 && *v <= 1e6, "must be between 0 and 1e6",
-        reported |s: &Settings| changed("gap_scale", s);
+        reported |s: &Settings| changed("gap_scale", s),
+        schema r#"{"type":"number","minimum":0}"#;
     /// The cores of the one host every rank of the canary runs on (a
     /// calibrated CPU backend's; 0: not modelled, the spec's model). While
     /// more ranks run than there are cores, each runs at `cores / running`
@@ -389,32 +401,38 @@ backend_settings! {
     /// members and those of every occurrence in flight when it starts.
     host_cpus: f64 = 0.0,
         Calibrated, check |v: &f64| *v >= 0.0 && *v <= 1e6, "must be between 0 and 1e6",
-        reported |s: &Settings| changed("host_cpus", s);
+        reported |s: &Settings| changed("host_cpus", s),
+        schema r#"{"type":"number","exclusiveMinimum":0,"maximum":1000000}"#;
     /// Concurrent communicators do not slow each other's transfers (a
     /// calibrated backend's; false: the spec's `1 + 0.22·(g−1)` contention
     /// and tail share): on one host shared by every rank they contend for
     /// its cores, which the host sharing term prices, not for a link.
     independent_groups: bool = false,
         Calibrated, check |_: &bool| true, "must be a boolean",
-        reported |s: &Settings| s.independent_groups;
+        reported |s: &Settings| s.independent_groups,
+        schema r#"{"const":true}"#;
     /// Backend label (descriptive).
     label: String = "simulated-nccl".to_owned(),
         Required, check |v: &String| !v.is_empty(), "must be non-empty",
-        reported |_: &Settings| true;
+        reported |_: &Settings| true,
+        schema r#"{"type":"string","minLength":1}"#;
     /// F, µs (≥ 0).
     latency_floor_us: f64 = 7.5,
         Required, check |v: &f64| *v >= 0.0 && v.is_finite(), "must be non-negative",
-        reported |_: &Settings| true;
+        reported |_: &Settings| true,
+        schema r#"{"type":"number","minimum":0}"#;
     /// Operations with their own latency floor and bandwidth (a calibrated
     /// backend's), sorted by op; every other op uses the backend's.
     op_overrides: Vec<OpOverride> = Vec::new(),
         Calibrated, check |v: &Vec<OpOverride>| valid_overrides(v),
         "must name distinct ops, sorted, each with a non-negative latency floor and a positive bandwidth",
-        reported |s: &Settings| !s.op_overrides.is_empty();
+        reported |s: &Settings| !s.op_overrides.is_empty(),
+        schema r#"{"type":"array","items":{"type":"object","required":["op","latency_floor_us","bandwidth_gbps"],"additionalProperties":false,"properties":{"op":{"type":"string","minLength":1},"latency_floor_us":{"type":"number","minimum":0},"bandwidth_gbps":{"type":"number","exclusiveMinimum":0}}}}"#;
     /// η in [0, 1].
     overlap_efficiency: f64 = 0.72,
         Required, check |v: &f64| (0.0..=1.0).contains(v), "must be between 0 and 1",
-        reported |_: &Settings| true;
+        reported |_: &Settings| true,
+        schema r#"{"type":"number","minimum":0,"maximum":1}"#;
     /// Operations whose steps are pipelined (a calibrated backend's; empty:
     /// the spec's model, start-up plus transfer): each step takes the
     /// longer of its hand-off (the floor) and its chunk's transfer, so the
@@ -424,14 +442,16 @@ backend_settings! {
     /// `point_to_point`. Sorted, distinct, at most [`MAX_OP_OVERRIDES`].
     pipelined_ops: Vec<String> = Vec::new(),
         Calibrated, check |v: &Vec<String>| distinct_sorted_ops(v), "must name at most 64 distinct ops",
-        reported |s: &Settings| !s.pipelined_ops.is_empty();
+        reported |s: &Settings| !s.pipelined_ops.is_empty(),
+        schema r#"{"type":"array","maxItems":64,"uniqueItems":true,"items":{"type":"string","minLength":1,"maxLength":64}}"#;
     /// The share of a core one rank keeps busy inside a collective (a
     /// measured gloo run's `rank_cpu_share`; 1: a whole core). Processor
     /// sharing counts demand, not ranks: the stretch is
     /// `max(1, share·running / host_cpus)` ([`Settings::shared_cores`]).
     rank_cpu_share: f64 = 1.0,
         Calibrated, check |v: &f64| *v > 0.0 && *v <= 1.0, "must be above 0 and at most 1",
-        reported |s: &Settings| changed("rank_cpu_share", s);
+        reported |s: &Settings| changed("rank_cpu_share", s),
+        schema r#"{"type":"number","exclusiveMinimum":0,"maximum":1}"#;
     /// The spread of the host's transfer rate (a calibrated backend's; 0:
     /// none, the spec's model): each occurrence's bandwidth term is
     /// multiplied by `exp(σ·z)`, `z` a standard normal drawn from its
@@ -440,24 +460,28 @@ backend_settings! {
     /// copies do. At most 2.
     rate_spread: f64 = 0.0,
         Calibrated, check |v: &f64| *v >= 0.0 && *v <= 2.0, "must be between 0 and 2",
-        reported |s: &Settings| changed("rate_spread", s);
+        reported |s: &Settings| changed("rate_spread", s),
+        schema r#"{"type":"number","minimum":0,"maximum":2}"#;
     /// Collectives of different communicators never overlap: one FIFO for
     /// all, and no concurrent groups' contention (the physical replay's
     /// `concurrent_groups: off`).
     serialize_groups: bool = false,
         Run, check |_: &bool| true, "must be a boolean",
-        reported |s: &Settings| s.serialize_groups;
+        reported |s: &Settings| s.serialize_groups,
+        schema r#"{"const":true}"#;
     /// A rank takes part in one operation at a time: an occurrence starts
     /// only when every member is done with its previous one, whatever the
     /// resource (blocking calls, as the physical replay and most gloo
     /// programs make them).
     serialize_ranks: bool = false,
         Calibrated, check |_: &bool| true, "must be a boolean",
-        reported |s: &Settings| s.serialize_ranks;
+        reported |s: &Settings| s.serialize_ranks,
+        schema r#"{"const":true}"#;
     /// Mean of a host stall, µs (written with the stall probability).
     stall_mean_us: f64 = 0.0,
         Calibrated, check |v: &f64| *v >= 0.0 && *v <= 1e9, "must be between 0 and 1e9",
-        reported |s: &Settings| s.stall_probability != 0.0;
+        reported |s: &Settings| s.stall_probability != 0.0,
+        schema r#"{"type":"number","minimum":0}"#;
     /// Host stalls (a calibrated backend's; 0: none, the spec's model): with
     /// this probability an occurrence's latency gains an exponential delay
     /// of mean [`Settings::stall_mean_us`], drawn from more deterministic
@@ -467,7 +491,8 @@ backend_settings! {
     /// ([`super::cost::stall_us`]): every step hands off to a peer.
     stall_probability: f64 = 0.0,
         Calibrated, check |v: &f64| *v >= 0.0 && *v <= 0.5, "must be between 0 and 0.5",
-        reported |s: &Settings| s.stall_probability != 0.0;
+        reported |s: &Settings| s.stall_probability != 0.0,
+        schema r#"{"type":"number","minimum":0,"maximum":0.5}"#;
 }
 
 impl Settings {
