@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 import commcanary
 from commcanary.views import components, render, stylesheet
 from commcanary.views.palette import HANG_VERDICT_COLOURS, VERDICT_COLOURS
@@ -65,3 +67,58 @@ def test_a_replay_page_draws_its_distribution_without_samples(tmp_path: Path) ->
     run.write(tmp_path / "r.json")
     from_file = Report.from_file(tmp_path / "r.json")
     assert from_file.exposed_us() is None and "<svg" not in render_report(from_file)
+
+
+def test_a_report_file_without_samples_is_drawn_from_its_canary(tmp_path: Path) -> None:
+    """Read with its canary, a model report written without samples recomputes the
+    exposed latencies its samples would have held, and render-html draws them; a
+    canary of another job is refused in one line, with nothing written."""
+    from typer.testing import CliRunner
+
+    from commcanary.cli import app
+    from commcanary.errors import InputError
+    from commcanary.html import render_report
+    from commcanary.replay import Report
+
+    canary = commcanary.compile(EXAMPLES / "llama70b_tp8_trace.json")
+    canary.write(tmp_path / "c.json")
+    other = commcanary.compile(EXAMPLES / "llama70b_tp8_trace_long.json")
+    other.write(tmp_path / "other.json")
+    settings = {"latency_floor_us": 9.0}
+    commcanary.replay(canary, backend=commcanary.Backend(**settings), iterations=3, seed=5).write(
+        tmp_path / "r.json"
+    )
+    sampled = commcanary.replay(
+        canary, backend=commcanary.Backend(**settings), iterations=3, seed=5, include_samples=True
+    )
+    report = Report.from_file(tmp_path / "r.json", canary=tmp_path / "c.json")
+    exposed = report.exposed_us()
+    assert report.exposed_recomputed and exposed is not None and sampled.samples is not None
+    assert exposed.tolist() == sampled.samples["exposed_us"].tolist()
+    assert "recomputed from its canary" in render_report(report)
+    bare = render_report(Report.from_file(tmp_path / "r.json"))
+    assert "<svg" not in bare and "(--canary) to recompute it" in bare
+
+    runner = CliRunner()
+    page = tmp_path / "page.html"
+    done = runner.invoke(
+        app, ["render-html", str(tmp_path / "r.json"), "-o", str(page), "--canary", str(tmp_path / "c.json")]
+    )
+    assert done.exit_code == 0, done.output
+    assert "<svg" in page.read_text()
+    refused = tmp_path / "refused.html"
+    wrong = runner.invoke(
+        app,
+        [
+            "render-html",
+            str(tmp_path / "r.json"),
+            "-o",
+            str(refused),
+            "--canary",
+            str(tmp_path / "other.json"),
+        ],
+    )
+    assert wrong.exit_code == 3 and "do not belong together" in wrong.output
+    assert not refused.exists()
+    with pytest.raises(InputError, match="do not belong together"):
+        Report.from_file(tmp_path / "r.json", canary=tmp_path / "other.json")

@@ -97,6 +97,7 @@ __all__ = [
     "read_hang_document",
     "read_input_file",
     "read_report_file",
+    "recomputed_exposed_us",
     "recover_steps",
     "recover_trace_steps",
     "reduce_trace",
@@ -262,6 +263,7 @@ def replay_canary(
 ) -> ReplayReport: ...
 def read_report_file(path: str, *, samples: bool = True, data: bytes | None = None) -> ReportDocument: ...
 def verify_report_files(report_path: str, canary_path: str) -> list[ReportCheck]: ...
+def recomputed_exposed_us(report_path: str, canary_path: str) -> npt.NDArray[np.float64]: ...
 
 @final
 class BehaviorReference:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from commcanary.formats import MEASURED_MODE
 from commcanary.replay import Report
 from commcanary.views import Markup, components, escape, render, stylesheet
 from commcanary.views.palette import SERIES_COLOURS, VERDICT_COLOURS
@@ -78,9 +79,11 @@ def _quantiles(report: Report) -> tuple[tuple[str, float], ...]:
     return (("p50", float(m["median_us"])), ("p95", float(m["p95_us"])), ("p99", float(m["p99_us"])))
 
 
-def _no_samples_text(subject: str, report: Report) -> str:
+def _no_samples_text(subject: str, report: Report, alone: bool) -> str:
     if report.has_samples:
         return f"{subject}'s samples were not loaded, so its latency distribution cannot be drawn."
+    if alone and (report.section("backend") or {}).get("mode") != MEASURED_MODE:
+        return f"{subject} {NO_SAMPLES} Give render-html its canary (--canary) to recompute it."
     return f"{subject} {NO_SAMPLES}"
 
 
@@ -98,18 +101,18 @@ def _plot(title: str, sides: list[tuple[str, Report, tuple[str, str]]]) -> _Plot
         subject = "This report" if len(sides) == 1 else f"The {name} report"
         values = _exposed(report)
         if values is None:
-            text = _no_samples_text(subject, report)
+            text = _no_samples_text(subject, report, len(sides) == 1)
         elif not len(values):
             text = f"{subject} has no replayed events."
         else:
             series.append(Series(name, values, _quantiles(report), colour, marker))
             if report.samples is None:
-                notes.append(
-                    _Note(
-                        None,
-                        f"{subject} carries no samples; its distribution is drawn from the run that made it.",
-                    )
+                origin = (
+                    "recomputed from its canary (the model's replay is deterministic)"
+                    if report.exposed_recomputed
+                    else "drawn from the run that made it"
                 )
+                notes.append(_Note(None, f"{subject} carries no samples; its distribution is {origin}."))
             continue
         flag = Markup('<code class="flag">--include-samples</code>')
         notes.append(_Note(name, Markup(escape(text).replace("--include-samples", flag))))

@@ -138,11 +138,13 @@ class Report:
         has_samples: bool,
         raw: _core.ReplayReport | None = None,
         source: str | None = None,
+        recomputed_exposed_us: npt.NDArray[Any] | None = None,
     ) -> None:
         self._sections = {name: orjson.loads(data) for name, data in sections.items()}
         self._samples_source = samples
         self._signatures = [orjson.loads(s) for s in signatures]
         self._raw = raw
+        self._recomputed = recomputed_exposed_us
         self.has_samples = has_samples
         self.source = source
 
@@ -159,20 +161,41 @@ class Report:
         )
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], *, samples: bool = True) -> Report:
+    def from_file(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        samples: bool = True,
+        canary: str | os.PathLike[str] | None = None,
+    ) -> Report:
         """Read and structurally validate a report file.
 
         ``samples=False`` checks the embedded samples' syntax without
-        materialising them (enough for comparisons, much faster).
+        materialising them (enough for comparisons, much faster). ``canary``,
+        the canary a model report was replayed from: for a report written
+        without samples, its exposed latencies are recomputed by re-running
+        the report's declared model (deterministic), so
+        :meth:`exposed_us` and the pages can draw its distribution. Raises
+        :class:`commcanary.errors.InputError` when the canary is not the
+        report's, or the report is a measurement (it cannot be re-run).
         """
         doc = _core.read_report_file(os.fspath(path), samples=samples)
+        recomputed = None
+        if canary is not None and not doc.has_samples:
+            recomputed = _core.recomputed_exposed_us(os.fspath(path), os.fspath(canary))
         return cls(
             doc.sections(),
             doc.samples(),
             doc.sample_signatures(),
             has_samples=doc.has_samples,
             source=os.fspath(path),
+            recomputed_exposed_us=recomputed,
         )
+
+    @property
+    def exposed_recomputed(self) -> bool:
+        """Whether :meth:`exposed_us` was recomputed from the report's canary."""
+        return self._recomputed is not None
 
     @property
     def signatures(self) -> list[dict[str, Any]]:
@@ -237,13 +260,16 @@ class Report:
         return out
 
     def exposed_us(self) -> npt.NDArray[Any] | None:
-        """The exposed latency of every occurrence: from the samples, or, for
-        a report a replay just made, kept by the core even when the report
-        carries no samples; ``None`` for a file written without samples."""
+        """The exposed latency of every occurrence: from the samples; for a
+        report a replay just made, kept by the core even when the report
+        carries no samples; for a file written without samples and read with
+        its canary, recomputed from it; else ``None``."""
         samples = self.samples
         if samples is not None:
             exposed: npt.NDArray[Any] = samples["exposed_us"]
             return exposed
+        if self._recomputed is not None:
+            return self._recomputed
         return None if self._raw is None else self._raw.exposed_us()
 
     def summary_line(self) -> str:

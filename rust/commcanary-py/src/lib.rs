@@ -116,7 +116,7 @@ mod _core {
     #[pymodule_export]
     use super::replay::{
         PyReplayReport, PyReportDocument, algorithm_steps, measured_report, read_report_file,
-        replay_canary, verify_report_files,
+        recomputed_exposed_us, replay_canary, verify_report_files,
     };
     #[pymodule_export]
     use super::research::{baseline_trace, check_reduce_options, reduce_trace};

@@ -9,7 +9,8 @@ use commcanary_core::output::write_atomic_parts;
 use commcanary_core::report::read::{Report, SampleMode, Samples, read_report};
 use commcanary_core::report::run::{ReplayRun, replay_canary_bytes};
 use commcanary_core::report::{
-    SampleColumns, Section, join_sections, sample_columns, section_json, section_pieces, verify,
+    SampleColumns, Section, join_sections, recomputed_exposed, sample_columns, section_json,
+    section_pieces, verify,
 };
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
@@ -289,6 +290,28 @@ pub fn verify_report_files<'py>(
             Ok(d)
         })
         .collect()
+}
+
+/// The exposed latency of every occurrence of the model report at
+/// `report_path`, recomputed by re-running its declared model over the
+/// canary at `canary_path`: what a page draws for a report written without
+/// samples.
+#[pyfunction]
+pub fn recomputed_exposed_us<'py>(
+    py: Python<'py>,
+    report_path: String,
+    canary_path: String,
+) -> PyResult<Bound<'py, numpy::PyArray1<f64>>> {
+    let report_bytes = read_bytes(py, None, &report_path)?;
+    let report = detached(py, Some(&report_path), move || {
+        read_report(&report_bytes, SampleMode::Skip)
+    })?;
+    let canary_bytes = read_bytes(py, None, &canary_path)?;
+    let canary = detached(py, Some(&canary_path), move || read_canary(&canary_bytes))?;
+    let exposed = detached(py, Some(&report_path), move || {
+        recomputed_exposed(&report, &canary)
+    })?;
+    Ok(exposed.into_pyarray(py))
 }
 
 /// How many times a backend with `floor_per_step` charges its latency

@@ -562,6 +562,25 @@ pub fn verify(report: &read::Report, canary: &Canary) -> crate::Result<Vec<Check
     Ok(checks)
 }
 
+/// The exposed latency of every occurrence of a model report, recomputed:
+/// the report's declared model re-run over `canary` (the replay is
+/// deterministic, so these are the values its samples would have held).
+/// What a page draws for a report written without samples.
+///
+/// # Errors
+/// A canary that is not the report's, a measured report (a measurement
+/// cannot be re-run), or a replay error.
+pub fn recomputed_exposed(report: &read::Report, canary: &Canary) -> crate::Result<Vec<f64>> {
+    check_belongs(report, canary)?;
+    if measured::is_measured(report) {
+        return Err(crate::Error::invalid(
+            "is a measured report: its latencies cannot be recomputed from the canary (measure it again with --include-samples to draw them)",
+        ));
+    }
+    let replay = crate::sim::replay(&canary.program, &report.settings)?;
+    Ok(exposed_column(&replay))
+}
+
 /// Verification stage 1: the report names `canary` (by its SHA-256).
 fn check_belongs(report: &read::Report, canary: &Canary) -> crate::Result<()> {
     let claimed = report
