@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use commcanary_core::canary::read::read_canary;
+use commcanary_core::canary::read::{Canary, read_canary};
 use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
 use commcanary_core::output::write_atomic_parts;
 use commcanary_core::report::read::{Report, SampleMode, Samples, read_report};
@@ -264,6 +264,23 @@ pub fn read_report_file(
     })
 }
 
+/// A report file and a canary file, each read and checked with its path in
+/// any message.
+fn report_and_canary(
+    py: Python<'_>,
+    report_path: &str,
+    canary_path: &str,
+    samples: SampleMode,
+) -> PyResult<(Report, Canary)> {
+    let report_bytes = read_bytes(py, None, report_path)?;
+    let report = detached(py, Some(report_path), move || {
+        read_report(&report_bytes, samples)
+    })?;
+    let canary_bytes = read_bytes(py, None, canary_path)?;
+    let canary = detached(py, Some(canary_path), move || read_canary(&canary_bytes))?;
+    Ok((report, canary))
+}
+
 /// Verifies a report against a canary: one dict per check, `name`,
 /// `passed`, and the `expected` and `actual` JSON when it fails.
 #[pyfunction]
@@ -272,12 +289,7 @@ pub fn verify_report_files<'py>(
     report_path: String,
     canary_path: String,
 ) -> PyResult<Vec<Bound<'py, PyDict>>> {
-    let report_bytes = read_bytes(py, None, &report_path)?;
-    let report = detached(py, Some(&report_path), move || {
-        read_report(&report_bytes, SampleMode::Parse)
-    })?;
-    let canary_bytes = read_bytes(py, None, &canary_path)?;
-    let canary = detached(py, Some(&canary_path), move || read_canary(&canary_bytes))?;
+    let (report, canary) = report_and_canary(py, &report_path, &canary_path, SampleMode::Parse)?;
     let checks = detached(py, None, move || verify(&report, &canary))?;
     checks
         .into_iter()
@@ -302,12 +314,7 @@ pub fn recomputed_exposed_us<'py>(
     report_path: String,
     canary_path: String,
 ) -> PyResult<Bound<'py, numpy::PyArray1<f64>>> {
-    let report_bytes = read_bytes(py, None, &report_path)?;
-    let report = detached(py, Some(&report_path), move || {
-        read_report(&report_bytes, SampleMode::Skip)
-    })?;
-    let canary_bytes = read_bytes(py, None, &canary_path)?;
-    let canary = detached(py, Some(&canary_path), move || read_canary(&canary_bytes))?;
+    let (report, canary) = report_and_canary(py, &report_path, &canary_path, SampleMode::Skip)?;
     let exposed = detached(py, Some(&report_path), move || {
         recomputed_exposed(&report, &canary)
     })?;
