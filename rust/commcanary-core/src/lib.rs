@@ -21,6 +21,8 @@
 //! * [`analysis`]: diagnoses of imported evidence (who hung, and where);
 //! * [`behavior`]: behavioural fidelity under several configurations, and the
 //!   search for the smallest canary that keeps it.
+//! * [`gate`]: verdicts over repeated runs (bootstrap intervals, the
+//!   interval rule, noise calibration; uses only the base layer).
 //! * [`signing`]: Ed25519 key pairs, detached artifact signatures and trusted
 //!   key sets (uses only the base layer).
 //!
@@ -39,6 +41,7 @@ pub mod document;
 pub mod error;
 pub mod export;
 pub mod fault;
+pub mod gate;
 pub mod import;
 pub mod input;
 pub mod json;
