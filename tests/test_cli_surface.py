@@ -30,7 +30,7 @@ LONG = EXAMPLES / "llama70b_tp8_trace_long.json"
 USAGE = {
     "compile": "TRACE",
     "replay": "CANARY",
-    "compare": "BASELINE CANDIDATE",
+    "compare": "[BASELINE] [CANDIDATE]",
     "verify-report": "REPORT CANARY",
     "verify-fidelity": "TRACE CANARY",
     "verify-behavior": "TRACE CANARY",

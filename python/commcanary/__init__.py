@@ -51,6 +51,7 @@ from commcanary.behavior import DEFAULT_CONFIGURATIONS, SearchResult, Tolerances
 from commcanary.behavior import search as search_behavior
 from commcanary.behavior import verify_fidelity_files as verify_fidelity
 from commcanary.compare import Thresholds, compare
+from commcanary.compare_runs import compare_runs
 from commcanary.compiler import BOUND_FIELDS, Canary, Trace, compile, load_trace
 from commcanary.errors import BudgetError, CommCanaryError, InputError, OutputError
 from commcanary.exporters import ParamExport, Timeline, export_param, timeline
@@ -91,6 +92,7 @@ __all__ = [
     "__version__",
     "baseline",
     "compare",
+    "compare_runs",
     "compile",
     "compile_verified",
     "diagnose_hang",

@@ -17,6 +17,7 @@ from commcanary._types import (
     FlightRecorderDump,
     HangDiagnosis,
     JobCounts,
+    JudgedRuns,
     KinetoCounts,
     Measurement,
     OccurrenceColumns,
@@ -24,6 +25,7 @@ from commcanary._types import (
     PartialCollective,
     Reduction,
     ReportCheck,
+    RunNoise,
     SearchSelection,
     StepRecovery,
     StragglerDiagnosis,
@@ -85,6 +87,7 @@ __all__ = [
     "import_kineto_file",
     "import_kineto_job",
     "job_timeline",
+    "judge_runs",
     "load_trace",
     "load_trace_bytes",
     "measured_report",
@@ -103,6 +106,7 @@ __all__ = [
     "reduce_trace",
     "replay_canary",
     "resource_limits",
+    "run_noise",
     "set_resource_limits",
     "sign_file",
     "signing_keypair",
@@ -393,3 +397,26 @@ def private_key_id(key: str) -> str: ...
 def sign_file(artifact: str, key: str) -> bytes: ...
 def trusted_key_ids(path: str) -> list[str]: ...
 def verify_file(artifact: str, signature: str, trusted: str) -> str: ...
+def judge_runs(
+    baseline: npt.NDArray[np.float64],
+    candidate: npt.NDArray[np.float64],
+    *,
+    threshold_abs: float,
+    threshold_pct: float | None = None,
+    decrease: bool = False,
+    baseline_samples: list[npt.NDArray[np.float64]] | None = None,
+    candidate_samples: list[npt.NDArray[np.float64]] | None = None,
+    quantile: float | None = None,
+    resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> JudgedRuns: ...
+def run_noise(
+    values: npt.NDArray[np.float64],
+    *,
+    runs: int,
+    confidence: float = 0.95,
+    multiple: float = 1.5,
+    floor_pct: float = 1.0,
+    floor_abs: float = 1.0,
+) -> RunNoise: ...

@@ -106,6 +106,34 @@ class ReportCheck(TypedDict):
     actual: bytes | None
 
 
+class JudgedRuns(TypedDict):
+    """``judge_runs``: a statistic's change over repeated runs, its interval and verdict."""
+
+    baseline: float
+    candidate: float
+    estimate: float
+    low: float
+    high: float
+    estimate_pct: float | None
+    low_pct: float | None
+    high_pct: float | None
+    verdict: str
+
+
+class RunNoise(TypedDict):
+    """``run_noise``: a statistic's run-to-run noise and the threshold it gets."""
+
+    runs: int
+    mean: float
+    sd: float
+    split_half: float
+    leave_one_out: float
+    drift_pct: float | None
+    threshold_pct: float
+    threshold_abs: float
+    detectable_pct: float | None
+
+
 class Reduction(TypedDict):
     """``reduce_trace``: events before and after, oracle calls, whether the budget ran out."""
 

@@ -39,6 +39,7 @@ from typer.core import TyperCommand
 __all__ = [
     "EXIT_CHILD",
     "EXIT_ERROR",
+    "EXIT_INCONCLUSIVE",
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
     "EXIT_NEGATIVE",
@@ -54,6 +55,8 @@ EXIT_NEGATIVE = 1
 EXIT_USAGE = 2
 EXIT_ERROR = 3
 EXIT_CHILD = 4
+#: A gate over repeated runs that cannot tell a regression from noise.
+EXIT_INCONCLUSIVE = 5
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 

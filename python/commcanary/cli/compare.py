@@ -1,4 +1,6 @@
-"""``commcanary compare``: the CI gate between two reports."""
+"""``commcanary compare``: the CI gate between two reports, or between repeated
+runs of each side (``--baseline R... --candidate R...``, reports or
+directories of them)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commcanary.cli import EXIT_NEGATIVE, check_paths, errors_exit
+from commcanary.cli import EXIT_INCONCLUSIVE, EXIT_NEGATIVE, EXIT_USAGE, check_paths, errors_exit, fail
 from commcanary.cli._output import write_json, write_text
 from commcanary.cli.sign import TrustedKeys, check_trusted
 from commcanary.compare import Thresholds
@@ -35,8 +37,40 @@ def _abs(flag: str, metric: str) -> Any:
     )
 
 
-Baseline = Annotated[Path, typer.Argument(metavar="BASELINE", help="Baseline report.")]
-Candidate = Annotated[Path, typer.Argument(metavar="CANDIDATE", help="Candidate report.")]
+Baseline = Annotated[Path | None, typer.Argument(metavar="BASELINE", help="Baseline report.")]
+Candidate = Annotated[Path | None, typer.Argument(metavar="CANDIDATE", help="Candidate report.")]
+Baselines = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--baseline",
+        metavar="REPORT",
+        help="A baseline run's report, or a directory of them; repeat for repeated runs. Several runs per "
+        "side are judged with confidence intervals.",
+    ),
+]
+Candidates = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--candidate",
+        metavar="REPORT",
+        help="A candidate run's report, or a directory of them; repeat for repeated runs.",
+    ),
+]
+MinRuns = Annotated[
+    int,
+    typer.Option(
+        "--min-runs",
+        metavar="N",
+        help="Repeated runs: a measured side with fewer runs is inconclusive.",
+    ),
+]
+Confidence = Annotated[
+    float, typer.Option("--confidence", metavar="C", help="Repeated runs: confidence level of each interval.")
+]
+Resamples = Annotated[
+    int, typer.Option("--resamples", metavar="N", help="Repeated runs: bootstrap resamples.")
+]
+Seed = Annotated[int, typer.Option("--seed", metavar="SEED", help="Repeated runs: seed of the bootstrap.")]
 Output = Annotated[Path, typer.Option("--output", "-o", metavar="OUT", help="Where to write the comparison.")]
 Html = Annotated[
     Path | None, typer.Option("--html", metavar="PAGE", help="Also write the comparison as an HTML page.")
@@ -81,11 +115,27 @@ AllowMismatch = Annotated[
 ]
 
 
+def _reports(given: list[Path]) -> list[Path]:
+    """The report files: each path, or the ``*.json`` files of a directory, sorted."""
+    out: list[Path] = []
+    for path in given:
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".json")
+            if not found:
+                fail(f"{path} is a directory with no .json report in it")
+            out.extend(found)
+        else:
+            out.append(path)
+    return out
+
+
 def compare_command(
     ctx: typer.Context,
-    baseline: Baseline,
-    candidate: Candidate,
     output: Output,
+    baseline: Baseline = None,
+    candidate: Candidate = None,
+    baselines: Baselines = None,
+    candidates: Candidates = None,
     html: Html = None,
     p99_threshold_pct: P99Pct = DEFAULT.p99_threshold_pct,
     p95_threshold_pct: P95Pct = DEFAULT.p95_threshold_pct,
@@ -97,9 +147,39 @@ def compare_command(
     breakdown_threshold_pct: BreakdownPct = None,
     breakdown_absolute_threshold_us: BreakdownAbs = None,
     allow_mismatch: AllowMismatch = False,
+    min_runs: MinRuns = 3,
+    confidence: Confidence = 0.95,
+    resamples: Resamples = 2000,
+    seed: Seed = 0,
     trusted_keys: TrustedKeys = None,
 ) -> None:
-    """Compare two reports; exit 1 when the verdict is fail."""
+    """Compare two reports, or repeated runs of each side; exit 1 when the verdict
+    is fail, 5 when it is inconclusive."""
+    base_paths = _reports(([baseline] if baseline else []) + list(baselines or []))
+    cand_paths = _reports(([candidate] if candidate else []) + list(candidates or []))
+    if not base_paths or not cand_paths:
+        fail(
+            "give a baseline and a candidate: BASELINE CANDIDATE, or --baseline R... --candidate R...",
+            EXIT_USAGE,
+        )
+    if len(base_paths) > 1 or len(cand_paths) > 1:
+        verdict = _compare_runs(
+            ctx,
+            base_paths,
+            cand_paths,
+            output,
+            html,
+            allow_mismatch,
+            min_runs,
+            confidence,
+            resamples,
+            seed,
+            trusted_keys,
+        )
+        raise typer.Exit(
+            EXIT_NEGATIVE if verdict == "fail" else EXIT_INCONCLUSIVE if verdict == "inconclusive" else 0
+        )
+    baseline, candidate = base_paths[0], cand_paths[0]
     with errors_exit(ctx):
         from commcanary.compare import compare
         from commcanary.replay import Report
@@ -140,3 +220,66 @@ def compare_command(
             typer.echo(f"- {reason['message']}")
     if result["verdict"] == "fail":
         raise typer.Exit(EXIT_NEGATIVE)
+
+
+def _compare_runs(
+    ctx: typer.Context,
+    base_paths: list[Path],
+    cand_paths: list[Path],
+    output: Path,
+    html: Path | None,
+    allow_mismatch: bool,
+    min_runs: int,
+    confidence: float,
+    resamples: int,
+    seed: int,
+    trusted_keys: Path | None,
+) -> str:
+    """The repeated-runs gate; returns the verdict."""
+    with errors_exit(ctx):
+        from commcanary.compare_runs import compare_runs
+        from commcanary.replay import Report
+
+        inputs: dict[str, Path | None] = {f"baseline {i + 1}": p for i, p in enumerate(base_paths)}
+        inputs.update({f"candidate {i + 1}": p for i, p in enumerate(cand_paths)})
+        check_paths(
+            ctx, inputs={**inputs, "trusted_keys": trusted_keys}, outputs={"output": output, "html": html}
+        )
+        check_trusted(trusted_keys, inputs, {"output": output, "html": html})
+        thresholds = Thresholds(
+            ctx.params["p99_threshold_pct"],
+            ctx.params["p95_threshold_pct"],
+            ctx.params["median_threshold_pct"],
+            ctx.params["p99_absolute_threshold_us"],
+            ctx.params["p95_absolute_threshold_us"],
+            ctx.params["median_absolute_threshold_us"],
+            ctx.params["hidden_drop_threshold_points"],
+            ctx.params["breakdown_threshold_pct"],
+            ctx.params["breakdown_absolute_threshold_us"],
+        )
+        base = [Report.from_file(p) for p in base_paths]
+        cand = [Report.from_file(p) for p in cand_paths]
+        result = compare_runs(
+            base,
+            cand,
+            thresholds,
+            allow_mismatch=allow_mismatch,
+            min_runs=min_runs,
+            confidence=confidence,
+            resamples=resamples,
+            seed=seed,
+        )
+        page = None
+        if html is not None:
+            from commcanary.html import render_comparison
+
+            page = render_comparison(result, base[0], cand[0])
+        write_json(output, result)
+        if page is not None and html is not None:
+            write_text(html, page)
+        typer.echo(
+            f"comparison verdict: {result['verdict']} ({len(base)} baseline runs, {len(cand)} candidate runs)"
+        )
+        for reason in result["reasons"]:
+            typer.echo(f"- {reason['message']}")
+    return str(result["verdict"])

@@ -19,6 +19,7 @@ mod compiled;
 mod diagnose;
 mod errors;
 mod export;
+mod gate;
 mod import;
 mod inputs;
 mod replay;
@@ -109,6 +110,8 @@ mod _core {
     };
     #[pymodule_export]
     use super::export::{export_param, job_timeline, read_hang_document, table_columns};
+    #[pymodule_export]
+    use super::gate::{judge_runs, run_noise};
     #[pymodule_export]
     use super::import::{import_kineto_file, import_kineto_job, read_clock_offsets};
     #[pymodule_export]

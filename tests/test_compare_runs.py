@@ -1,0 +1,182 @@
+"""The gate over repeated runs: intervals, the interval verdict, ``inconclusive``,
+and the refusals. Measured runs here are the model's columns with seeded
+multiplicative noise (per run and per sample), so the statistics are tested
+without processes; the physical harness is ``benches/gate_noise.py``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import commcanary
+from commcanary import _core
+from commcanary.cli import app
+from commcanary.compare import compare
+from commcanary.compare_runs import compare_runs
+from commcanary.errors import InputError
+from commcanary.replay import Report
+from conftest import EXAMPLES
+
+
+@pytest.fixture(scope="module")
+def canary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("runs")
+    return commcanary.compile(EXAMPLES / "llama70b_tp8_trace_long.json").write(tmp / "c.json")
+
+
+def _measured(canary: Path, rng: np.random.Generator, slowdown: float = 1.0, run_cv: float = 0.02) -> Report:
+    """A 'measured' run: the model's columns, each collective stretched by a
+    per-run drift and per-sample noise (and ``slowdown``)."""
+    run = commcanary.replay(canary, include_samples=True)
+    s = run.samples
+    assert s is not None
+    drift = rng.lognormal(0.0, run_cv)
+    noise = rng.lognormal(0.0, 0.05, size=len(s["completion_us"]))
+    start = np.asarray(s["collective_start_us"])
+    completion = start + (np.asarray(s["completion_us"]) - start) * drift * noise * slowdown
+    raw = _core.measured_report(
+        str(canary),
+        first_arrival_us=s["first_arrival_us"],
+        last_arrival_us=s["last_arrival_us"],
+        last_entry_us=start,
+        completion_us=completion,
+        avg_rank_wait_us=s["avg_rank_wait_us"],
+        measurement={
+            "engine": "gloo",
+            "host": "testhost",
+            "torch_version": "test",
+            "nproc": 8,
+            "iterations": 1,
+            "warmup": 0,
+            "compute_fill": "sleep",
+            "compute_fill_scale": 1.0,
+            "bytes_scale": 1.0,
+        },
+        include_samples=True,
+    )
+    return Report.of_run(raw, str(canary), has_samples=True)
+
+
+def _results(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(e["metric"], e["threshold_result"]) for e in doc["evaluations"]]
+
+
+def test_model_runs_give_the_one_run_verdict_and_never_inconclusive(canary: Path) -> None:
+    slower = commcanary.Backend(latency_floor_us=12.0)
+    base = [commcanary.replay(canary, include_samples=True) for _ in range(3)]
+    cand = [commcanary.replay(canary, include_samples=True, backend=slower) for _ in range(2)]
+    one = compare(base[0], cand[0])
+    for b, c in ((base[:2], cand), (base, cand[:1]), (base, cand)):
+        many = compare_runs(b, c)
+        assert many["verdict"] == one["verdict"] == "fail"
+        assert _results(many) == _results(one)
+        assert all(
+            e["interval"]["low"] == e["interval"]["high"] for e in many["evaluations"] if "interval" in e
+        )
+    same = compare_runs(base, base[:2])
+    assert same["verdict"] == "pass" and all(r["level"] != "inconclusive" for r in same["reasons"])
+
+
+def test_noise_alone_rarely_fails_and_a_real_slowdown_fails(canary: Path) -> None:
+    rng = np.random.default_rng(7)
+    aa, ab = [], []
+    for _ in range(20):
+        base = [_measured(canary, rng) for _ in range(4)]
+        aa.append(compare_runs(base, [_measured(canary, rng) for _ in range(4)], resamples=500)["verdict"])
+        ab.append(
+            compare_runs(base, [_measured(canary, rng, 3.0) for _ in range(4)], resamples=500)["verdict"]
+        )
+    assert aa.count("fail") <= 1, aa
+    assert set(aa) <= {"pass", "warn", "inconclusive", "fail"}
+    assert ab.count("fail") >= 19, ab
+
+
+def test_too_few_runs_and_a_straddled_threshold_are_inconclusive(canary: Path) -> None:
+    rng = np.random.default_rng(3)
+    base = [_measured(canary, rng) for _ in range(2)]
+    cand = [_measured(canary, rng) for _ in range(2)]
+    doc = compare_runs(base, cand, resamples=300)
+    assert doc["verdict"] == "inconclusive"
+    assert [r["code"] for r in doc["reasons"] if r["level"] == "inconclusive"][-2:] == ["too_few_runs"] * 2
+    # Very noisy runs with a slowdown near the threshold cannot be told apart.
+    noisy = np.random.default_rng(5)
+    base = [_measured(canary, noisy, run_cv=0.25) for _ in range(3)]
+    cand = [_measured(canary, noisy, 1.1, run_cv=0.25) for _ in range(3)]
+    doc = compare_runs(base, cand, resamples=300)
+    assert doc["verdict"] == "inconclusive"
+    assert any(r["code"] == "inconclusive_regression" for r in doc["reasons"])
+
+
+def test_the_document_validates_and_is_deterministic(canary: Path) -> None:
+    from importlib.resources import files
+
+    schema = json.loads((files("commcanary") / "schemas" / "comparison.schema.json").read_text())
+    rng = np.random.default_rng(11)
+    base = [_measured(canary, rng) for _ in range(3)]
+    cand = [_measured(canary, rng, 3.0) for _ in range(3)]
+    one = compare_runs(base, cand, resamples=400, seed=4)
+    assert one == compare_runs(base, cand, resamples=400, seed=4)
+    jsonschema.Draft202012Validator(schema).validate(one)
+    assert one["runs"]["baseline"] == 3 and one["runs"]["confidence"] == 0.95
+
+
+def test_sides_must_be_one_configuration_and_of_one_kind(canary: Path) -> None:
+    rng = np.random.default_rng(1)
+    model = commcanary.replay(canary, include_samples=True)
+    measured = [_measured(canary, rng) for _ in range(3)]
+    with pytest.raises(InputError, match="mixes model and measured reports"):
+        compare_runs([model, *measured], measured)
+    with pytest.raises(InputError, match="mixes configurations"):
+        compare_runs(
+            [model, commcanary.replay(canary, backend=commcanary.Backend(latency_floor_us=9.0))], [model]
+        )
+    with pytest.raises(InputError, match="calibrate the model against the measurement"):
+        compare_runs([model, model], measured)
+    with pytest.raises(InputError, match="no reports"):
+        compare_runs([], [model])
+
+
+def test_the_command_takes_directories_and_exits_by_verdict(canary: Path, tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    for side, slowdown in (("a", 1.0), ("b", 1.0), ("slow", 3.0)):
+        (tmp_path / side).mkdir()
+        for i in range(4):
+            _measured(canary, rng, slowdown).write(tmp_path / side / f"r{i}.json")
+    (tmp_path / "few").mkdir()
+    for i in range(2):
+        _measured(canary, rng).write(tmp_path / "few" / f"r{i}.json")
+    runner = CliRunner()
+
+    def gate(base: str, cand: str) -> Any:
+        out = tmp_path / f"{base}-{cand}.json"
+        done = runner.invoke(
+            app,
+            [
+                "compare",
+                "--baseline",
+                str(tmp_path / base),
+                "--candidate",
+                str(tmp_path / cand),
+                "-o",
+                str(out),
+            ],
+        )
+        return done, json.loads(out.read_text()) if out.exists() else None
+
+    done, doc = gate("a", "slow")
+    assert done.exit_code == 1 and doc["verdict"] == "fail", done.output
+    assert done.output.startswith("comparison verdict: fail (4 baseline runs, 4 candidate runs)")
+    done, doc = gate("a", "few")
+    assert done.exit_code == 5 and doc["verdict"] == "inconclusive", done.output
+    done, doc = gate("a", "b")
+    assert done.exit_code in (0, 5) and doc["verdict"] in ("pass", "warn", "inconclusive"), done.output
+    missing = runner.invoke(
+        app, ["compare", "-o", str(tmp_path / "x.json"), "--baseline", str(tmp_path / "a")]
+    )
+    assert missing.exit_code == 2 and "give a baseline and a candidate" in missing.output
