@@ -215,6 +215,12 @@ CASES: dict[str, Case] = {
         f["trace"],
         "the input TRACE...",
     ),
+    "gate -o RUNS...": lambda f, w: (
+        ["gate", "calibrate", str(f["base"]), "-o", str(f["base"])],
+        "--output",
+        f["base"],
+        "the input RUNS...",
+    ),
     "steps -o TRACE...": lambda f, w: (
         ["steps", str(f["trace"]), "-o", str(f["trace"])],
         "--output",

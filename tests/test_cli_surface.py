@@ -44,6 +44,7 @@ USAGE = {
     "reduce": "TRACE",
     "diagnose hang": "EVIDENCE...",
     "diagnose stragglers": "TRACE...",
+    "gate calibrate": "RUNS...",
     "steps": "TRACE...",
     "timeline": "TRACE...",
     "keygen": "",

@@ -180,3 +180,84 @@ def test_the_command_takes_directories_and_exits_by_verdict(canary: Path, tmp_pa
         app, ["compare", "-o", str(tmp_path / "x.json"), "--baseline", str(tmp_path / "a")]
     )
     assert missing.exit_code == 2 and "give a baseline and a candidate" in missing.output
+
+
+def test_a_policy_calibrated_on_aa_runs_is_applied_and_recorded(canary: Path, tmp_path: Path) -> None:
+    from commcanary.gate_policy import Policy, calibrate_policy
+
+    rng = np.random.default_rng(9)
+    aa = [_measured(canary, rng) for _ in range(8)]
+    policy = calibrate_policy(aa, runs_per_side=4)
+    t = policy.thresholds
+    assert t.median_threshold_pct >= 1.0 and t.median_absolute_threshold_us >= 1.0
+    assert t.hidden_drop_threshold_points >= 1.0 and policy.min_runs == 4
+    stats = {s["statistic"]: s for s in (policy.calibration or {})["statistics"]}
+    median = stats["overall.median"]
+    assert median["threshold_pct"] == max(1.0, 1.5 * median["drift_pct"])
+    assert median["detectable_pct"] > median["threshold_pct"]
+    written = policy.write(tmp_path / "p.json")
+    from importlib.resources import files
+
+    schema = json.loads((files("commcanary") / "schemas" / "gate_policy.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(json.loads((tmp_path / "p.json").read_text()))
+    again = Policy.read(tmp_path / "p.json")
+    assert again.sha256 == written.sha256 and again.thresholds == policy.thresholds
+    assert again.calibration is not None and again.calibration["runs"] == 8
+    doc = compare_runs(aa[:4], [_measured(canary, rng, 3.0) for _ in range(4)], policy=again)
+    assert doc["verdict"] == "fail" and doc["runs"]["policy_sha256"] == written.sha256
+    assert doc["thresholds"] == again.thresholds.resolved()
+    short = compare_runs(aa[:3], aa[3:6], policy=again)
+    assert short["verdict"] == "inconclusive"
+    assert [r["code"] for r in short["reasons"]].count("too_few_runs") == 2
+    with pytest.raises(InputError, match="model's replays have no noise"):
+        calibrate_policy([commcanary.replay(canary)] * 3)
+    with pytest.raises(InputError, match="at least two runs"):
+        calibrate_policy(aa[:1])
+
+
+def test_gate_calibrate_and_compare_policy_on_the_command_line(canary: Path, tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    for side, slowdown, n in (("aa", 1.0, 6), ("base", 1.0, 3), ("slow", 3.0, 3)):
+        (tmp_path / side).mkdir()
+        for i in range(n):
+            _measured(canary, rng, slowdown).write(tmp_path / side / f"r{i}.json")
+    runner = CliRunner()
+    policy = tmp_path / "policy.json"
+    done = runner.invoke(
+        app, ["gate", "calibrate", str(tmp_path / "aa"), "-o", str(policy), "--runs-per-side", "3"]
+    )
+    assert done.exit_code == 0, done.output
+    assert done.output.startswith("calibrated on 6 runs: fail above median ")
+    assert "overall.median" in done.output and "wrote gate policy: " in done.output
+    out = tmp_path / "cmp.json"
+    args = [
+        "compare",
+        "--baseline",
+        str(tmp_path / "base"),
+        "--candidate",
+        str(tmp_path / "slow"),
+        "-o",
+        str(out),
+    ]
+    done = runner.invoke(app, [*args, "--policy", str(policy)])
+    assert done.exit_code == 1, done.output
+    assert json.loads(out.read_text())["runs"]["policy_sha256"] == json.loads(
+        json.dumps(__import__("hashlib").sha256(policy.read_bytes()).hexdigest())
+    )
+    # A signed policy verifies; a changed one is refused, nothing written.
+    assert runner.invoke(app, ["keygen", "-o", str(tmp_path / "k.pem")]).exit_code == 0
+    for path in [policy, *(tmp_path / "base").iterdir(), *(tmp_path / "slow").iterdir()]:
+        if path.suffix == ".json":
+            assert runner.invoke(app, ["sign", str(path), "--key", str(tmp_path / "k.pem")]).exit_code == 0
+    trusted = ["--trusted-keys", str(tmp_path / "k.pem.pub")]
+    out.unlink()
+    done = runner.invoke(app, [*args, "--policy", str(policy), *trusted])
+    assert done.exit_code == 1 and out.exists(), done.output
+    out.unlink()
+    policy.write_bytes(policy.read_bytes().replace(b'"min_runs":3', b'"min_runs":2'))
+    done = runner.invoke(app, [*args, "--policy", str(policy), *trusted])
+    assert done.exit_code == 3 and not out.exists(), done.output
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format":"commcanary.gate_policy.v1","confidence":2}')
+    done = runner.invoke(app, [*args, "--policy", str(bad)])
+    assert done.exit_code == 3 and "is not a usable gate policy" in done.output

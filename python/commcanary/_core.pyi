@@ -15,6 +15,7 @@ from commcanary._types import (
     CanaryOccurrences,
     CompileSummary,
     FlightRecorderDump,
+    GatePolicy,
     HangDiagnosis,
     JobCounts,
     JudgedRuns,
@@ -97,6 +98,7 @@ __all__ = [
     "read_backend_file",
     "read_clock_offsets",
     "read_flight_recorder_file",
+    "read_gate_policy",
     "read_hang_document",
     "read_input_file",
     "read_report_file",
@@ -116,6 +118,7 @@ __all__ = [
     "verify_report_files",
     "write_atomic",
     "write_backend_file",
+    "write_gate_policy",
 ]
 
 __version__: Final[str]
@@ -420,3 +423,14 @@ def run_noise(
     floor_pct: float = 1.0,
     floor_abs: float = 1.0,
 ) -> RunNoise: ...
+def read_gate_policy(path: str) -> GatePolicy: ...
+def write_gate_policy(
+    path: str,
+    *,
+    confidence: float,
+    resamples: int,
+    seed: int,
+    min_runs: int,
+    thresholds: dict[str, float],
+    calibration: bytes | None = None,
+) -> str: ...

@@ -134,6 +134,18 @@ class RunNoise(TypedDict):
     detectable_pct: float | None
 
 
+class GatePolicy(TypedDict):
+    """``read_gate_policy``: a checked gate policy and the SHA-256 of its file."""
+
+    confidence: float
+    resamples: int
+    seed: int
+    min_runs: int
+    thresholds: dict[str, float]
+    calibration: bytes | None
+    sha256: str
+
+
 class Reduction(TypedDict):
     """``reduce_trace``: events before and after, oracle calls, whether the budget ran out."""
 

@@ -45,6 +45,8 @@ from commcanary.replay import Report
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from commcanary.gate_policy import Policy
+
 __all__ = ["DEFAULT_MIN_RUNS", "compare_runs"]
 
 #: Runs a measured side needs before its interval means anything.
@@ -272,14 +274,22 @@ def compare_runs(
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
+    policy: Policy | None = None,
 ) -> dict[str, Any]:
     """Compare repeated runs of a baseline and a candidate; returns the comparison document.
+
+    A ``policy`` (:class:`commcanary.gate_policy.Policy`) sets the thresholds,
+    ``min_runs``, ``confidence``, ``resamples`` and ``seed`` (those arguments
+    are then ignored), and the document records its SHA-256.
 
     Raises :class:`commcanary.errors.InputError` when a side is empty or mixes
     configurations (or model and measured reports), and when the sides are
     incompatible (different canaries, models or protocols; a model report
     against a measured one) unless ``allow_mismatch`` is set.
     """
+    if policy is not None:
+        thresholds, min_runs = policy.thresholds, policy.min_runs
+        confidence, resamples, seed = policy.confidence, policy.resamples, policy.seed
     if min_runs < 1:
         raise OptionError("min_runs", "must be at least 1")
     _check_side("baseline", baselines)
@@ -342,6 +352,7 @@ def compare_runs(
         "confidence": confidence,
         "resamples": resamples,
         "seed": seed,
+        "policy_sha256": None if policy is None else policy.sha256,
         "reports": {
             "baseline": [r.source for r in baselines],
             "candidate": [r.source for r in candidates],

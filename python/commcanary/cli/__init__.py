@@ -301,6 +301,7 @@ import commcanary.cli.compare as _compare  # noqa: E402
 import commcanary.cli.compile as _compile  # noqa: E402
 import commcanary.cli.diagnose as _diagnose  # noqa: E402
 import commcanary.cli.export as _export  # noqa: E402
+import commcanary.cli.gate as _gate  # noqa: E402
 import commcanary.cli.import_ as _import  # noqa: E402
 import commcanary.cli.render as _render  # noqa: E402
 import commcanary.cli.replay as _replay  # noqa: E402
@@ -326,6 +327,7 @@ app.command("capture", cls=Command)(_capture.capture_command)
 app.command("baseline", cls=Command)(_research.baseline_command)
 app.command("reduce", cls=Command)(_research.reduce_command)
 app.add_typer(_diagnose.diagnose_app, name="diagnose")
+app.add_typer(_gate.gate_app, name="gate")
 app.command("steps", cls=Command)(_steps.steps_command)
 app.command("keygen", cls=Command)(_sign.keygen_command)
 app.command("sign", cls=Command)(_sign.sign_command)

@@ -71,6 +71,16 @@ Resamples = Annotated[
     int, typer.Option("--resamples", metavar="N", help="Repeated runs: bootstrap resamples.")
 ]
 Seed = Annotated[int, typer.Option("--seed", metavar="SEED", help="Repeated runs: seed of the bootstrap.")]
+PolicyFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--policy",
+        metavar="POLICY",
+        help="A gate policy (commcanary gate calibrate): its thresholds, runs per side, confidence, "
+        "resamples and seed replace the options; the comparison records its SHA-256. With --trusted-keys "
+        "the policy must be signed by a trusted key too.",
+    ),
+]
 Output = Annotated[Path, typer.Option("--output", "-o", metavar="OUT", help="Where to write the comparison.")]
 Html = Annotated[
     Path | None, typer.Option("--html", metavar="PAGE", help="Also write the comparison as an HTML page.")
@@ -151,6 +161,7 @@ def compare_command(
     confidence: Confidence = 0.95,
     resamples: Resamples = 2000,
     seed: Seed = 0,
+    policy: PolicyFile = None,
     trusted_keys: TrustedKeys = None,
 ) -> None:
     """Compare two reports, or repeated runs of each side; exit 1 when the verdict
@@ -162,7 +173,7 @@ def compare_command(
             "give a baseline and a candidate: BASELINE CANDIDATE, or --baseline R... --candidate R...",
             EXIT_USAGE,
         )
-    if len(base_paths) > 1 or len(cand_paths) > 1:
+    if len(base_paths) > 1 or len(cand_paths) > 1 or policy is not None:
         verdict = _compare_runs(
             ctx,
             base_paths,
@@ -170,10 +181,8 @@ def compare_command(
             output,
             html,
             allow_mismatch,
-            min_runs,
-            confidence,
-            resamples,
-            seed,
+            (min_runs, confidence, resamples, seed),
+            policy,
             trusted_keys,
         )
         raise typer.Exit(
@@ -229,22 +238,24 @@ def _compare_runs(
     output: Path,
     html: Path | None,
     allow_mismatch: bool,
-    min_runs: int,
-    confidence: float,
-    resamples: int,
-    seed: int,
+    options: tuple[int, float, int, int],
+    policy_path: Path | None,
     trusted_keys: Path | None,
 ) -> str:
     """The repeated-runs gate; returns the verdict."""
     with errors_exit(ctx):
         from commcanary.compare_runs import compare_runs
+        from commcanary.gate_policy import Policy
         from commcanary.replay import Report
 
         inputs: dict[str, Path | None] = {f"baseline {i + 1}": p for i, p in enumerate(base_paths)}
         inputs.update({f"candidate {i + 1}": p for i, p in enumerate(cand_paths)})
-        check_paths(
-            ctx, inputs={**inputs, "trusted_keys": trusted_keys}, outputs={"output": output, "html": html}
-        )
+        inputs["policy"] = policy_path
+        outputs = {"output": output, "html": html}
+        for name, paths in (("baselines", base_paths), ("candidates", cand_paths)):
+            for path in paths:
+                check_paths(ctx, inputs={name: path}, outputs=outputs)
+        check_paths(ctx, inputs={"policy": policy_path, "trusted_keys": trusted_keys}, outputs=outputs)
         check_trusted(trusted_keys, inputs, {"output": output, "html": html})
         thresholds = Thresholds(
             ctx.params["p99_threshold_pct"],
@@ -257,8 +268,10 @@ def _compare_runs(
             ctx.params["breakdown_threshold_pct"],
             ctx.params["breakdown_absolute_threshold_us"],
         )
+        policy = None if policy_path is None else Policy.read(policy_path)
         base = [Report.from_file(p) for p in base_paths]
         cand = [Report.from_file(p) for p in cand_paths]
+        min_runs, confidence, resamples, seed = options
         result = compare_runs(
             base,
             cand,
@@ -268,6 +281,7 @@ def _compare_runs(
             confidence=confidence,
             resamples=resamples,
             seed=seed,
+            policy=policy,
         )
         page = None
         if html is not None:

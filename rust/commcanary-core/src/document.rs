@@ -49,6 +49,8 @@ pub const SIGNATURE: &str = "commcanary.signature.v1";
 pub const BACKEND: &str = "commcanary.backend.v1";
 /// A model validation (`commcanary validate-model`).
 pub const MODEL_VALIDATION: &str = "commcanary.model_validation.v1";
+/// A gate policy (`commcanary gate calibrate`, `compare --policy`).
+pub const GATE_POLICY: &str = "commcanary.gate_policy.v1";
 /// One recording process's capture shard (JSON Lines; this is its header's
 /// `format`).
 pub const CAPTURE_SHARD: &str = "commcanary.capture-shard.v1";
@@ -56,7 +58,7 @@ pub const CAPTURE_SHARD: &str = "commcanary.capture-shard.v1";
 pub const CAPTURE_FAILURE: &str = "commcanary.capture_failure.v1";
 
 /// Every document format this version knows, with the noun a person reads.
-pub const KINDS: [(&str, &str); 18] = [
+pub const KINDS: [(&str, &str); 19] = [
     (TRACE, "trace"),
     (CANARY, "canary"),
     (CANARY_LOOP, "canary"),
@@ -72,6 +74,7 @@ pub const KINDS: [(&str, &str); 18] = [
     (TIMELINE, "timeline"),
     (SIGNATURE, "signature"),
     (BACKEND, "backend"),
+    (GATE_POLICY, "gate policy"),
     (MODEL_VALIDATION, "model validation"),
     (CAPTURE_SHARD, "capture shard"),
     (CAPTURE_FAILURE, "capture failure"),

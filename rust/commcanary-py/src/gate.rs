@@ -1,13 +1,22 @@
 //! The statistical gate: one statistic judged over repeated runs, and a
 //! statistic's run-to-run noise (`commcanary_core::gate`).
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use commcanary_core::gate::policy::{
+    Policy, THRESHOLD_NAMES, calibration_object, policy_digest, policy_json, read_policy,
+};
 use commcanary_core::gate::{
     Bootstrap, Direction, NoisePolicy, StatisticRequest, Thresholds, calibrate_statistic,
     judge_statistic,
 };
+use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
+use commcanary_core::output::write_atomic;
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::detached;
 
@@ -109,4 +118,68 @@ pub fn run_noise<'py>(
     d.set_item("threshold_abs", c.threshold_abs)?;
     d.set_item("detectable_pct", c.detectable_pct)?;
     Ok(d)
+}
+
+/// Reads a gate policy file (`commcanary.gate_policy.v1`): its confidence,
+/// resamples, seed, runs per side, the nine thresholds, how it was
+/// calibrated (JSON, or `None`) and the SHA-256 of the file's bytes.
+#[pyfunction]
+pub fn read_gate_policy(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
+    let display = path.display().to_string();
+    let (policy, digest) = detached(py, Some(&display), move || {
+        let bytes = read_input(&path, MAX_INPUT_BYTES)?;
+        Ok((read_policy(&bytes)?, policy_digest(&bytes)))
+    })?;
+    let d = PyDict::new(py);
+    d.set_item("confidence", policy.confidence)?;
+    d.set_item("resamples", policy.resamples)?;
+    d.set_item("seed", policy.seed)?;
+    d.set_item("min_runs", policy.min_runs)?;
+    let thresholds = PyDict::new(py);
+    for (name, value) in THRESHOLD_NAMES.iter().zip(policy.thresholds) {
+        thresholds.set_item(name, value)?;
+    }
+    d.set_item("thresholds", thresholds)?;
+    d.set_item(
+        "calibration",
+        policy.calibration.map(|c| PyBytes::new(py, &c)),
+    )?;
+    d.set_item("sha256", digest)?;
+    Ok(d)
+}
+
+/// Writes a gate policy file atomically (canonical JSON); the values are
+/// checked by the core first. Returns the SHA-256 of the bytes written.
+#[pyfunction]
+#[pyo3(signature = (path, *, confidence, resamples, seed, min_runs, thresholds, calibration=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn write_gate_policy(
+    py: Python<'_>,
+    path: PathBuf,
+    confidence: f64,
+    resamples: u32,
+    seed: u64,
+    min_runs: u32,
+    thresholds: HashMap<String, f64>,
+    calibration: Option<PyBackedBytes>,
+) -> PyResult<String> {
+    let calibration = calibration.map(|c| c.to_vec());
+    detached(py, None, move || {
+        let mut table = [f64::NAN; 9];
+        for (slot, name) in table.iter_mut().zip(THRESHOLD_NAMES) {
+            *slot = thresholds.get(name).copied().unwrap_or(f64::NAN);
+        }
+        let calibration = calibration.as_deref().map(calibration_object).transpose()?;
+        let policy = Policy {
+            confidence,
+            resamples,
+            seed,
+            min_runs,
+            thresholds: table,
+            calibration,
+        };
+        let bytes = policy_json(&policy)?;
+        write_atomic(&path, &bytes)?;
+        Ok(policy_digest(&bytes))
+    })
 }

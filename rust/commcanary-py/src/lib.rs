@@ -111,7 +111,7 @@ mod _core {
     #[pymodule_export]
     use super::export::{export_param, job_timeline, read_hang_document, table_columns};
     #[pymodule_export]
-    use super::gate::{judge_runs, run_noise};
+    use super::gate::{judge_runs, read_gate_policy, run_noise, write_gate_policy};
     #[pymodule_export]
     use super::import::{import_kineto_file, import_kineto_job, read_clock_offsets};
     #[pymodule_export]

@@ -13,7 +13,8 @@
 //!   warns) when it lies wholly inside, `inconclusive` when it straddles it;
 //! * [`calibrate`] — a statistic's noise over repeated runs of one
 //!   configuration (split-half and leave-one-out drift) and the threshold and
-//!   smallest detectable regression that follow from it.
+//!   smallest detectable regression that follow from it;
+//! * [`policy`] — the predeclared policy document (`commcanary.gate_policy.v1`).
 //!
 //! Invariants: the same inputs and seed give the same bits; runs whose
 //! values are all equal (deterministic model replays) give a zero-width
@@ -24,6 +25,7 @@
 mod calibrate;
 mod interval;
 mod judge;
+pub mod policy;
 
 pub use calibrate::{
     Noise, NoisePolicy, detectable_regression, noise, normal_quantile, threshold_for,
