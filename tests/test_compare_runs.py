@@ -261,3 +261,66 @@ def test_gate_calibrate_and_compare_policy_on_the_command_line(canary: Path, tmp
     bad.write_text('{"format":"commcanary.gate_policy.v1","confidence":2}')
     done = runner.invoke(app, [*args, "--policy", str(bad)])
     assert done.exit_code == 3 and "is not a usable gate policy" in done.output
+
+
+def test_ci_outputs_of_a_gate(canary: Path, tmp_path: Path) -> None:
+    """JUnit (read by junitparser), SARIF 2.1.0 (read by sarif-pydantic's model)
+    and the Markdown summary, also appended to $GITHUB_STEP_SUMMARY."""
+    import junitparser
+    from sarif_pydantic import Sarif
+
+    rng = np.random.default_rng(6)
+    for side, slowdown, n in (("base", 1.0, 3), ("slow", 3.0, 3), ("few", 1.0, 2)):
+        (tmp_path / side).mkdir()
+        for i in range(n):
+            _measured(canary, rng, slowdown).write(tmp_path / side / f"r{i}.json")
+    runner = CliRunner()
+    step = tmp_path / "step.md"
+    step.write_text("earlier\n")
+    out = {k: tmp_path / f"out.{k}" for k in ("json", "xml", "sarif", "md")}
+    args = ["compare", "--baseline", str(tmp_path / "base"), "--candidate", str(tmp_path / "slow")]
+    args += ["-o", str(out["json"]), "--junit", str(out["xml"]), "--sarif", str(out["sarif"])]
+    done = runner.invoke(app, [*args, "--summary-md", str(out["md"])], env={"GITHUB_STEP_SUMMARY": str(step)})
+    assert done.exit_code == 1, done.output
+    doc = json.loads(out["json"].read_text())
+    gated = [e for e in doc["evaluations"] if not e["metric"].startswith("uncertainty.")]
+    xml = junitparser.JUnitXml.fromfile(str(out["xml"]))
+    cases = [case for suite in xml for case in suite]
+    assert len(cases) == len(gated)
+    failed = {case.name for case in cases if any(isinstance(r, junitparser.Failure) for r in case.result)}
+    assert "overall.median" in failed
+    assert len(failed) == sum(1 for e in gated if e["threshold_result"] == "fail")
+    log = json.loads(out["sarif"].read_text())
+    Sarif.model_validate(log)
+    assert log["version"] == "2.1.0"
+    results = log["runs"][0]["results"]
+    assert {r["level"] for r in results} <= {"error", "warning", "note"}
+    names = {loc["fullyQualifiedName"] for r in results for loc in r["locations"][0]["logicalLocations"]}
+    assert "overall.median" in names and any(n.startswith(("phase/", "operation/")) for n in names)
+    summary = out["md"].read_text()
+    assert summary.startswith("## commcanary gate: **fail** (3 baseline runs, 3 candidate runs)")
+    assert step.read_text() == "earlier\n" + summary
+    # Inconclusive is a skipped test case with its reason; one run per side works too.
+    runner.invoke(
+        app,
+        [
+            "compare",
+            "--baseline",
+            str(tmp_path / "base"),
+            "--candidate",
+            str(tmp_path / "few"),
+            "-o",
+            str(out["json"]),
+            "--junit",
+            str(out["xml"]),
+        ],
+    )
+    xml = junitparser.JUnitXml.fromfile(str(out["xml"]))
+    props = {p.name: p.value for suite in xml for p in suite.properties()}
+    assert props["verdict"] == "inconclusive"
+    one = tmp_path / "one.xml"
+    files = sorted((tmp_path / "base").iterdir())
+    done = runner.invoke(
+        app, ["compare", str(files[0]), str(files[1]), "-o", str(tmp_path / "one.json"), "--junit", str(one)]
+    )
+    assert done.exit_code in (0, 1) and junitparser.JUnitXml.fromfile(str(one))

@@ -52,8 +52,9 @@ __all__ = ["DEFAULT_MIN_RUNS", "compare_runs"]
 #: Runs a measured side needs before its interval means anything.
 DEFAULT_MIN_RUNS = 3
 QUANTILE = {"median": 50.0, "p95": 95.0, "p99": 99.0}
-#: The members of a report's backend that name the configuration (not the run).
-_RUN_MEMBERS = frozenset({"host", "torch_version"})
+#: The members of a measured report's backend that describe the run, not the
+#: configuration: where it ran, and what was measured of it.
+_RUN_MEMBERS = frozenset({"host", "torch_version", "rank_cpu_share"})
 
 
 def _is_measured(report: Report) -> bool:

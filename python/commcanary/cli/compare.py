@@ -71,6 +71,23 @@ Resamples = Annotated[
     int, typer.Option("--resamples", metavar="N", help="Repeated runs: bootstrap resamples.")
 ]
 Seed = Annotated[int, typer.Option("--seed", metavar="SEED", help="Repeated runs: seed of the bootstrap.")]
+Junit = Annotated[
+    Path | None,
+    typer.Option("--junit", metavar="FILE", help="Also write JUnit XML: one test case per gated statistic."),
+]
+Sarif = Annotated[
+    Path | None,
+    typer.Option("--sarif", metavar="FILE", help="Also write a SARIF 2.1.0 log: one result per regression."),
+]
+SummaryMd = Annotated[
+    Path | None,
+    typer.Option(
+        "--summary-md",
+        metavar="FILE",
+        help="Also write a Markdown summary (for a pull-request comment); it is appended to "
+        "$GITHUB_STEP_SUMMARY too when that variable is set.",
+    ),
+]
 PolicyFile = Annotated[
     Path | None,
     typer.Option(
@@ -162,6 +179,9 @@ def compare_command(
     resamples: Resamples = 2000,
     seed: Seed = 0,
     policy: PolicyFile = None,
+    junit: Junit = None,
+    sarif: Sarif = None,
+    summary_md: SummaryMd = None,
     trusted_keys: TrustedKeys = None,
 ) -> None:
     """Compare two reports, or repeated runs of each side; exit 1 when the verdict
@@ -184,6 +204,7 @@ def compare_command(
             (min_runs, confidence, resamples, seed),
             policy,
             trusted_keys,
+            (junit, sarif, summary_md),
         )
         raise typer.Exit(
             EXIT_NEGATIVE if verdict == "fail" else EXIT_INCONCLUSIVE if verdict == "inconclusive" else 0
@@ -207,7 +228,13 @@ def compare_command(
         check_paths(
             ctx,
             inputs={"baseline": baseline, "candidate": candidate, "trusted_keys": trusted_keys},
-            outputs={"output": output, "html": html},
+            outputs={
+                "output": output,
+                "html": html,
+                "junit": junit,
+                "sarif": sarif,
+                "summary_md": summary_md,
+            },
         )
         check_trusted(
             trusted_keys, {"baseline": baseline, "candidate": candidate}, {"output": output, "html": html}
@@ -224,6 +251,7 @@ def compare_command(
         write_json(output, result)
         if html is not None and page is not None:
             write_text(html, page)
+        ci_outputs(result, junit, sarif, summary_md)
         typer.echo(f"comparison verdict: {result['verdict']}")
         for reason in result["reasons"]:
             typer.echo(f"- {reason['message']}")
@@ -241,6 +269,7 @@ def _compare_runs(
     options: tuple[int, float, int, int],
     policy_path: Path | None,
     trusted_keys: Path | None,
+    ci: tuple[Path | None, Path | None, Path | None],
 ) -> str:
     """The repeated-runs gate; returns the verdict."""
     with errors_exit(ctx):
@@ -251,12 +280,12 @@ def _compare_runs(
         inputs: dict[str, Path | None] = {f"baseline {i + 1}": p for i, p in enumerate(base_paths)}
         inputs.update({f"candidate {i + 1}": p for i, p in enumerate(cand_paths)})
         inputs["policy"] = policy_path
-        outputs = {"output": output, "html": html}
+        outputs = {"output": output, "html": html, "junit": ci[0], "sarif": ci[1], "summary_md": ci[2]}
         for name, paths in (("baselines", base_paths), ("candidates", cand_paths)):
             for path in paths:
                 check_paths(ctx, inputs={name: path}, outputs=outputs)
         check_paths(ctx, inputs={"policy": policy_path, "trusted_keys": trusted_keys}, outputs=outputs)
-        check_trusted(trusted_keys, inputs, {"output": output, "html": html})
+        check_trusted(trusted_keys, inputs, outputs)
         thresholds = Thresholds(
             ctx.params["p99_threshold_pct"],
             ctx.params["p95_threshold_pct"],
@@ -291,9 +320,33 @@ def _compare_runs(
         write_json(output, result)
         if page is not None and html is not None:
             write_text(html, page)
+        ci_outputs(result, *ci)
         typer.echo(
             f"comparison verdict: {result['verdict']} ({len(base)} baseline runs, {len(cand)} candidate runs)"
         )
         for reason in result["reasons"]:
             typer.echo(f"- {reason['message']}")
     return str(result["verdict"])
+
+
+def ci_outputs(
+    result: dict[str, object], junit: Path | None, sarif: Path | None, summary_md: Path | None
+) -> None:
+    """Writes the CI views of a comparison that were asked for, and appends the
+    Markdown summary to ``$GITHUB_STEP_SUMMARY`` when it is set."""
+    import os
+
+    from commcanary.gate_outputs import junit_xml, sarif_log, summary_markdown
+
+    doc: dict[str, Any] = dict(result)
+    if junit is not None:
+        write_text(junit, junit_xml(doc))
+    if sarif is not None:
+        write_json(sarif, sarif_log(doc))
+    summary = summary_markdown(doc)
+    if summary_md is not None:
+        write_text(summary_md, summary)
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with open(step_summary, "a", encoding="utf-8") as handle:
+            handle.write(summary)
