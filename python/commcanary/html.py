@@ -276,6 +276,66 @@ def _thresholds(comparison: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+class _IntervalRow(NamedTuple):
+    """One statistic of a comparison over repeated runs, drawn against its threshold band."""
+
+    label: str
+    estimate: str
+    interval: str
+    threshold: str
+    result: str
+    #: x of the band's warn start and fail start, the interval's ends and the estimate (0..1).
+    warn_x: float
+    fail_x: float
+    low_x: float
+    high_x: float
+    estimate_x: float
+    zero_x: float
+
+
+def _interval_rows(comparison: dict[str, Any]) -> list[_IntervalRow]:
+    """Every gated statistic with an interval, on a common scale per row: the
+    threshold (percent, or points for the hidden share) at 60% of the width."""
+    rows = []
+    for e in comparison["evaluations"]:
+        iv = e.get("interval")
+        if iv is None:
+            continue
+        drop = "drop_points" in e
+        if drop:
+            # A drop is the negated change of the hidden share, in points.
+            est, low, high = -(e["candidate"] - e["baseline"]), -iv["high"], -iv["low"]
+            limit, unit = float(e["threshold_points"]), " pt"
+        else:
+            est, low, high = e.get("relative_delta_pct"), iv.get("low_pct"), iv.get("high_pct")
+            limit, unit = float(e["threshold_pct"]), "%"
+        if est is None or low is None or high is None:
+            continue
+        span = max(limit / 0.6, abs(low), abs(high), 1e-9)
+        lo, hi = -span * 0.4 / 0.6 if span == limit / 0.6 else -span, span
+
+        def x(v: float, lo: float = lo, hi: float = hi) -> float:
+            return round(min(1.0, max(0.0, (v - lo) / (hi - lo))), 4)
+
+        label = f"{e['metric']} · {e['name']}" if "name" in e else str(e["metric"])
+        rows.append(
+            _IntervalRow(
+                label,
+                f"{est:+.2f}{unit}",
+                f"[{low:+.2f}{unit}, {high:+.2f}{unit}]",
+                f"{limit:.2f}{unit}",
+                str(e["threshold_result"]),
+                x(limit / 2),
+                x(limit),
+                x(low),
+                x(high),
+                x(est),
+                x(0.0),
+            )
+        )
+    return rows
+
+
 def render_comparison(comparison: dict[str, Any], baseline: Report, candidate: Report) -> str:
     """HTML for a comparison of two reports."""
     verdict = str(comparison["verdict"])
@@ -336,4 +396,6 @@ def render_comparison(comparison: dict[str, Any], baseline: Report, candidate: R
         settings=_settings_comparison(baseline, candidate),
         thresholds=_thresholds(comparison),
         breakdowns=breakdowns,
+        runs=comparison.get("runs"),
+        intervals=_interval_rows(comparison),
     )

@@ -4,6 +4,7 @@ and the drawings read them from here."""
 from __future__ import annotations
 
 __all__ = [
+    "BAND_COLOURS",
     "HANG_VERDICT_COLOURS",
     "MARK_COLOURS",
     "NODE_COLOURS",
@@ -13,7 +14,11 @@ __all__ = [
 ]
 
 #: Background of the verdict banner and badge, by verdict (text is white).
-VERDICT_COLOURS = {"pass": "#1e7b45", "warn": "#8f5a00", "fail": "#a32424"}
+VERDICT_COLOURS = {"pass": "#1e7b45", "warn": "#8f5a00", "fail": "#a32424", "inconclusive": "#4a5a7a"}
+
+#: The threshold band of an interval: within half the threshold, between half and
+#: the threshold, beyond it (light tints of the verdict colours).
+BAND_COLOURS = {"pass": "#d3ecdc", "warn": "#f6e3bf", "fail": "#f4cccc"}
 
 #: Series colours (bars, markers): a single report, then a comparison's two sides.
 SERIES_COLOURS = {
@@ -38,4 +43,4 @@ WAIT_COLOUR, INSIDE_COLOUR = "#aed6f1", "#2e86c1"
 
 def palette() -> dict[str, object]:
     """What the stylesheet templates read, by name."""
-    return {"verdict": VERDICT_COLOURS, "hang_verdict": HANG_VERDICT_COLOURS}
+    return {"verdict": VERDICT_COLOURS, "hang_verdict": HANG_VERDICT_COLOURS, "band": BAND_COLOURS}
