@@ -45,6 +45,7 @@ USAGE = {
     "diagnose hang": "EVIDENCE...",
     "diagnose stragglers": "TRACE...",
     "gate calibrate": "RUNS...",
+    "gate run": "CANARY",
     "steps": "TRACE...",
     "timeline": "TRACE...",
     "keygen": "",

@@ -136,8 +136,10 @@ def test_sides_must_be_one_configuration_and_of_one_kind(canary: Path) -> None:
         compare_runs(
             [model, commcanary.replay(canary, backend=commcanary.Backend(latency_floor_us=9.0))], [model]
         )
-    with pytest.raises(InputError, match="calibrate the model against the measurement"):
+    with pytest.raises(InputError, match="compare a model report with a measured one: calibrate the model"):
         compare_runs([model, model], measured)
+    with pytest.raises(InputError, match="compare a model report with a measured one: calibrate"):
+        compare(model, measured[0])
     with pytest.raises(InputError, match="no reports"):
         compare_runs([], [model])
 

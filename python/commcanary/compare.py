@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from commcanary.errors import InputError, OptionError
-from commcanary.formats import COMPARISON_FORMAT
+from commcanary.formats import COMPARISON_FORMAT, MEASURED_MODE
 from commcanary.replay import Report
 
 __all__ = ["COMPARISON_FORMAT", "Thresholds", "compare"]
@@ -121,12 +121,14 @@ def _compatibility(base: Report, cand: Report) -> list[tuple[str, str]]:
     b_model = (base.section("simulation_model") or {}).get("version")
     c_model = (cand.section("simulation_model") or {}).get("version")
     if b_model != c_model:
-        found.append(
-            (
-                "reports use different simulation model versions",
-                f"use different simulation model versions ({b_model} vs {c_model})",
-            )
+        measured = [(r.backend or {}).get("mode") == MEASURED_MODE for r in (base, cand)]
+        phrase = (
+            "compare a model report with a measured one: calibrate the model against the measurement "
+            "(commcanary calibrate) and replay with its backend file, or pass --allow-mismatch"
+            if measured[0] != measured[1]
+            else f"use different simulation model versions ({b_model} vs {c_model})"
         )
+        found.append(("reports use different simulation model versions", phrase))
     b_protocol = (base.section("replay_protocol") or {}).get("sha256")
     c_protocol = (cand.section("replay_protocol") or {}).get("sha256")
     if b_protocol != c_protocol:
@@ -141,7 +143,10 @@ def _compatibility(base: Report, cand: Report) -> list[tuple[str, str]]:
 
 def _mismatch_error(base: Report, cand: Report, found: list[tuple[str, str]]) -> InputError:
     names = f"{base.source or 'the baseline'} and {cand.source or 'the candidate'}"
-    return InputError(f"{names} {' and '.join(phrase for _, phrase in found)}")
+    phrases = [phrase for _, phrase in found]
+    # A model against a measurement differs in everything; say that, and what to do.
+    kinds = [p for p in phrases if p.startswith("compare a model report with a measured one")]
+    return InputError(f"{names} {' and '.join(kinds or phrases)}")
 
 
 def _breakdown(base_rows: list[dict[str, Any]], cand_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

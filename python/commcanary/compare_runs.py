@@ -297,14 +297,6 @@ def compare_runs(
     _check_side("candidate", candidates)
     base, cand = baselines[0], candidates[0]
     found = _compatibility(base, cand)
-    if _is_measured(base) != _is_measured(cand):
-        found.append(
-            (
-                "a model report is compared with a measured one",
-                "compare a model report with a measured one (calibrate the model against the measurement "
-                "with commcanary calibrate, or pass --allow-mismatch)",
-            )
-        )
     if found and not allow_mismatch:
         raise _mismatch_error(base, cand, found)
     ev = _Evaluation((thresholds or Thresholds()).resolved(), [reason for reason, _ in found])
