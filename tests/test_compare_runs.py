@@ -208,6 +208,10 @@ def test_a_policy_calibrated_on_aa_runs_is_applied_and_recorded(canary: Path, tm
     doc = compare_runs(aa[:4], [_measured(canary, rng, 3.0) for _ in range(4)], policy=again)
     assert doc["verdict"] == "fail" and doc["runs"]["policy_sha256"] == written.sha256
     assert doc["thresholds"] == again.thresholds.resolved()
+    noisy = [_measured(canary, rng, run_cv=0.5) for _ in range(4)]
+    loud = compare_runs(aa[:4], noisy, policy=again)
+    assert loud["verdict"] in ("inconclusive", "fail")
+    assert any(r["code"] == "noisier_than_calibrated" for r in loud["reasons"])
     short = compare_runs(aa[:3], aa[3:6], policy=again)
     assert short["verdict"] == "inconclusive"
     assert [r["code"] for r in short["reasons"]].count("too_few_runs") == 2

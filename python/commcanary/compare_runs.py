@@ -265,6 +265,44 @@ def _judge_all(ev: _Evaluation, judge: _Judge) -> list[dict[str, Any]]:
     return inconclusive
 
 
+#: A side whose runs drift more than this many times the policy's calibrated
+#: drift is noisier than the policy allows.
+NOISE_ALLOWANCE = 2.0
+
+
+def _noisier_than_calibrated(
+    policy: Policy, baselines: Sequence[Report], candidates: Sequence[Report]
+) -> list[dict[str, Any]]:
+    """One reason per measured side whose overall quantiles drift more than
+    :data:`NOISE_ALLOWANCE` times what the policy was calibrated on."""
+    import numpy as np
+
+    calibrated = {s["statistic"]: s for s in (policy.calibration or {}).get("statistics", [])}
+    reasons = []
+    for name, side in (("baseline", baselines), ("candidate", candidates)):
+        if not _is_measured(side[0]) or len(side) < 2:
+            continue
+        for m in METRICS:
+            reference = calibrated.get(f"overall.{m}", {}).get("drift_pct")
+            if not reference:
+                continue
+            values = np.array([float(r.metrics[f"{m}_us"]) for r in side])
+            drift = _core.run_noise(values, runs=len(side))["drift_pct"]
+            if drift is not None and drift > NOISE_ALLOWANCE * reference:
+                reasons.append(
+                    _reason(
+                        "noisier_than_calibrated",
+                        "inconclusive",
+                        f"the {name} side's {m} drifts {drift:.1f}% between runs, more than "
+                        f"{NOISE_ALLOWANCE:g} times the {reference:.1f}% the policy was calibrated on: "
+                        "the host is noisier than when the policy was made",
+                        f"overall.{m}",
+                    )
+                )
+                break
+    return reasons
+
+
 def compare_runs(
     baselines: Sequence[Report],
     candidates: Sequence[Report],
@@ -318,6 +356,8 @@ def compare_runs(
                 f"the {name} side has {n} measured run(s), fewer than the {min_runs} its interval needs",
             )
         )
+    if policy is not None:
+        inconclusive += _noisier_than_calibrated(policy, baselines, candidates)
     doc = _document(ev, centre_b, centre_c)  # type: ignore[arg-type]
     results = [e["threshold_result"] for e in ev.evaluations]
     if "fail" in results:
