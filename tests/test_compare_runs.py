@@ -298,6 +298,12 @@ def test_ci_outputs_of_a_gate(canary: Path, tmp_path: Path) -> None:
     assert len(failed) == sum(1 for e in gated if e["threshold_result"] == "fail")
     log = json.loads(out["sarif"].read_text())
     Sarif.model_validate(log)
+    oasis = json.loads((Path(__file__).parent / "data" / "sarif" / "sarif-schema-2.1.0.json").read_text())
+    jsonschema.Draft4Validator(oasis).validate(log)
+    broken = json.loads(json.dumps(log))
+    broken["runs"][0]["results"][0]["level"] = "fatal"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft4Validator(oasis).validate(broken)
     assert log["version"] == "2.1.0"
     results = log["runs"][0]["results"]
     assert {r["level"] for r in results} <= {"error", "warning", "note"}

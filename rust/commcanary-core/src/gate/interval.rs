@@ -62,8 +62,11 @@ pub struct Change {
     pub high_pct: Option<f64>,
 }
 
+/// The mean as `first + mean(v − first)`: exactly the value when every run
+/// states the same one (a sum of equal values need not divide back to it).
 fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len() as f64
+    let first = values[0];
+    first + values.iter().map(|v| v - first).sum::<f64>() / values.len() as f64
 }
 
 /// A uniform index below `n` (multiply-shift; `n ≥ 1`).
@@ -113,6 +116,7 @@ fn resampled_centre(
     counts: &mut Vec<u32>,
 ) -> f64 {
     let n = side.values.len();
+    let first = side.values[0];
     let mut sum = 0.0;
     for _ in 0..n {
         let run = below(rng, n);
@@ -122,9 +126,9 @@ fn resampled_centre(
             }
             _ => side.values[run],
         };
-        sum += value;
+        sum += value - first;
     }
-    sum / n as f64
+    first + sum / n as f64
 }
 
 fn percent(change: f64, base: f64) -> Option<f64> {
