@@ -16,9 +16,10 @@ already in the work directory is reused, so an interrupted harness resumes):
    with 2 ms and 1 ms of compute before them.
 2. Calibration: ``--calibration-runs`` baseline runs, then
    ``commcanary gate calibrate`` writes the policy (``--runs-per-side``).
-3. For each of ``--aa`` rounds, in this order so that drift on the host hits
-   every side alike: the runs of two fresh baseline sides and one candidate
-   side (every message ``--bytes-scale`` times larger: a real slowdown).
+3. For each of ``--aa`` rounds: the runs of two fresh baseline sides and one
+   candidate side (every message ``--bytes-scale`` times larger: a real
+   slowdown), interleaved run by run so that a drift of the host moves every
+   side alike.
 4. Every round: an A/A comparison (the two baseline sides) and an A/B one
    (the first baseline side against the candidate side), both under the
    policy. The reference effect on the median is measured from every
@@ -132,11 +133,11 @@ def main() -> int:
     rounds = []
     n = args.runs_per_side
     for r in range(args.aa):
-        sides = {}
-        for side, scale in (("a1", 1.0), ("a2", 1.0), ("b", args.bytes_scale)):
-            sides[side] = [
-                _run(canary, work / f"round{r:02d}" / f"{side}-{i}.json", args, scale) for i in range(n)
-            ]
+        sides: dict[str, list[Path]] = {"a1": [], "a2": [], "b": []}
+        # Interleaved (a1, a2, b, a1, a2, b, ...): a drift of the host moves every side alike.
+        for i in range(n):
+            for side, scale in (("a1", 1.0), ("a2", 1.0), ("b", args.bytes_scale)):
+                sides[side].append(_run(canary, work / f"round{r:02d}" / f"{side}-{i}.json", args, scale))
         rounds.append(sides)
         print(
             f"round {r + 1}/{args.aa} measured ({time.perf_counter() - start:.0f} s)",
