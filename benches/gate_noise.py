@@ -26,6 +26,11 @@ already in the work directory is reused, so an interrupted harness resumes):
    baseline and every candidate run pooled (at least 10 each); the A/B
    interval should contain it.
 
+With ``--small-scale K`` each round also measures a small regression (every
+message K times larger), after the rounds (so not interleaved), judged
+against the first baseline side: a regression below the smallest
+detectable one.
+
 Prints the verdict counts, the policy's thresholds and smallest detectable
 regressions, and the coverage; ``--json`` writes every comparison's verdict
 and interval.
@@ -116,6 +121,13 @@ def main() -> int:
     parser.add_argument("--bytes-scale", type=float, default=4.0, help="The candidate's message scale.")
     parser.add_argument("--nproc", type=int, default=4)
     parser.add_argument("--iterations", type=int, default=4)
+    parser.add_argument(
+        "--small-scale",
+        type=float,
+        default=None,
+        help="Also measure a small regression (messages this many times larger) per round, "
+        "after the rounds, and judge it against the first baseline side.",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     work = args.workdir
@@ -144,6 +156,14 @@ def main() -> int:
             file=sys.stderr,
             flush=True,
         )
+    if args.small_scale is not None:
+        for r, sides in enumerate(rounds):
+            sides["c"] = [
+                _run(canary, work / f"round{r:02d}" / f"c-{i}.json", args, args.small_scale) for i in range(n)
+            ]
+        print(
+            f"small regressions measured ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True
+        )
     a_runs = [p for s in rounds for p in s["a1"] + s["a2"]]
     b_runs = [p for s in rounds for p in s["b"]]
     a_mean = sum(map(_median, a_runs)) / len(a_runs)
@@ -156,24 +176,36 @@ def main() -> int:
         median = next(e for e in ab["evaluations"] if e["metric"] == "overall.median")
         iv = median["interval"]
         covered = iv["low_pct"] is not None and iv["low_pct"] <= effect_pct <= iv["high_pct"]
+        small = None
+        if "c" in sides:
+            small = _compare(sides["a1"], sides["c"], policy, work / f"round{r:02d}" / "ac.json")["verdict"]
         results.append(
             {
                 "round": r,
                 "aa": aa["verdict"],
                 "ab": ab["verdict"],
+                "small": small,
                 "ab_median_pct": median["relative_delta_pct"],
                 "ab_median_interval_pct": [iv["low_pct"], iv["high_pct"]],
                 "covers_effect": covered,
             }
         )
-    count = lambda key, v: sum(1 for x in results if x[key] == v)  # noqa: E731
+
+    def count(key: str, verdict: str) -> int:
+        return sum(1 for x in results if x[key] == verdict)
+
     verdicts = ("pass", "warn", "inconclusive", "fail")
     print(
         f"\nreference effect on the median: {effect_pct:+.1f}% ({len(a_runs)} baseline runs, {len(b_runs)} candidate runs)"
     )
     print("comparison  " + "  ".join(f"{v:>12}" for v in verdicts))
-    for key, name in (("aa", "A/A"), ("ab", "A/B")):
+    rows = [("aa", "A/A"), ("ab", "A/B")] + ([("small", "A/small")] if args.small_scale is not None else [])
+    for key, name in rows:
         print(f"{name:10}  " + "  ".join(f"{count(key, v):>12}" for v in verdicts))
+    if args.small_scale is not None:
+        c_runs = [p for s in rounds for p in s["c"]]
+        c_effect = (sum(map(_median, c_runs)) / len(c_runs) - a_mean) / a_mean * 100
+        print(f"small regression (--bytes-scale {args.small_scale:g}) on the median: {c_effect:+.1f}%")
     coverage = sum(1 for x in results if x["covers_effect"])
     print(f"A/B median intervals containing the reference effect: {coverage}/{len(results)}")
     print(f"wall time {time.perf_counter() - start:.0f} s")
