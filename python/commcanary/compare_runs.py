@@ -123,16 +123,12 @@ def _row_value(report: Report, section: str, name: str, metric: str) -> float:
 
 
 def _samples(
-    reports: Sequence[Report], column: str | None, name: str | None
+    columns: Sequence[dict[str, npt.NDArray[Any]] | None], column: str | None, name: str | None
 ) -> list[npt.NDArray[Any]] | None:
-    """Each measured run's exposed latencies (those of one phase or op when
-    ``column`` is given), or ``None`` when some run carries no samples. A model
-    run's samples are exact, not a draw, so a model side resamples runs only."""
-    if not reports or not _is_measured(reports[0]):
-        return None
+    """Each run's exposed latencies (those of one phase or op when ``column`` is
+    given) from its sample columns, or ``None`` when some run carries none."""
     out = []
-    for report in reports:
-        samples = report.samples
+    for samples in columns:
         if samples is None:
             return None
         exposed = samples["exposed_us"]
@@ -153,6 +149,17 @@ class _Judge:
     ) -> None:
         self.b, self.c = baselines, candidates
         self.confidence, self.resamples, self.seed = confidence, resamples, seed
+        # Each measured run's sample columns, built once (``Report.samples``
+        # assembles them on every access). A model run's samples are exact, not
+        # a draw, so a model side resamples runs only: no columns.
+        self.columns = [
+            [r.samples for r in side] if side and _is_measured(side[0]) else None
+            for side in (baselines, candidates)
+        ]
+
+    def _side_samples(self, side: int, column: str | None, name: str | None) -> list[npt.NDArray[Any]] | None:
+        columns = self.columns[side]
+        return None if columns is None else _samples(columns, column, name)
 
     def latency(
         self, metric: str, t_pct: float, t_abs: float, section: str | None = None, name: str | None = None
@@ -174,8 +181,8 @@ class _Judge:
                 values[1],
                 threshold_abs=t_abs,
                 threshold_pct=t_pct,
-                baseline_samples=_samples(self.b, column, name if section else None),
-                candidate_samples=_samples(self.c, column, name if section else None),
+                baseline_samples=self._side_samples(0, column, name if section else None),
+                candidate_samples=self._side_samples(1, column, name if section else None),
                 quantile=QUANTILE[metric],
                 confidence=self.confidence,
                 resamples=self.resamples,

@@ -4,6 +4,7 @@ directories of them)."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -142,6 +143,12 @@ AllowMismatch = Annotated[
 ]
 
 
+def _thresholds(ctx: typer.Context) -> Thresholds:
+    """The thresholds the command line gives (checked by :class:`Thresholds`)."""
+    names = (f.name for f in fields(Thresholds))
+    return Thresholds(**{name: ctx.params[name] for name in names})
+
+
 def _reports(given: list[Path]) -> list[Path]:
     """The report files: each path, or the ``*.json`` files of a directory, sorted."""
     out: list[Path] = []
@@ -214,17 +221,7 @@ def compare_command(
         from commcanary.compare import compare
         from commcanary.replay import Report
 
-        thresholds = Thresholds(
-            p99_threshold_pct,
-            p95_threshold_pct,
-            median_threshold_pct,
-            p99_absolute_threshold_us,
-            p95_absolute_threshold_us,
-            median_absolute_threshold_us,
-            hidden_drop_threshold_points,
-            breakdown_threshold_pct,
-            breakdown_absolute_threshold_us,
-        )
+        thresholds = _thresholds(ctx)
         check_paths(
             ctx,
             inputs={"baseline": baseline, "candidate": candidate, "trusted_keys": trusted_keys},
@@ -286,17 +283,7 @@ def _compare_runs(
                 check_paths(ctx, inputs={name: path}, outputs=outputs)
         check_paths(ctx, inputs={"policy": policy_path, "trusted_keys": trusted_keys}, outputs=outputs)
         check_trusted(trusted_keys, inputs, outputs)
-        thresholds = Thresholds(
-            ctx.params["p99_threshold_pct"],
-            ctx.params["p95_threshold_pct"],
-            ctx.params["median_threshold_pct"],
-            ctx.params["p99_absolute_threshold_us"],
-            ctx.params["p95_absolute_threshold_us"],
-            ctx.params["median_absolute_threshold_us"],
-            ctx.params["hidden_drop_threshold_points"],
-            ctx.params["breakdown_threshold_pct"],
-            ctx.params["breakdown_absolute_threshold_us"],
-        )
+        thresholds = _thresholds(ctx)
         policy = None if policy_path is None else Policy.read(policy_path)
         base = [Report.from_file(p) for p in base_paths]
         cand = [Report.from_file(p) for p in cand_paths]

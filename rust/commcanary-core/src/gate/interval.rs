@@ -188,6 +188,14 @@ pub fn change_interval(baseline: &Side<'_>, candidate: &Side<'_>, options: &Boot
 mod tests {
     use super::*;
 
+    /// A side of runs that state only their values.
+    fn stated(values: &[f64]) -> Side<'_> {
+        Side {
+            values,
+            samples: None,
+        }
+    }
+
     fn options(quantile: Option<f64>) -> Bootstrap {
         Bootstrap {
             resamples: 2000,
@@ -201,17 +209,7 @@ mod tests {
     fn identical_runs_give_a_point() {
         let b = [10.0; 5];
         let c = [12.0; 7];
-        let change = change_interval(
-            &Side {
-                values: &b,
-                samples: None,
-            },
-            &Side {
-                values: &c,
-                samples: None,
-            },
-            &options(None),
-        );
+        let change = change_interval(&stated(&b), &stated(&c), &options(None));
         assert_eq!((change.low, change.estimate, change.high), (2.0, 2.0, 2.0));
         assert_eq!(change.estimate_pct, Some(20.0));
         assert_eq!((change.low_pct, change.high_pct), (Some(20.0), Some(20.0)));
@@ -221,28 +219,8 @@ mod tests {
     fn the_interval_is_seeded_and_covers_the_estimate() {
         let b = [100.0, 104.0, 97.0, 101.0, 99.0, 103.0];
         let c = [110.0, 108.0, 113.0, 109.0, 111.0, 107.0];
-        let one = change_interval(
-            &Side {
-                values: &b,
-                samples: None,
-            },
-            &Side {
-                values: &c,
-                samples: None,
-            },
-            &options(None),
-        );
-        let two = change_interval(
-            &Side {
-                values: &b,
-                samples: None,
-            },
-            &Side {
-                values: &c,
-                samples: None,
-            },
-            &options(None),
-        );
+        let one = change_interval(&stated(&b), &stated(&c), &options(None));
+        let two = change_interval(&stated(&b), &stated(&c), &options(None));
         assert_eq!(one, two);
         assert!(one.low < one.estimate && one.estimate < one.high);
         assert!(one.low > 5.0 && one.high < 14.0, "{one:?}");
@@ -271,17 +249,7 @@ mod tests {
                 v
             })
             .collect();
-        let without = change_interval(
-            &Side {
-                values: &values,
-                samples: None,
-            },
-            &Side {
-                values: &values,
-                samples: None,
-            },
-            &options(Some(50.0)),
-        );
+        let without = change_interval(&stated(&values), &stated(&values), &options(Some(50.0)));
         let with = change_interval(
             &Side {
                 values: &values,
