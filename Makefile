@@ -6,10 +6,11 @@ BIN    := $(VENV)/bin
 PYTHON := $(BIN)/python
 PY_SRC := python tests benches fuzz
 
-# The development tools: pyproject.toml's build backend, dependencies and
-# `test` extra, as scripts/dev_packages.py prints them (scripts/test.sh
-# installs the same list).
-DEV_PACKAGES = $(shell python3 scripts/dev_packages.py | sed 's/.*/"&"/')
+# The development tools: pyproject.toml's build backend, dependencies, `test`
+# extra and `dask` extra (light; the distributed tests), as
+# scripts/dev_packages.py prints them (scripts/test.sh installs the same list
+# plus torch and fuzz).
+DEV_PACKAGES = $(shell python3 scripts/dev_packages.py dask | sed 's/.*/"&"/')
 
 # Quick benchmark options; override, e.g. `make bench BENCH_ARGS="--repeat 3"`.
 BENCH_ARGS ?=

@@ -5,9 +5,10 @@ examples, derandomized so a run is reproducible).
 
 Tiers (pytest markers, given here, not by each test): ``browser`` (a test
 that uses a ``browser`` fixture: headless Chromium), ``torch`` (the
-``*_torch.py`` files: real ``torch.distributed`` processes), ``slow`` (those,
+``*_torch.py`` files: real ``torch.distributed`` processes), ``dask`` (the
+``*_dask.py`` files: a real Dask scheduler and workers), ``slow`` (those,
 and the tests listed in ``SLOW``), ``conformance`` (the walkthrough
-transcript). A tier whose tool is missing (Chromium and chromedriver, torch)
+transcript). A tier whose tool is missing (Chromium and chromedriver, torch, distributed)
 is skipped with the reason; with ``COMMCANARY_TEST_REQUIRE_TOOLS=1`` (what
 ``scripts/test.sh``, and so CI, sets) a missing tool stops the run before any
 test, so no tier is skipped silently. ``make test-quick`` deselects
@@ -67,6 +68,7 @@ def long_trace() -> Path:
 TIERS = {
     "browser": "headless Chromium and chromedriver (the HTML pages in a real browser)",
     "torch": "torch (real torch.distributed processes; the `torch` extra)",
+    "dask": "a real Dask scheduler and workers (the `dask` extra)",
     "slow": "runs for tens of seconds (real processes, real jobs)",
     "conformance": "the walkthrough transcript against the installed command line",
 }
@@ -81,6 +83,8 @@ def _missing_tools() -> dict[str, str]:
         missing["browser"] = "Chromium is not installed (Debian: apt-get install chromium chromium-driver)"
     elif not shutil.which("chromedriver"):
         missing["browser"] = "chromedriver is not installed (Debian: apt-get install chromium-driver)"
+    if importlib.util.find_spec("distributed") is None:
+        missing["dask"] = "distributed is not installed (pip install 'commcanary[dask]')"
     if importlib.util.find_spec("torch") is None:
         missing["torch"] = "torch is not installed (pip install 'commcanary[torch]')"
     return missing
@@ -96,6 +100,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = item.path.name
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
+        if name.endswith("_dask.py"):
+            item.add_marker(pytest.mark.dask)
+            item.add_marker(pytest.mark.slow)
         if name.endswith("_torch.py"):
             item.add_marker(pytest.mark.torch)
             item.add_marker(pytest.mark.slow)

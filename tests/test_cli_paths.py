@@ -197,6 +197,16 @@ CASES: dict[str, Case] = {
         f["base"],
         "the input REPORT",
     ),
+    "compile-many --out-dir TRACE...": lambda f, w: (
+        (
+            ["compile-many", str(f["trace"]), str(w / "t.canary.json"), "-o", str(w)],
+            "--out-dir",
+            w / "t.canary.json",
+            "the input TRACE...",
+        )
+        if (w / "t.canary.json").write_bytes(f["trace"].read_bytes())
+        else None
+    ),
     "import-kineto -o TRACE...": lambda f, w: (
         ["import-kineto", str(f["trace"]), "-o", str(f["trace"])],
         "--output",

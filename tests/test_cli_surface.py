@@ -29,6 +29,7 @@ DEMO = EXAMPLES / "llama70b_tp8_trace.json"
 LONG = EXAMPLES / "llama70b_tp8_trace_long.json"
 USAGE = {
     "compile": "TRACE",
+    "compile-many": "TRACE...",
     "replay": "CANARY",
     "compare": "[BASELINE] [CANDIDATE]",
     "verify-report": "REPORT CANARY",

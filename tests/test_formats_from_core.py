@@ -66,7 +66,7 @@ def test_configuration_and_clock_offset_rules_are_the_cores() -> None:
 
     from commcanary.behavior import resolve_configurations
     from commcanary.errors import InputError, OptionError
-    from commcanary.importers.kineto import _offsets
+    from commcanary.importers.kineto import offsets as _offsets
     from commcanary.validate import check_configurations
 
     with pytest.raises(InputError, match=r"configurations\[1\] field 'bandwidth_gbps' must be positive"):

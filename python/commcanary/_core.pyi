@@ -74,6 +74,8 @@ __all__ = [
     "canary_occurrences",
     "canonical_json",
     "check_canary",
+    "check_compile_options",
+    "check_kineto_job_options",
     "check_reduce_options",
     "check_search_limits",
     "check_tolerances",
@@ -87,8 +89,10 @@ __all__ = [
     "float_repr",
     "import_kineto_file",
     "import_kineto_job",
+    "import_kineto_partials",
     "job_timeline",
     "judge_runs",
+    "kineto_partial",
     "load_trace",
     "load_trace_bytes",
     "measured_report",
@@ -214,6 +218,17 @@ def compile_file(
     step_loops: bool = True,
     allow_empty: bool = False,
 ) -> CompiledCanary: ...
+def check_compile_options(
+    *,
+    timing_sample_limit: int | None = None,
+    timing_sample_limits_by_group: list[tuple[int, int]] | None = None,
+    max_events: int | None = None,
+    budgets: list[tuple[str, float]] | None = None,
+    lossless_timing: bool = False,
+    sequence_motifs: bool = True,
+    step_loops: bool = True,
+    allow_empty: bool = False,
+) -> None: ...
 def write_atomic(path: str, data: bytes) -> None: ...
 def load_trace(path: str) -> Trace: ...
 def load_trace_bytes(data: bytes, name: str = "<bytes>") -> Trace: ...
@@ -335,6 +350,28 @@ def import_kineto_job(
     clock_offsets: dict[int, float] | None = None,
     strict: bool = False,
     cache_dir: str | None = None,
+) -> tuple[Trace, JobCounts, list[PartialCollective]]: ...
+def check_kineto_job_options(
+    files: int,
+    *,
+    workload_name: str,
+    phase: str | None = None,
+    rank: int | None = None,
+    clock_offsets: dict[int, float] | None = None,
+    strict: bool = False,
+) -> None: ...
+def kineto_partial(
+    path: str, label: str, *, rank: int | None = None, cache_dir: str | None = None
+) -> tuple[bytes | None, bytes | None, str | None, str]: ...
+def import_kineto_partials(
+    labels: list[str],
+    partials: list[tuple[bytes | None, bytes | None, str | None, str]],
+    *,
+    workload_name: str = ...,
+    phase: str | None = None,
+    rank: int | None = None,
+    clock_offsets: dict[int, float] | None = None,
+    strict: bool = False,
 ) -> tuple[Trace, JobCounts, list[PartialCollective]]: ...
 def diagnose_hang(paths: list[str], *, cache_dir: str | None = None) -> HangDiagnosis: ...
 def diagnose_stragglers(paths: list[str], *, cache_dir: str | None = None) -> StragglerDiagnosis: ...

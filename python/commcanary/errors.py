@@ -24,6 +24,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetError",
+    "ClusterError",
     "CommCanaryError",
     "InputError",
     "InternalError",
@@ -63,6 +64,11 @@ class OutputError(CommCanaryError):
 
 class BudgetError(CommCanaryError):
     """Compilation cannot meet a requested fidelity guarantee (error budget, lossless timing)."""
+
+
+class ClusterError(CommCanaryError):
+    """A Dask cluster could not do the work: an unreachable scheduler, no
+    worker, a worker without this ``commcanary``, a cluster lost mid-run."""
 
 
 class InternalError(CommCanaryError):

@@ -38,5 +38,6 @@ BACKEND_FORMAT: str = FORMATS["backend"]
 MODEL_VALIDATION_FORMAT: str = FORMATS["model_validation"]
 CAPTURE_SHARD_FORMAT: str = FORMATS["capture_shard"]
 CAPTURE_FAILURE_FORMAT: str = FORMATS["capture_failure"]
+COMPILE_MANY_FORMAT: str = FORMATS["compile_many"]
 #: ``backend.mode`` of a report measured on real collectives (``replay --physical``).
 MEASURED_MODE: str = _core.MEASURED_MODE

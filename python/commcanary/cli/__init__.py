@@ -17,7 +17,7 @@ say. Exit status:
 * 130 interrupted.
 
 This module holds the application, the exit codes and the error boundary;
-each command group lives in its own module (:mod:`.compile`, :mod:`.replay`,
+each command group lives in its own module (:mod:`.compile`, :mod:`.compile_many`, :mod:`.replay`,
 :mod:`.compare`, :mod:`.calibrate`, :mod:`.validate`, :mod:`.verify`, :mod:`.render`, :mod:`.import_`,
 :mod:`.export`, :mod:`.capture`, :mod:`.research`, :mod:`.diagnose`, :mod:`.steps`, :mod:`.timeline`, :mod:`.sign`). Command modules parse
 options and print; the library validates values and raises the errors the
@@ -299,6 +299,7 @@ import commcanary.cli.calibrate as _calibrate  # noqa: E402
 import commcanary.cli.capture as _capture  # noqa: E402
 import commcanary.cli.compare as _compare  # noqa: E402
 import commcanary.cli.compile as _compile  # noqa: E402
+import commcanary.cli.compile_many as _compile_many  # noqa: E402
 import commcanary.cli.diagnose as _diagnose  # noqa: E402
 import commcanary.cli.export as _export  # noqa: E402
 import commcanary.cli.gate as _gate  # noqa: E402
@@ -313,6 +314,7 @@ import commcanary.cli.validate as _validate  # noqa: E402
 import commcanary.cli.verify as _verify  # noqa: E402
 
 app.command("compile", cls=Command)(_compile.compile_command)
+app.command("compile-many", cls=Command)(_compile_many.compile_many_command)
 app.command("replay", cls=Command)(_replay.replay_command)
 app.command("compare", cls=Command)(_compare.compare_command)
 app.command("calibrate", cls=Command)(_calibrate.calibrate_command)

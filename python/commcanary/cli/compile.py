@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from commcanary.compiler import Canary
     from commcanary.gate import PartialSourceError
 
-__all__ = ["compile_command", "default_evidence_path"]
+__all__ = ["compile_command", "default_evidence_path", "given_budgets"]
 
 
 def _budget(flag: str, what: str, unit: str = " us") -> Any:
@@ -145,20 +145,20 @@ def compile_command(
     sign_key: SignKey = None,
 ) -> None:
     """Compile a trace into a canary."""
-    budgets = {
-        "max_gap_error_us": max_gap_error_us,
-        "max_skew_error_us": max_skew_error_us,
-        "max_arrival_offset_error_us": max_arrival_offset_error_us,
-        "max_compute_before_error_us": max_compute_before_error_us,
-        "max_overlap_error_us": max_overlap_error_us,
-        "max_pressure_error": max_pressure_error,
-        "max_observed_exposed_error_us": max_observed_exposed_error_us,
-        "max_prefix_gap_error_us": max_prefix_gap_error_us,
-    }
+    budgets = given_budgets(
+        max_gap_error_us=max_gap_error_us,
+        max_skew_error_us=max_skew_error_us,
+        max_arrival_offset_error_us=max_arrival_offset_error_us,
+        max_compute_before_error_us=max_compute_before_error_us,
+        max_overlap_error_us=max_overlap_error_us,
+        max_pressure_error=max_pressure_error,
+        max_observed_exposed_error_us=max_observed_exposed_error_us,
+        max_prefix_gap_error_us=max_prefix_gap_error_us,
+    )
     options: dict[str, Any] = {
         "timing_sample_limit": timing_sample_limit,
         "max_events": max_events,
-        "budgets": {k: v for k, v in budgets.items() if v is not None},
+        "budgets": budgets,
         "lossless_timing": lossless_timing,
         "sequence_motifs": not disable_sequence_motifs,
         "step_loops": not no_step_loops,
@@ -192,6 +192,11 @@ def compile_command(
             canary.write(output)
         _echo_summary(canary.summary)
         sign_output(sign_key, *(p for p in (output, evidence) if p is not None))
+
+
+def given_budgets(**budgets: float | None) -> dict[str, float]:
+    """The error budgets given on the command line (``--max-*-error*``), by bound name."""
+    return {k: v for k, v in budgets.items() if v is not None}
 
 
 def _check_flags(

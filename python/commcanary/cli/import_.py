@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from commcanary.cli import check_paths, errors_exit
+from commcanary.cli import EXIT_USAGE, check_paths, errors_exit, fail
+from commcanary.cli._cluster import ClusterAddress, WorkerMemory, Workers, client_for
 
 __all__ = ["import_kineto_command"]
 
@@ -98,6 +99,9 @@ def import_kineto_command(
     process_group: ProcessGroup = None,
     max_input_bytes: MaxInputBytes = None,
     max_json_items: MaxJsonItems = None,
+    cluster: ClusterAddress = None,
+    workers: Workers = None,
+    worker_memory: WorkerMemory = None,
 ) -> None:
     """Import PyTorch profiler (Kineto) traces of one rank or a whole job as a commcanary.trace.v1 trace."""
     with errors_exit(ctx):
@@ -107,18 +111,37 @@ def import_kineto_command(
         check_paths(ctx, inputs={"clock_offsets": clock_offsets}, outputs={"output": output})
         for f in files:
             check_paths(ctx, inputs={"traces": f}, outputs={"output": output})
-        imported = import_kineto(
-            files,
-            rank=rank,
-            workload_name=workload_name,
-            phase=phase,
-            process_group=process_group,
-            clock_offsets=_read_offsets(clock_offsets) if clock_offsets is not None else None,
-            strict=strict,
-            cache_dir=None if no_cache else (cache_dir or default_cache_dir()),
-            max_input_bytes=max_input_bytes,
-            max_json_items=max_json_items,
-        )
+        offsets = _read_offsets(clock_offsets) if clock_offsets is not None else None
+        cache = None if no_cache else (cache_dir or default_cache_dir())
+        with client_for(cluster, workers, worker_memory) as client:
+            if client is not None and len(files) > 1:
+                from commcanary.distributed import import_kineto as import_on
+
+                if process_group is not None:
+                    fail("--process-group applies to a single-file import only", EXIT_USAGE)
+                imported = import_on(
+                    client,
+                    files,
+                    rank=rank,
+                    workload_name=workload_name,
+                    phase=phase,
+                    clock_offsets=offsets,
+                    strict=strict,
+                    cache_dir=cache,
+                )
+            else:
+                imported = import_kineto(
+                    files,
+                    rank=rank,
+                    workload_name=workload_name,
+                    phase=phase,
+                    process_group=process_group,
+                    clock_offsets=offsets,
+                    strict=strict,
+                    cache_dir=cache,
+                    max_input_bytes=max_input_bytes,
+                    max_json_items=max_json_items,
+                )
         imported.write(output)
         if len(files) == 1:
             typer.echo(

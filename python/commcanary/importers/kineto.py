@@ -16,9 +16,14 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from commcanary import _core
 from commcanary.errors import InputError, OptionError
+
+if TYPE_CHECKING:
+    from commcanary._types import JobCounts
+    from commcanary._types import PartialCollective as CorePartial
 
 __all__ = ["KinetoImport", "PartialCollective", "default_cache_dir", "import_kineto", "kineto_files"]
 
@@ -121,7 +126,7 @@ def kineto_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return files
 
 
-def _offsets(clock_offsets: Mapping[int, float] | None) -> dict[int, float] | None:
+def offsets(clock_offsets: Mapping[int, float] | None) -> dict[int, float] | None:
     if clock_offsets is None:
         return None
     # Only the types are converted here; the core checks the values.
@@ -179,10 +184,15 @@ def import_kineto(
         workload_name=workload_name,
         phase=phase,
         rank=rank,
-        clock_offsets=_offsets(clock_offsets),
+        clock_offsets=offsets(clock_offsets),
         strict=strict,
         cache_dir=None if cache_dir is None else os.fspath(cache_dir),
     )
+    return job_import(trace, counts, partial)
+
+
+def job_import(trace: _core.Trace, counts: JobCounts, partial: list[CorePartial]) -> KinetoImport:
+    """A :class:`KinetoImport` from the core's job-import result."""
     partials = tuple(
         PartialCollective(
             p["group"], p["op"], tuple(p["seen"]), tuple(p["missing"]), p["start_us"], p["step"], p["text"]

@@ -54,11 +54,13 @@ pub const GATE_POLICY: &str = "commcanary.gate_policy.v1";
 /// One recording process's capture shard (JSON Lines; this is its header's
 /// `format`).
 pub const CAPTURE_SHARD: &str = "commcanary.capture-shard.v1";
+/// What `compile-many` compiled and what it could not.
+pub const COMPILE_MANY: &str = "commcanary.compile_many.v1";
 /// What `capture --preserve-on-failure` keeps about a failed program.
 pub const CAPTURE_FAILURE: &str = "commcanary.capture_failure.v1";
 
 /// Every document format this version knows, with the noun a person reads.
-pub const KINDS: [(&str, &str); 19] = [
+pub const KINDS: [(&str, &str); 20] = [
     (TRACE, "trace"),
     (CANARY, "canary"),
     (CANARY_LOOP, "canary"),
@@ -76,6 +78,7 @@ pub const KINDS: [(&str, &str); 19] = [
     (BACKEND, "backend"),
     (GATE_POLICY, "gate policy"),
     (MODEL_VALIDATION, "model validation"),
+    (COMPILE_MANY, "compile many"),
     (CAPTURE_SHARD, "capture shard"),
     (CAPTURE_FAILURE, "capture failure"),
 ];

@@ -113,7 +113,10 @@ mod _core {
     #[pymodule_export]
     use super::gate::{judge_runs, read_gate_policy, run_noise, write_gate_policy};
     #[pymodule_export]
-    use super::import::{import_kineto_file, import_kineto_job, read_clock_offsets};
+    use super::import::{
+        check_kineto_job_options, import_kineto_file, import_kineto_job, import_kineto_partials,
+        kineto_partial, read_clock_offsets,
+    };
     #[pymodule_export]
     use super::inputs::{check_canary, read_input_file, resource_limits, set_resource_limits};
     #[pymodule_export]
@@ -133,7 +136,9 @@ mod _core {
         private_key_id, sign_file, signing_keypair, trusted_key_ids, verify_file,
     };
     #[pymodule_export]
-    use super::trace::{PyTrace, compile_file, load_trace, load_trace_bytes};
+    use super::trace::{
+        PyTrace, check_compile_options, compile_file, load_trace, load_trace_bytes,
+    };
     #[pymodule_export]
     use super::{canonical_json, float_repr, py_round, write_atomic};
 

@@ -169,6 +169,37 @@ impl PyTrace {
     }
 }
 
+/// Checks compile options without compiling (what `compile_file` checks
+/// first); raises `OptionError`.
+#[pyfunction]
+#[pyo3(signature = (*, timing_sample_limit=None, timing_sample_limits_by_group=None, max_events=None, budgets=None, lossless_timing=false, sequence_motifs=true, step_loops=true, allow_empty=false))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check_compile_options(
+    py: Python<'_>,
+    timing_sample_limit: Option<i64>,
+    timing_sample_limits_by_group: Option<Vec<(i64, i64)>>,
+    max_events: Option<i64>,
+    budgets: Option<Vec<(String, f64)>>,
+    lossless_timing: bool,
+    sequence_motifs: bool,
+    step_loops: bool,
+    allow_empty: bool,
+) -> PyResult<()> {
+    detached(py, None, move || {
+        compile_options(
+            timing_sample_limit,
+            timing_sample_limits_by_group,
+            max_events,
+            budgets,
+            lossless_timing,
+            sequence_motifs,
+            step_loops,
+            allow_empty,
+        )
+        .map(|_| ())
+    })
+}
+
 /// Reads a trace file and compiles it in one step, releasing the input bytes
 /// as soon as the source commitment is taken (lowest peak memory).
 #[pyfunction]

@@ -99,6 +99,165 @@ pub fn read_files(
     Ok((profiles, stats))
 }
 
+/// The error for two files of one job with the same content, if any: the
+/// first file whose fingerprint an earlier file has. `None` fingerprints
+/// (files that could not be read) take no part.
+#[must_use]
+pub fn duplicate_error(fingerprints: &[Option<&Fingerprint>], labels: &[String]) -> Option<Error> {
+    for (i, fi) in fingerprints.iter().enumerate() {
+        let Some(fi) = fi else { continue };
+        if let Some(j) = (0..i).find(|&j| fingerprints[j] == Some(*fi)) {
+            return Some(Error::invalid(format!(
+                "{}: has the same content as {} (the same rank given twice?)",
+                labels[i], labels[j]
+            )));
+        }
+    }
+    None
+}
+
+/// How one file's profile was served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// From the cache.
+    Hit,
+    /// Parsed (and stored, when a cache is in use).
+    Parsed,
+    /// Parsed; storing it in the cache failed (the import went on).
+    ParsedUnstored,
+}
+
+impl Served {
+    /// The name a distributed task reports (`hit`, `parsed`,
+    /// `parsed-unstored`).
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Served::Hit => "hit",
+            Served::Parsed => "parsed",
+            Served::ParsedUnstored => "parsed-unstored",
+        }
+    }
+
+    /// The value [`Served::name`] names (`parsed` for anything else).
+    #[must_use]
+    pub fn from_name(name: &str) -> Served {
+        match name {
+            "hit" => Served::Hit,
+            "parsed-unstored" => Served::ParsedUnstored,
+            _ => Served::Parsed,
+        }
+    }
+}
+
+/// One file's read as a distributed task returns it ([`read_one`], the
+/// profile in [`codec`] bytes): its fingerprint when it could be taken, and
+/// its profile or the file's one-line error.
+#[derive(Debug, Clone)]
+pub struct FilePartial {
+    /// BLAKE3 of the file's bytes.
+    pub fingerprint: Option<Fingerprint>,
+    /// The encoded profile and how it was served, or the error (naming the
+    /// file).
+    pub profile: std::result::Result<(Vec<u8>, Served), String>,
+}
+
+/// A job's profiles from its files' partials (in file order), with the
+/// checks and errors [`read_files`] has, in its order: two files with the
+/// same content first, then the first file that could not be read.
+///
+/// # Errors
+/// As [`read_files`]; a partial whose profile does not decode.
+pub fn profiles_from_partials(
+    partials: Vec<FilePartial>,
+    labels: &[String],
+) -> Result<(Vec<RankProfile>, CacheStats)> {
+    if partials.len() != labels.len() {
+        return Err(Error::internal("one partial per file"));
+    }
+    let seen: Vec<Option<&Fingerprint>> = partials.iter().map(|p| p.fingerprint.as_ref()).collect();
+    if let Some(e) = duplicate_error(&seen, labels) {
+        return Err(e);
+    }
+    let mut stats = CacheStats::default();
+    let mut profiles = Vec::with_capacity(partials.len());
+    for (partial, label) in partials.into_iter().zip(labels) {
+        let (bytes, served) = partial.profile.map_err(Error::invalid)?;
+        let profile = codec::decode(&bytes)
+            .map_err(|e| Error::invalid(format!("{label}: a damaged partial ({})", e.message())))?;
+        stats.count(served);
+        profiles.push(profile);
+    }
+    Ok((profiles, stats))
+}
+
+impl CacheStats {
+    /// Counts one file's read.
+    pub fn count(&mut self, served: Served) {
+        match served {
+            Served::Hit => self.hits += 1,
+            Served::Parsed => self.parsed += 1,
+            Served::ParsedUnstored => {
+                self.parsed += 1;
+                self.write_failures += 1;
+            }
+        }
+    }
+}
+
+/// One file's profile (its fingerprint known), from the cache or parsed;
+/// errors name `label`.
+fn profile_of(
+    path: &Path,
+    label: &str,
+    fingerprint: &Fingerprint,
+    rank: Option<i64>,
+    cache: Option<&BlobCache>,
+) -> Result<(RankProfile, Served)> {
+    let parser = format!("commcanary {} rank={rank:?}", env!("CARGO_PKG_VERSION"));
+    let key = CacheKey {
+        fingerprint,
+        parser: parser.as_bytes(),
+    };
+    if let Some(profile) = cache
+        .and_then(|c| c.get(&key))
+        .and_then(|b| codec::decode(&b).ok())
+    {
+        return Ok((profile, Served::Hit));
+    }
+    let profile = read_file(Source::Path(path), &ScanLimits::default(), rank)
+        .map_err(|e| Error::new(e.kind(), e.with_path(label)))?;
+    let stored = cache.map(|c| c.put(&key, &codec::encode(&profile)));
+    let served = if matches!(stored, Some(Err(_))) {
+        Served::ParsedUnstored
+    } else {
+        Served::Parsed
+    };
+    Ok((profile, served))
+}
+
+/// One file of a job read on its own (a distributed task): its fingerprint,
+/// then, when that could be taken, its profile. Errors name `label`. The
+/// job's checks across files ([`duplicate_error`]) are the caller's.
+pub fn read_one(
+    path: &Path,
+    label: &str,
+    rank: Option<i64>,
+    cache_dir: Option<&Path>,
+) -> (Result<Fingerprint>, Result<(RankProfile, Served)>) {
+    let known = cache_dir.map(|d| BlobCache::new(d, "file-fingerprints", PROFILE_VERSION));
+    let fingerprint = remembered_fingerprint(path, known.as_ref())
+        .map_err(|e| Error::new(e.kind(), e.with_path(label)));
+    let profile = match &fingerprint {
+        Ok(fp) => {
+            let cache = cache_dir.map(|d| BlobCache::new(d, "kineto-profiles", PROFILE_VERSION));
+            profile_of(path, label, fp, rank, cache.as_ref())
+        }
+        Err(e) => Err(e.clone()),
+    };
+    (fingerprint, profile)
+}
+
 /// Reads every file of a job, each on its own: a damaged file is its own
 /// error (named), the others are read. `labels[i]` names `paths[i]`.
 ///
@@ -112,63 +271,33 @@ pub fn read_each(
 ) -> Result<(Vec<Result<RankProfile>>, CacheStats)> {
     let named = |i: usize, e: Error| Error::new(e.kind(), e.with_path(&labels[i]));
     let known = cache_dir.map(|d| BlobCache::new(d, "file-fingerprints", PROFILE_VERSION));
-    let fingerprints: Vec<Result<[u8; 32]>> = paths
+    let fingerprints: Vec<Result<Fingerprint>> = paths
         .par_iter()
         .enumerate()
         .map(|(i, p)| remembered_fingerprint(p, known.as_ref()).map_err(|e| named(i, e)))
         .collect();
-    for i in 0..paths.len() {
-        let Ok(fi) = &fingerprints[i] else { continue };
-        if let Some(j) = (0..i).find(|&j| fingerprints[j].as_ref().is_ok_and(|fj| fj == fi)) {
-            return Err(Error::invalid(format!(
-                "{}: has the same content as {} (the same rank given twice?)",
-                labels[i], labels[j]
-            )));
-        }
+    let seen: Vec<Option<&Fingerprint>> = fingerprints.iter().map(|f| f.as_ref().ok()).collect();
+    if let Some(e) = duplicate_error(&seen, labels) {
+        return Err(e);
     }
     let cache = cache_dir.map(|d| BlobCache::new(d, "kineto-profiles", PROFILE_VERSION));
-    let parser = format!("commcanary {} rank={rank:?}", env!("CARGO_PKG_VERSION"));
-    let results: Vec<Result<(RankProfile, u8)>> = paths
+    let results: Vec<Result<(RankProfile, Served)>> = paths
         .par_iter()
         .enumerate()
         .map(|(i, p)| {
             let fingerprint = fingerprints[i].as_ref().map_err(Clone::clone)?;
-            let key = CacheKey {
-                fingerprint,
-                parser: parser.as_bytes(),
-            };
-            let cached = cache
-                .as_ref()
-                .and_then(|c| c.get(&key))
-                .and_then(|b| codec::decode(&b).ok());
-            if let Some(profile) = cached {
-                return Ok((profile, 0));
-            }
-            let profile = read_file(Source::Path(p), &ScanLimits::default(), rank)
-                .map_err(|e| named(i, e))?;
-            let stored = cache
-                .as_ref()
-                .map(|c| c.put(&key, &codec::encode(&profile)));
-            Ok((profile, if matches!(stored, Some(Err(_))) { 2 } else { 1 }))
+            profile_of(p, &labels[i], fingerprint, rank, cache.as_ref())
         })
         .collect();
     let mut stats = CacheStats::default();
-    let mut profiles = Vec::with_capacity(results.len());
-    for result in results {
-        match result {
-            Ok((profile, how)) => {
-                match how {
-                    0 => stats.hits += 1,
-                    1 => stats.parsed += 1,
-                    _ => {
-                        stats.parsed += 1;
-                        stats.write_failures += 1;
-                    }
-                }
-                profiles.push(Ok(profile));
-            }
-            Err(e) => profiles.push(Err(e)),
-        }
-    }
+    let profiles = results
+        .into_iter()
+        .map(|r| {
+            r.map(|(profile, served)| {
+                stats.count(served);
+                profile
+            })
+        })
+        .collect();
     Ok((profiles, stats))
 }

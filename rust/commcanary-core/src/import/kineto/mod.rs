@@ -34,7 +34,10 @@ pub mod single;
 pub mod timeline;
 
 pub use events::PartialCollective;
-pub use files::{CacheStats, read_each, read_files};
+pub use files::{
+    CacheStats, FilePartial, Served, duplicate_error, profiles_from_partials, read_each,
+    read_files, read_one,
+};
 pub use from_trace::job_from_trace;
 pub use job::{
     AlignedJob, JobCounts, JobImport, JobOptions, align_job, check_import_names, describe,

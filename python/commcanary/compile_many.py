@@ -1,0 +1,223 @@
+"""Many traces compiled into many canaries: one per trace, in a directory,
+with a summary of what compiled and what could not.
+
+Each trace is compiled by the same core call as ``commcanary compile``
+(:func:`commcanary.compiler.compile` from a path), so every canary is
+byte-identical to a single compile of its trace with the same options. The
+compiles run on a thread pool here (the core releases the interpreter), or,
+given a Dask client, one task per trace on the cluster's workers, which
+read the traces themselves and return only the canary's bytes.
+
+Outputs are never partial: the canaries are written only after every trace
+has been tried (a cluster lost half-way writes nothing), each atomically,
+then the summary (``commcanary.compile_many.v1``, canonical JSON). A trace
+that cannot be compiled (unreadable, invalid, over a budget) is listed in
+the summary with its one-line reason and has no canary.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from commcanary import _core
+from commcanary.errors import InputError
+from commcanary.formats import COMPILE_MANY_FORMAT
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+__all__ = ["SUMMARY_NAME", "CompileOutcome", "canary_name", "compile_many"]
+
+#: The summary's file name in the output directory.
+SUMMARY_NAME = "compile-many.summary.json"
+
+_TRACE_SUFFIXES = (".gz", ".json", ".trace")
+
+
+@dataclass(frozen=True)
+class CompileOutcome:
+    """One trace's result: its canary (path, SHA-256 and compile summary),
+    or the reason it has none."""
+
+    trace: Path
+    canary: Path | None
+    sha256: str | None
+    summary: Mapping[str, Any] | None
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the trace compiled."""
+        return self.error is None
+
+
+def canary_name(trace: str | os.PathLike[str]) -> str:
+    """``job.trace.json.gz`` -> ``job.canary.json``: the trace's file name
+    without its ``.gz``, ``.json`` and ``.trace`` suffixes, then
+    ``.canary.json``."""
+    name = Path(trace).name
+    stripped = True
+    while stripped:
+        stripped = False
+        for suffix in _TRACE_SUFFIXES:
+            if name.endswith(suffix) and len(name) > len(suffix):
+                name = name[: -len(suffix)]
+                stripped = True
+    return name + ".canary.json"
+
+
+def _core_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`commcanary.compiler.compile`'s keyword options in the core's
+    spelling (sorted pairs for the maps)."""
+    allowed = {
+        "timing_sample_limit",
+        "max_events",
+        "budgets",
+        "lossless_timing",
+        "sequence_motifs",
+        "step_loops",
+    }
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise TypeError(f"compile_many() got unexpected options: {', '.join(unknown)}")
+    core = {k: v for k, v in options.items() if k != "budgets"}
+    core["budgets"] = sorted((options.get("budgets") or {}).items())
+    return core
+
+
+def compile_many(
+    traces: Iterable[str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str],
+    *,
+    client: Client | None = None,
+    threads: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **options: Any,
+) -> list[CompileOutcome]:
+    """Compile every trace into ``out_dir`` (created if missing), one
+    ``<name>.canary.json`` each (:func:`canary_name`), and write the summary
+    :data:`SUMMARY_NAME` there. ``options`` are
+    :func:`commcanary.compiler.compile`'s (``timing_sample_limit``,
+    ``max_events``, ``budgets``, ``lossless_timing``, ``sequence_motifs``,
+    ``step_loops``), checked before any trace is read. Returns one outcome
+    per trace, in input order; ``progress(done, total)`` is called as
+    traces finish.
+
+    Raises :class:`commcanary.errors.InputError` for a missing trace or two
+    traces whose canaries would have the same name,
+    :class:`commcanary.errors.OptionError` for an option out of range, and
+    :class:`commcanary.errors.ClusterError` for a cluster lost mid-run
+    (nothing written).
+    """
+    paths = [Path(t) for t in traces]
+    if not paths:
+        raise InputError("no trace given")
+    core = _core_options(options)
+    _core.check_compile_options(**core)
+    names: dict[str, Path] = {}
+    for p in paths:
+        if not p.is_file():
+            raise InputError(f"{p} does not exist" if not p.exists() else f"{p} is not a file")
+        name = canary_name(p)
+        if name in names:
+            raise InputError(f"{p} and {names[name]} would both be compiled to {name}; rename one")
+        names[name] = p
+    out = Path(out_dir)
+    results: list[tuple[bytes | None, dict[str, Any] | None, str | None]]
+    if client is None:
+        results = _run_here(paths, core, threads, progress)
+    else:
+        results = _run_on(client, paths, core, progress)
+    out.mkdir(parents=True, exist_ok=True)
+    outcomes = []
+    for p, (data, summary, error) in zip(paths, results, strict=True):
+        if data is None:
+            outcomes.append(CompileOutcome(p, None, None, None, error))
+            continue
+        target = out / canary_name(p)
+        _core.write_atomic(os.fspath(target), data)
+        import hashlib
+
+        outcomes.append(CompileOutcome(p, target, hashlib.sha256(data).hexdigest(), summary, None))
+    _core.write_atomic(os.fspath(out / SUMMARY_NAME), summary_bytes(outcomes, core))
+    return outcomes
+
+
+def _run_here(
+    paths: list[Path],
+    core: dict[str, Any],
+    threads: int | None,
+    progress: Callable[[int, int], None] | None,
+) -> list[tuple[bytes | None, dict[str, Any] | None, str | None]]:
+    from commcanary.distributed import _tasks
+
+    workers = threads or min(len(paths), os.cpu_count() or 1)
+    done = 0
+    results = []
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for result in pool.map(lambda p: _tasks.compile_trace(os.fspath(p), core), paths):
+            results.append(result)
+            done += 1
+            if progress is not None:
+                progress(done, len(paths))
+    return results
+
+
+def _run_on(
+    client: Client,
+    paths: list[Path],
+    core: dict[str, Any],
+    progress: Callable[[int, int], None] | None,
+) -> list[tuple[bytes | None, dict[str, Any] | None, str | None]]:
+    from commcanary.distributed import _cluster_faults, _tasks
+
+    futures = [client.submit(_tasks.compile_trace, os.fspath(p), core, pure=False) for p in paths]
+    results: list[Any] = []
+    with _cluster_faults():
+        # In input order: each result as it is ready (the later ones keep running meanwhile).
+        for done, future in enumerate(futures, start=1):
+            results.append(future.result())
+            if progress is not None:
+                progress(done, len(paths))
+    return results
+
+
+def summary_bytes(outcomes: list[CompileOutcome], core: Mapping[str, Any]) -> bytes:
+    """The ``commcanary.compile_many.v1`` summary, canonical JSON."""
+    import orjson
+
+    entries: list[dict[str, Any]] = []
+    for o in outcomes:
+        entry: dict[str, Any] = {"trace": str(o.trace)}
+        if o.ok:
+            assert o.canary is not None and o.summary is not None
+            s = o.summary
+            entry.update(
+                {
+                    "status": "compiled",
+                    "canary": o.canary.name,
+                    "canary_sha256": o.sha256,
+                    "source_events": s["source_events"],
+                    "canary_events": s["canary_events"],
+                    "byte_compression_ratio": s["byte_compression_ratio"],
+                    "fidelity_mode": s["fidelity_mode"],
+                }
+            )
+        else:
+            entry.update({"status": "failed", "error": o.error})
+        entries.append(entry)
+    options = {k: v for k, v in core.items() if k != "budgets"}
+    options["budgets"] = dict(core["budgets"])
+    document = {
+        "format": COMPILE_MANY_FORMAT,
+        "options": options,
+        "compiled": sum(1 for o in outcomes if o.ok),
+        "failed": sum(1 for o in outcomes if not o.ok),
+        "traces": entries,
+    }
+    return _core.canonical_json(orjson.dumps(document))

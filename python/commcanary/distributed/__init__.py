@@ -1,0 +1,227 @@
+"""commcanary on a Dask cluster (the optional ``commcanary[dask]`` extra).
+
+The plan, for a job's many inputs:
+
+* the client lists the inputs (paths; the workers read them from storage
+  they share, so the client never holds trace bytes);
+* one task per input runs on a worker (:mod:`._tasks`): the file is read,
+  classified and reduced in Rust with the interpreter released, and the
+  task returns a compact partial in the core's own codec (a rank's
+  communication calls, a few hundred bytes each), or the file's own fault
+  as a value;
+* the client merges the partials in input order with the same core code
+  the single-process command runs, so the output is the same bytes, and
+  writes it atomically.
+
+A worker that dies mid-task has its task run again on another (Dask's own
+rescheduling); the output does not change, since every task is a pure
+function of its file. Before any work, every worker's ``commcanary``
+version is checked against the client's.
+
+Use::
+
+    from commcanary.distributed import cluster, import_kineto
+
+    with cluster(workers=2) as client:          # or cluster("tcp://host:8786")
+        imported = import_kineto(client, ["job/"])
+    imported.write("job.trace.json")
+
+Nothing here is imported by the core package: ``import commcanary`` never
+needs ``distributed``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from commcanary import _core
+from commcanary.distributed import _tasks
+from commcanary.errors import ClusterError
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from commcanary.importers.kineto import KinetoImport
+
+__all__ = ["check_workers", "cluster", "import_kineto", "require_dask"]
+
+#: Seconds to wait for a scheduler to answer, and for a first worker.
+CONNECT_TIMEOUT_S = 10.0
+
+
+def require_dask() -> None:
+    """Raise :class:`ClusterError` naming the extra when ``distributed`` is
+    not installed."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise ClusterError("--cluster and --workers need Dask: pip install 'commcanary[dask]'") from None
+
+
+@contextmanager
+def cluster(
+    address: str | None = None,
+    *,
+    workers: int | None = None,
+    memory_limit: str | int | None = None,
+    timeout_s: float = CONNECT_TIMEOUT_S,
+) -> Iterator[Client]:
+    """A checked :class:`distributed.Client`: connected to the scheduler at
+    ``address``, or to a ``LocalCluster`` of ``workers`` single-threaded
+    worker processes (each with ``memory_limit``, Dask's spelling: ``"1.5
+    GiB"``) started here and stopped on exit.
+
+    Raises :class:`ClusterError` for an unreachable scheduler, a cluster
+    without workers, or a worker without this ``commcanary`` version.
+    """
+    require_dask()
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    if (address is None) == (workers is None):
+        raise ClusterError("give a scheduler address or a number of workers, not both or neither")
+    local = None
+    try:
+        if address is not None:
+            try:
+                client = Client(address, timeout=timeout_s, set_as_default=False)
+            except (OSError, TimeoutError) as exc:
+                raise ClusterError(f"cannot reach the Dask scheduler at {address}: {_reason(exc)}") from None
+        else:
+            assert workers is not None
+            if workers < 1:
+                raise ClusterError("--workers must be at least 1")
+            local = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                memory_limit=memory_limit if memory_limit is not None else "auto",
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
+            )
+            client = Client(local, set_as_default=False)
+        try:
+            check_workers(client, timeout_s=timeout_s)
+            yield client
+        finally:
+            client.close()
+    finally:
+        if local is not None:
+            local.close()
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def check_workers(client: Client, *, timeout_s: float = CONNECT_TIMEOUT_S) -> dict[str, str]:
+    """Every worker's ``commcanary`` version, checked against this client's
+    before any work. Raises :class:`ClusterError` for no worker, a worker
+    without ``commcanary``, or another version."""
+    try:
+        client.wait_for_workers(1, timeout=timeout_s)
+    except (OSError, TimeoutError):
+        raise ClusterError(f"the Dask cluster has no worker after {timeout_s:g} s") from None
+
+    def probe() -> str | None:  # pickled by value: runs where commcanary may be missing
+        try:
+            import commcanary
+        except ImportError:
+            return None
+        return str(getattr(commcanary, "__version__", "unknown"))
+
+    with _cluster_faults():
+        found: dict[str, str | None] = client.run(probe)
+    mine = _core.__version__
+    for worker, theirs in sorted(found.items()):
+        if theirs is None:
+            raise ClusterError(
+                f"Dask worker {worker} does not have commcanary installed "
+                f"(install commcanary {mine} on every worker)"
+            )
+        if theirs != mine:
+            raise ClusterError(
+                f"Dask worker {worker} has commcanary {theirs}, this client {mine} "
+                "(install the same version on every worker)"
+            )
+    return {w: str(v) for w, v in found.items()}
+
+
+@contextmanager
+def _cluster_faults() -> Iterator[None]:
+    """A lost scheduler, or a task that killed every worker it ran on,
+    becomes one :class:`ClusterError` line."""
+    from distributed import KilledWorker
+    from distributed.comm.core import CommClosedError
+
+    try:
+        yield
+    except KilledWorker as exc:
+        raise ClusterError(f"a task killed every Dask worker it ran on: {_reason(exc)}") from None
+    except (CommClosedError, OSError, TimeoutError) as exc:
+        raise ClusterError(f"lost the Dask cluster: {_reason(exc)}") from None
+    except Exception as exc:
+        if type(exc).__name__ == "CancelledError" or "cancelled" in type(exc).__name__.lower():
+            raise ClusterError(f"lost the Dask cluster: {_reason(exc)}") from None
+        raise
+
+
+def _gather_in_order(client: Client, futures: list[Any]) -> list[Any]:
+    """Results of ``futures``, in their order."""
+    with _cluster_faults():
+        results: list[Any] = client.gather(futures)
+    return results
+
+
+def import_kineto(
+    client: Client,
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    rank: int | None = None,
+    workload_name: str = "kineto-import",
+    phase: str | None = None,
+    clock_offsets: Mapping[int, float] | None = None,
+    strict: bool = False,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> KinetoImport:
+    """:func:`commcanary.importers.import_kineto` of a job's rank files on a
+    Dask cluster: one task per file reads it into its profile, the merge
+    runs here. The result, and the trace's bytes, are the single-process
+    import's. ``cache_dir`` is a path on the workers' side.
+
+    One file is the single-rank reference import and runs here (there is
+    nothing to spread).
+    """
+    from commcanary.importers.kineto import import_kineto as import_here
+    from commcanary.importers.kineto import job_import, kineto_files, offsets
+
+    given = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    files = kineto_files(given)
+    if len(files) == 1:
+        return import_here(files, rank=rank, workload_name=workload_name, phase=phase, cache_dir=cache_dir)
+    wanted = offsets(clock_offsets)
+    _core.check_kineto_job_options(
+        len(files), workload_name=workload_name, phase=phase, rank=rank, clock_offsets=wanted, strict=strict
+    )
+    labels = [str(f) for f in files]
+    cache = None if cache_dir is None else os.fspath(cache_dir)
+    futures = [
+        client.submit(_tasks.kineto_partial, os.fspath(f), label, rank, cache, pure=False)
+        for f, label in zip(files, labels, strict=True)
+    ]
+    partials = _gather_in_order(client, futures)
+    trace, counts, partial = _core.import_kineto_partials(
+        labels,
+        partials,
+        workload_name=workload_name,
+        phase=phase,
+        rank=rank,
+        clock_offsets=wanted,
+        strict=strict,
+    )
+    return job_import(trace, counts, partial)

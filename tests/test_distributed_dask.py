@@ -1,0 +1,312 @@
+"""Commands on a real Dask cluster: a ``dask scheduler`` and ``dask worker``
+processes (the CLI entry points) on loopback, started here. Every output is
+byte-identical to the single-process command's; a worker killed mid-import
+changes nothing; a lost or unreachable scheduler, a worker without this
+commcanary, and a file the workers cannot see are one line each, nothing
+written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from commcanary.cli import app
+from conftest import EXAMPLES, FIXTURES
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+DASK = Path(sys.executable).parent / "dask"
+KINETO_JOBS = [
+    FIXTURES / "kineto" / "gloo_tp4_decode",
+    FIXTURES / "kineto" / "third_party_hta_nccl_allreduce_2rank",
+]
+runner = CliRunner()
+
+
+@dataclass
+class Cluster:
+    address: str
+    scheduler: subprocess.Popen[bytes]
+    workers: list[subprocess.Popen[bytes]]
+
+    def stop(self) -> None:
+        for p in [*self.workers, self.scheduler]:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in [*self.workers, self.scheduler]:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def start_worker(
+    scheduler_file: Path, cwd: Path, name: str, env: dict[str, str] | None = None, preload: Path | None = None
+) -> subprocess.Popen[bytes]:
+    cmd = [str(DASK), "worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1"]
+    cmd += ["--host", "127.0.0.1", "--no-dashboard", "--name", name]
+    if preload is not None:
+        cmd += ["--preload", str(preload)]
+    with (cwd / f"{name}.log").open("wb") as log:
+        return subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=log, stderr=log)
+
+
+def start_cluster(
+    where: Path,
+    workers: int = 2,
+    env: dict[str, str] | None = None,
+    preload: Path | None = None,
+) -> Cluster:
+    """A scheduler and ``workers`` worker processes; workers run in their own
+    directory (``where/workers``), so a relative path means something else
+    to them than to the client."""
+    where.mkdir(parents=True, exist_ok=True)
+    scheduler_file = where / "scheduler.json"
+    with (where / "scheduler.log").open("wb") as log:
+        scheduler = subprocess.Popen(
+            [
+                str(DASK),
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(scheduler_file),
+            ],
+            cwd=where,
+            stdout=log,
+            stderr=log,
+        )
+    deadline = time.monotonic() + 60
+    while not scheduler_file.exists() or not scheduler_file.read_text().strip():
+        assert scheduler.poll() is None, (where / "scheduler.log").read_text()
+        assert time.monotonic() < deadline, "the scheduler did not start"
+        time.sleep(0.1)
+    address = json.loads(scheduler_file.read_text())["address"]
+    worker_dir = where / "workers"
+    worker_dir.mkdir(exist_ok=True)
+    procs = [start_worker(scheduler_file, worker_dir, f"w{i}", env, preload) for i in range(workers)]
+    cluster = Cluster(address, scheduler, procs)
+    from distributed import Client
+
+    with Client(address, timeout=30) as client:
+        client.wait_for_workers(workers, timeout=60)
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = start_cluster(tmp_path_factory.mktemp("dask"))
+    yield c
+    c.stop()
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("job", KINETO_JOBS, ids=lambda p: p.name)
+def test_import_kineto_on_the_cluster_writes_the_same_bytes(
+    cluster: Cluster, job: Path, tmp_path: Path
+) -> None:
+    here, there = tmp_path / "here.json", tmp_path / "there.json"
+    code, out = invoke("import-kineto", str(job), "-o", str(here), "--no-cache")
+    assert code == 0, out
+    code, out2 = invoke(
+        "import-kineto", str(job), "-o", str(there), "--no-cache", "--cluster", cluster.address
+    )
+    assert code == 0, out2
+    assert out2.replace(str(there), "X") == out.replace(str(here), "X")
+    assert there.read_bytes() == here.read_bytes()
+
+
+def test_import_kineto_with_the_workers_cache(cluster: Cluster, tmp_path: Path) -> None:
+    """The workers fill the profile cache, then serve the import from it: the same bytes."""
+    job = KINETO_JOBS[0]
+    cache = tmp_path / "cache"
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"t{i}.json"
+        code, text = invoke(
+            "import-kineto", str(job), "-o", str(out), "--cache-dir", str(cache), "--cluster", cluster.address
+        )
+        assert code == 0, text
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    assert any((cache / "kineto-profiles").rglob("*.bin"))
+
+
+def test_compile_many_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    traces = [EXAMPLES / "llama70b_tp8_trace.json", EXAMPLES / "llama70b_tp8_trace_long.json"]
+    bad = tmp_path / "bad.trace.json"
+    bad.write_text('{"format": "commcanary.trace.v1"}')
+    code, out = invoke(
+        "compile-many", *map(str, traces), str(bad), "-o", str(tmp_path / "out"), "--cluster", cluster.address
+    )
+    assert code == 3, out
+    assert "FAILED" in out and "compiled 2 of 3 traces" in out
+    for t in traces:
+        single = tmp_path / "single.canary.json"
+        code, text = invoke("compile", str(t), "-o", str(single))
+        assert code == 0, text
+        assert (tmp_path / "out" / (t.stem + ".canary.json")).read_bytes() == single.read_bytes()
+    assert not (tmp_path / "out" / "bad.canary.json").exists()
+    summary = json.loads((tmp_path / "out" / "compile-many.summary.json").read_bytes())
+    assert [e["status"] for e in summary["traces"]] == ["compiled", "compiled", "failed"]
+    # The same run here writes the same directory, summary included.
+    code, _ = invoke("compile-many", *map(str, traces), str(bad), "-o", str(tmp_path / "here"))
+    assert code == 3
+    for name in ("compile-many.summary.json", "llama70b_tp8_trace.canary.json"):
+        assert (tmp_path / "here" / name).read_bytes() == (tmp_path / "out" / name).read_bytes()
+
+
+def test_a_file_the_workers_cannot_see(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Relative paths the client resolves and the workers (in another
+    directory) do not: one line naming the file, nothing written."""
+    job = tmp_path / "job"
+    shutil.copytree(KINETO_JOBS[0], job)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "t.json"
+    code, text = invoke("import-kineto", "job", "-o", str(out), "--no-cache", "--cluster", cluster.address)
+    assert code == 3
+    assert "not found on Dask worker" in text and "rank0.json.gz" in text
+    assert len(text.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_a_worker_killed_mid_import_changes_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "crashed"
+    c = start_cluster(tmp_path / "dask", env={"COMMCANARY_INJECT_WORKER_CRASH": str(marker)})
+    try:
+        job = KINETO_JOBS[0]
+        here, there = tmp_path / "here.json", tmp_path / "there.json"
+        assert invoke("import-kineto", str(job), "-o", str(here), "--no-cache")[0] == 0
+        code, text = invoke("import-kineto", str(job), "-o", str(there), "--no-cache", "--cluster", c.address)
+        assert code == 0, text
+        assert marker.exists(), "no worker was killed"
+        assert there.read_bytes() == here.read_bytes()
+    finally:
+        c.stop()
+
+
+def test_an_unreachable_scheduler(tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    code, text = invoke(
+        "import-kineto", str(KINETO_JOBS[0]), "-o", str(out), "--cluster", "tcp://127.0.0.1:9", "--no-cache"
+    )
+    assert code == 3
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in text
+    assert not out.exists()
+
+
+def test_a_scheduler_that_goes_away(tmp_path: Path) -> None:
+    from commcanary.distributed import cluster, import_kineto
+    from commcanary.errors import ClusterError
+
+    c = start_cluster(tmp_path / "dask", workers=1)
+    try:
+        with cluster(c.address) as client:
+            c.scheduler.kill()
+            c.scheduler.wait()
+            with pytest.raises(ClusterError, match="lost the Dask cluster"):
+                import_kineto(client, [KINETO_JOBS[0]])
+    finally:
+        c.stop()
+
+
+HIDE_COMMCANARY = """
+import sys
+
+class _Hidden:
+    def find_spec(self, name, path=None, target=None):
+        if name == "commcanary" or name.startswith("commcanary."):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return None
+
+sys.meta_path.insert(0, _Hidden())
+"""
+
+OTHER_VERSION = """
+import commcanary
+commcanary.__version__ = "0.0.0+other"
+"""
+
+
+@pytest.mark.parametrize(
+    ("preload", "expected"),
+    [(HIDE_COMMCANARY, "does not have commcanary installed"), (OTHER_VERSION, "has commcanary 0.0.0+other")],
+    ids=["missing", "other-version"],
+)
+def test_a_worker_without_this_commcanary(tmp_path: Path, preload: str, expected: str) -> None:
+    script = tmp_path / "preload_worker.py"
+    script.write_text(preload)
+    c = start_cluster(tmp_path / "dask", workers=1, preload=script)
+    try:
+        out = tmp_path / "t.json"
+        code, text = invoke("import-kineto", str(KINETO_JOBS[0]), "-o", str(out), "--cluster", c.address)
+        assert code == 3, text
+        assert expected in text and "Dask worker tcp://127.0.0.1:" in text
+        assert not out.exists()
+    finally:
+        c.stop()
+
+
+def test_a_local_cluster_started_by_the_command(tmp_path: Path) -> None:
+    """``--workers`` starts and stops a LocalCluster (the command as a process, as a user runs it)."""
+    job = KINETO_JOBS[0]
+    here, there = tmp_path / "here.json", tmp_path / "there.json"
+    assert invoke("import-kineto", str(job), "-o", str(here), "--no-cache")[0] == 0
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "commcanary",
+            "import-kineto",
+            str(job),
+            "-o",
+            str(there),
+            "--no-cache",
+            "--workers",
+            "2",
+            "--worker-memory",
+            "1GiB",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert there.read_bytes() == here.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--workers", "0"], "--workers must be at least 1"),
+        (["--workers", "1", "--cluster", "tcp://127.0.0.1:9"], "--cluster and --workers are alternatives"),
+        (["--worker-memory", "1GiB"], "--worker-memory needs --workers"),
+    ],
+)
+def test_cluster_option_misuse_is_a_usage_error(tmp_path: Path, args: list[str], expected: str) -> None:
+    out = tmp_path / "t.json"
+    code, text = invoke("import-kineto", str(KINETO_JOBS[0]), "-o", str(out), *args)
+    assert code == 2
+    assert expected in text
+    assert not out.exists()
