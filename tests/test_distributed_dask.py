@@ -310,3 +310,53 @@ def test_cluster_option_misuse_is_a_usage_error(tmp_path: Path, args: list[str],
     assert code == 2
     assert expected in text
     assert not out.exists()
+
+
+HANG = FIXTURES / "hang"
+ANALYSES = [
+    ("diagnose", "hang", str(HANG / "gloo_w4_desync_broadcast")),
+    ("diagnose", "hang", str(HANG / "gloo_w4_pp_p2p_hang")),
+    ("diagnose", "hang", str(HANG / "gloo_w4_rank_sigkill")),
+    ("diagnose", "stragglers", str(FIXTURES / "kineto" / "gloo_w4_ddp_straggler" / "markers")),
+    ("diagnose", "stragglers", str(FIXTURES / "kineto" / "gloo_w4_ddp_straggler" / "nomarkers")),
+    ("steps", None, str(FIXTURES / "kineto" / "gloo_tp4_decode")),
+    ("timeline", None, str(FIXTURES / "kineto" / "gloo_tp4_decode")),
+    ("timeline", None, str(HANG / "gloo_w4_desync_broadcast" / "fr_during_hang")),
+]
+
+
+@pytest.mark.parametrize(("command", "sub", "evidence"), ANALYSES, ids=lambda v: str(v).rsplit("/", 1)[-1])
+def test_analyses_on_the_cluster_write_the_same_bytes(
+    cluster: Cluster, tmp_path: Path, command: str, sub: str | None, evidence: str
+) -> None:
+    """Dumps and traces decoded by tasks on the workers, the analysis run on
+    the partials: the same lines, exit status and document bytes."""
+    outputs = []
+    for where, extra in (("here", []), ("there", ["--cluster", cluster.address])):
+        out = tmp_path / f"{where}.json"
+        args = [command, *([sub] if sub else []), evidence, "-o", str(out), "--no-cache", *extra]
+        code, text = invoke(*args)
+        assert code in (0, 1), text
+        outputs.append((code, text.replace(str(out), "OUT"), out.read_bytes()))
+    assert outputs[0] == outputs[1]
+
+
+def test_a_damaged_dump_on_the_cluster_is_the_same_note(cluster: Cluster, tmp_path: Path) -> None:
+    """A truncated dump is skipped and said, word for word as here."""
+    job = tmp_path / "job"
+    shutil.copytree(HANG / "gloo_w4_desync_broadcast" / "fr_during_hang", job)
+    import gzip
+
+    whole = gzip.decompress((job / "fr_trace_rank_2.gz").read_bytes())
+    for name in ("fr_trace_rank_2.gz", "fr_trace_rank_2.json.gz"):
+        (job / name).unlink()
+    (job / "fr_trace_rank_2").write_bytes(whole[: len(whole) // 2])  # a pickle cut in the middle
+    results = []
+    for where, extra in (("here", []), ("there", ["--cluster", cluster.address])):
+        out = tmp_path / f"{where}.json"
+        code, text = invoke("diagnose", "hang", str(job), "-o", str(out), "--no-cache", *extra)
+        results.append((code, text.replace(str(out), "OUT"), out.read_bytes()))
+    assert results[0] == results[1]
+    document = json.loads(results[0][2])
+    (note,) = [f for f in document["evidence"] if f["file"].endswith("fr_trace_rank_2")]
+    assert note["reason"].startswith("damaged: ")

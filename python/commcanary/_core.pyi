@@ -33,6 +33,14 @@ from commcanary._types import (
     Timeline,
 )
 
+#: A distributed analysis' reads: dump labels and partials, trace labels and partials.
+_EvidenceReads = tuple[
+    list[str],
+    list[tuple[bytes | None, int | None, str | None]],
+    list[str],
+    list[tuple[bytes | None, bytes | None, str | None, str]],
+]
+
 __all__ = [
     "ABLATIONS",
     "BACKEND_SETTINGS",
@@ -84,7 +92,9 @@ __all__ = [
     "configurations",
     "diagnose_hang",
     "diagnose_stragglers",
+    "dump_partial",
     "evaluate_behavior",
+    "evidence_files",
     "export_param",
     "float_repr",
     "import_kineto_file",
@@ -360,6 +370,10 @@ def check_kineto_job_options(
     clock_offsets: dict[int, float] | None = None,
     strict: bool = False,
 ) -> None: ...
+def evidence_files(
+    paths: list[str], analysis: str, *, cache_dir: str | None = None
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]: ...
+def dump_partial(path: str) -> tuple[bytes | None, int | None, str | None]: ...
 def kineto_partial(
     path: str, label: str, *, rank: int | None = None, cache_dir: str | None = None
 ) -> tuple[bytes | None, bytes | None, str | None, str]: ...
@@ -373,10 +387,16 @@ def import_kineto_partials(
     clock_offsets: dict[int, float] | None = None,
     strict: bool = False,
 ) -> tuple[Trace, JobCounts, list[PartialCollective]]: ...
-def diagnose_hang(paths: list[str], *, cache_dir: str | None = None) -> HangDiagnosis: ...
-def diagnose_stragglers(paths: list[str], *, cache_dir: str | None = None) -> StragglerDiagnosis: ...
+def diagnose_hang(
+    paths: list[str], *, cache_dir: str | None = None, reads: _EvidenceReads | None = None
+) -> HangDiagnosis: ...
+def diagnose_stragglers(
+    paths: list[str], *, cache_dir: str | None = None, reads: _EvidenceReads | None = None
+) -> StragglerDiagnosis: ...
 def read_flight_recorder_file(path: str) -> FlightRecorderDump: ...
-def recover_steps(paths: list[str], *, cache_dir: str | None = None) -> StepRecovery: ...
+def recover_steps(
+    paths: list[str], *, cache_dir: str | None = None, reads: _EvidenceReads | None = None
+) -> StepRecovery: ...
 def read_clock_offsets(path: str) -> dict[int, float]: ...
 def recover_trace_steps(data: bytes) -> list[int] | None: ...
 def read_hang_document(
@@ -391,6 +411,7 @@ def job_timeline(
     marks: list[tuple[int, str | None, str]] = ...,
     hang_job: tuple[int, list[tuple[str, list[int]]]] | None = None,
     cache_dir: str | None = None,
+    reads: _EvidenceReads | None = None,
 ) -> Timeline: ...
 def baseline_trace(
     trace: Trace,

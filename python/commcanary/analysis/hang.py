@@ -12,11 +12,14 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commcanary import _core
 from commcanary.analysis import _evidence
 from commcanary.formats import HANG_FORMAT
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 __all__ = ["HANG_FORMAT", "HangReport", "diagnose_hang"]
 
@@ -75,17 +78,21 @@ class HangReport:
         return render_hang(self.document)
 
 
-def diagnose_hang(paths: PathLike | Iterable[PathLike], *, cache_dir: PathLike | None = None) -> HangReport:
+def diagnose_hang(
+    paths: PathLike | Iterable[PathLike], *, cache_dir: PathLike | None = None, client: Client | None = None
+) -> HangReport:
     """Diagnose a hang from any mix of Flight Recorder dumps (pickle or JSON),
     profiler traces (windowed or not), stack dumps and exception texts, given
     as files or directories.
 
     ``cache_dir`` caches parsed profiler traces by content (none by default).
+    With a Dask ``client``, the dumps and traces are read by tasks on its
+    workers (the same report).
     Raises :class:`~commcanary.errors.InputError` on bad evidence (a pickle
     that tries to import anything, a truncated dump, dumps of different jobs,
     no evidence at all), naming the file.
     """
-    result, data, document = _evidence.run(_core.diagnose_hang, paths, cache_dir)
+    result, data, document = _evidence.run(_core.diagnose_hang, "hang", paths, cache_dir, client)
     return HangReport(
         verdict=result["verdict"],
         lines=tuple(result["lines"]),

@@ -26,6 +26,9 @@ from commcanary.analysis import _evidence
 from commcanary.formats import STEPS_FORMAT
 
 if TYPE_CHECKING:
+    from distributed import Client
+
+if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["STEPS_FORMAT", "StepsReport", "recover_steps"]
@@ -73,14 +76,17 @@ class StepsReport:
         return Path(path)
 
 
-def recover_steps(paths: PathLike | Iterable[PathLike], *, cache_dir: PathLike | None = None) -> StepsReport:
+def recover_steps(
+    paths: PathLike | Iterable[PathLike], *, cache_dir: PathLike | None = None, client: Client | None = None
+) -> StepsReport:
     """Recover each rank's steps from its collective sequence (per-rank
     Kineto traces, files or directories, or one merged ``commcanary.trace.v1``
     with each member's arrival).
 
-    ``cache_dir`` caches parsed traces by content (none by default). Raises
+    ``cache_dir`` caches parsed traces by content (none by default); with a
+    Dask ``client``, the traces are read by tasks on its workers. Raises
     :class:`~commcanary.errors.InputError` when the evidence holds no
     profiler trace, no collective, or no repeating pattern.
     """
-    result, data, document = _evidence.run(_core.recover_steps, paths, cache_dir)
+    result, data, document = _evidence.run(_core.recover_steps, "steps", paths, cache_dir, client)
     return StepsReport(count=result["count"], lines=tuple(result["lines"]), data=data, document=document)

@@ -24,6 +24,7 @@ from commcanary.formats import STRAGGLERS_FORMAT
 
 if TYPE_CHECKING:
     import numpy as np
+    from distributed import Client
 
 __all__ = ["STRAGGLERS_FORMAT", "StragglerReport", "diagnose_stragglers"]
 
@@ -115,18 +116,19 @@ class StragglerReport:
 
 
 def diagnose_stragglers(
-    paths: PathLike | Iterable[PathLike], *, cache_dir: PathLike | None = None
+    paths: PathLike | Iterable[PathLike], *, cache_dir: PathLike | None = None, client: Client | None = None
 ) -> StragglerReport:
     """Diagnose stragglers from per-rank Kineto traces (files or directories),
     or from one merged ``commcanary.trace.v1`` with each member's arrival
     (``import-kineto`` of several ranks, ``capture``).
 
-    ``cache_dir`` caches parsed traces by content (none by default). Raises
+    ``cache_dir`` caches parsed traces by content (none by default); with a
+    Dask ``client``, the traces are read by tasks on its workers. Raises
     :class:`~commcanary.errors.InputError` when the evidence holds no
     profiler trace, a single rank, no collective two ranks completed, or no
     ``ProfilerStep`` markers.
     """
-    result, data, document = _evidence.run(_core.diagnose_stragglers, paths, cache_dir)
+    result, data, document = _evidence.run(_core.diagnose_stragglers, "stragglers", paths, cache_dir, client)
     return StragglerReport(
         found=result["found"],
         lines=tuple(result["lines"]),

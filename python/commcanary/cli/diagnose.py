@@ -23,6 +23,7 @@ from typing import Annotated, Any, Protocol
 import typer
 
 from commcanary.cli import EXIT_NEGATIVE, Command, check_paths, errors_exit
+from commcanary.cli._cluster import ClusterAddress, WorkerMemory, Workers, client_for
 from commcanary.cli._output import write_text
 from commcanary.cli.import_ import CacheDir, NoCache
 
@@ -81,6 +82,9 @@ def hang_command(
     html: Html = None,
     cache_dir: CacheDir = None,
     no_cache: NoCache = False,
+    cluster: ClusterAddress = None,
+    workers: Workers = None,
+    worker_memory: WorkerMemory = None,
 ) -> None:
     """Who hung, and where: partial collectives, mismatches, the wait-for graph and its root."""
     with errors_exit(ctx):
@@ -89,7 +93,9 @@ def hang_command(
 
         for path in evidence:
             check_paths(ctx, inputs={"evidence": path}, outputs={"output": output, "html": html})
-        report = diagnose_hang(evidence, cache_dir=None if no_cache else (cache_dir or default_cache_dir()))
+        cache = None if no_cache else (cache_dir or default_cache_dir())
+        with client_for(cluster, workers, worker_memory) as client:
+            report = diagnose_hang(evidence, cache_dir=cache, client=client)
         page = report.render_html() if html is not None else None
         print_and_write(report, output)
         if html is not None and page is not None:
@@ -124,14 +130,19 @@ def run_on_traces(
     outputs: dict[str, Path | None],
     cache_dir: Path | None,
     no_cache: bool,
+    cluster: tuple[str | None, int | None, str | None] = (None, None, None),
 ) -> Any:
-    """Checks the paths, runs ``analyse(traces, cache_dir=...)`` (inside the
-    caller's error boundary), prints its lines and writes ``-o``."""
+    """Checks the paths, runs ``analyse(traces, cache_dir=..., client=...)``
+    (inside the caller's error boundary; on Dask when ``cluster``, the
+    ``--cluster``, ``--workers`` and ``--worker-memory`` values, asks),
+    prints its lines and writes ``-o``."""
     from commcanary.importers import default_cache_dir
 
     for path in traces:
         check_paths(ctx, inputs={"traces": path}, outputs=outputs)
-    report = analyse(traces, cache_dir=None if no_cache else (cache_dir or default_cache_dir()))
+    cache = None if no_cache else (cache_dir or default_cache_dir())
+    with client_for(*cluster) as client:
+        report = analyse(traces, cache_dir=cache, client=client)
     print_and_write(report, outputs["output"])
     return report
 
@@ -144,13 +155,17 @@ def stragglers_command(
     html: Html = None,
     cache_dir: CacheDir = None,
     no_cache: NoCache = False,
+    cluster: ClusterAddress = None,
+    workers: Workers = None,
+    worker_memory: WorkerMemory = None,
 ) -> None:
     """Who is slow, and what it costs: late arrivals and slow collectives per step, ranked by cost."""
     with errors_exit(ctx):
         from commcanary.analysis import diagnose_stragglers
 
         outputs = {"output": output, "html": html}
-        report = run_on_traces(ctx, diagnose_stragglers, traces, outputs, cache_dir, no_cache)
+        on = (cluster, workers, worker_memory)
+        report = run_on_traces(ctx, diagnose_stragglers, traces, outputs, cache_dir, no_cache, on)
         if html is not None:
             write_text(html, report.render_html())
             typer.echo(f"wrote HTML view: {html}")

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from commcanary.cli import errors_exit
+from commcanary.cli._cluster import ClusterAddress, WorkerMemory, Workers
 from commcanary.cli.diagnose import Traces, run_on_traces
 from commcanary.cli.import_ import CacheDir, NoCache
 
@@ -32,9 +33,13 @@ def steps_command(
     output: StepsOutput = None,
     cache_dir: CacheDir = None,
     no_cache: NoCache = False,
+    cluster: ClusterAddress = None,
+    workers: Workers = None,
+    worker_memory: WorkerMemory = None,
 ) -> None:
     """Recover iteration boundaries from the collective sequence; compare with ProfilerStep markers."""
     with errors_exit(ctx):
         from commcanary.analysis import recover_steps
 
-        run_on_traces(ctx, recover_steps, traces, {"output": output}, cache_dir, no_cache)
+        on = (cluster, workers, worker_memory)
+        run_on_traces(ctx, recover_steps, traces, {"output": output}, cache_dir, no_cache, on)

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from commcanary.cli import check_paths, errors_exit
+from commcanary.cli._cluster import ClusterAddress, WorkerMemory, Workers, client_for
 from commcanary.cli.import_ import CacheDir, NoCache
 
 __all__ = ["timeline_command"]
@@ -49,6 +50,9 @@ def timeline_command(
     hang: HangDocument = None,
     cache_dir: CacheDir = None,
     no_cache: NoCache = False,
+    cluster: ClusterAddress = None,
+    workers: Workers = None,
+    worker_memory: WorkerMemory = None,
 ) -> None:
     """Write the job's timeline for Perfetto: ranks, groups, collectives, steps, stragglers, the hang."""
     with errors_exit(ctx):
@@ -58,7 +62,9 @@ def timeline_command(
 
         for path in traces:
             check_paths(ctx, inputs={"traces": path, "hang": hang}, outputs={"output": output})
-        made = timeline(traces, hang=hang, cache_dir=None if no_cache else (cache_dir or default_cache_dir()))
+        cache = None if no_cache else (cache_dir or default_cache_dir())
+        with client_for(cluster, workers, worker_memory) as client:
+            made = timeline(traces, hang=hang, cache_dir=cache, client=client)
         for line in made.lines:
             typer.echo(line)
         made.write(output)

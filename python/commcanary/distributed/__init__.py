@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from commcanary.importers.kineto import KinetoImport
 
-__all__ = ["check_workers", "cluster", "import_kineto", "require_dask"]
+__all__ = ["check_workers", "cluster", "evidence_reads", "import_kineto", "require_dask"]
 
 #: Seconds to wait for a scheduler to answer, and for a first worker.
 CONNECT_TIMEOUT_S = 10.0
@@ -225,3 +225,30 @@ def import_kineto(
         strict=strict,
     )
     return job_import(trace, counts, partial)
+
+
+#: What :func:`evidence_reads` returns: the dumps' labels and partials, the
+#: traces' labels and partials, in the analysis' order.
+EvidenceReads = tuple[
+    list[str],
+    list[tuple[bytes | None, int | None, str | None]],
+    list[str],
+    list[tuple[bytes | None, bytes | None, str | None, str]],
+]
+
+
+def evidence_reads(client: Client, paths: list[str], analysis: str, cache_dir: str | None) -> EvidenceReads:
+    """The dumps and profiler traces ``analysis`` (``hang``, ``stragglers``,
+    ``steps``, ``timeline``) reads in ``paths``, each read by a task on the
+    cluster: listed and classified here (the files' first bytes), read and
+    reduced there. The analysis then runs here on these partials (pass them
+    as the core's ``reads``), and gives the single-process result."""
+    dumps, traces = _core.evidence_files(paths, analysis, cache_dir=cache_dir)
+    dump_futures = [client.submit(_tasks.dump_partial, os.fspath(p), pure=False) for p, _ in dumps]
+    trace_futures = [
+        client.submit(_tasks.kineto_partial, os.fspath(p), label, None, cache_dir, pure=False)
+        for p, label in traces
+    ]
+    dump_partials = _gather_in_order(client, dump_futures)
+    trace_partials = _gather_in_order(client, trace_futures)
+    return ([label for _, label in dumps], dump_partials, [label for _, label in traces], trace_partials)

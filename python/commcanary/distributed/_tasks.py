@@ -17,7 +17,7 @@ from typing import Any
 
 from commcanary import _core
 
-__all__ = ["compile_trace", "kineto_partial"]
+__all__ = ["compile_trace", "dump_partial", "kineto_partial"]
 
 #: Test-only: a path; the first task to create it kills its worker process
 #: (the way a node dies mid-task), so tests see Dask run the task elsewhere.
@@ -57,6 +57,16 @@ def kineto_partial(path: str, label: str, rank: int | None, cache_dir: str | Non
     if missing is not None:
         return (None, None, missing, "parsed")
     partial: KinetoPartial = _core.kineto_partial(path, label, rank=rank, cache_dir=cache_dir)
+    return partial
+
+
+def dump_partial(path: str) -> tuple[bytes | None, int | None, str | None]:
+    """One Flight Recorder dump decoded (the core's codec), or its error."""
+    missing = _missing_here(path)
+    if missing is not None:
+        # Path-free, as the core's errors are: the client names the file.
+        return (None, None, missing.split(": ", 1)[1])
+    partial: tuple[bytes | None, int | None, str | None] = _core.dump_partial(path)
     return partial
 
 

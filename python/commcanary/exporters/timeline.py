@@ -16,10 +16,13 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commcanary import _core
 from commcanary.formats import TIMELINE_FORMAT
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 __all__ = ["TIMELINE_FORMAT", "Timeline", "hang_marks", "timeline"]
 
@@ -63,7 +66,11 @@ def hang_marks(path: PathLike) -> list[tuple[int, str | None, str]]:
 
 
 def timeline(
-    paths: PathLike | Iterable[PathLike], *, hang: PathLike | None = None, cache_dir: PathLike | None = None
+    paths: PathLike | Iterable[PathLike],
+    *,
+    hang: PathLike | None = None,
+    cache_dir: PathLike | None = None,
+    client: Client | None = None,
 ) -> Timeline:
     """The timeline of a job's per-rank Kineto traces (files or directories)
     or of one merged ``commcanary.trace.v1`` (or, where ``paths`` hold no
@@ -75,16 +82,18 @@ def timeline(
     Raises :class:`~commcanary.errors.InputError` when there is no profiler
     trace and no dump, no collective call, dumps of different runs, or ``hang`` is not a hang document or is
     one of another job (its world size, a group's ranks or a marked rank
-    disagree with the traces).
+    disagree with the traces). With a Dask ``client``, the traces (or dumps)
+    are read by tasks on its workers; the timeline is the same bytes.
     """
-    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    items = [os.fspath(p) for p in ([paths] if isinstance(paths, str | os.PathLike) else list(paths))]
     marks, hang_job = _core.read_hang_document(os.fspath(hang)) if hang is not None else ([], None)
-    result = _core.job_timeline(
-        [os.fspath(p) for p in items],
-        marks=marks,
-        hang_job=hang_job,
-        cache_dir=os.fspath(cache_dir) if cache_dir is not None else None,
-    )
+    cache = os.fspath(cache_dir) if cache_dir is not None else None
+    reads = None
+    if client is not None:
+        from commcanary.distributed import evidence_reads
+
+        reads = evidence_reads(client, items, "timeline", cache)
+    result = _core.job_timeline(items, marks=marks, hang_job=hang_job, cache_dir=cache, reads=reads)
     return Timeline(
         data=result["bytes"],
         events=result["events"],

@@ -34,6 +34,34 @@ pub enum ErrorKind {
     Internal,
 }
 
+impl ErrorKind {
+    /// Every kind, in declaration order (the order of [`ErrorKind::code`]).
+    pub const ALL: [ErrorKind; 9] = [
+        ErrorKind::Json,
+        ErrorKind::Limit,
+        ErrorKind::Invalid,
+        ErrorKind::Budget,
+        ErrorKind::Io,
+        ErrorKind::Output,
+        ErrorKind::Option,
+        ErrorKind::WrongDocument,
+        ErrorKind::Internal,
+    ];
+
+    /// A small number naming the kind, for an error carried between
+    /// processes (a distributed task's result).
+    #[must_use]
+    pub fn code(self) -> u8 {
+        Self::ALL.iter().position(|k| *k == self).unwrap_or(0) as u8
+    }
+
+    /// The kind [`ErrorKind::code`] names.
+    #[must_use]
+    pub fn from_code(code: u8) -> Option<ErrorKind> {
+        Self::ALL.get(usize::from(code)).copied()
+    }
+}
+
 /// A core error: a kind plus a one-line, path-free message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {

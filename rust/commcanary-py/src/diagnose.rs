@@ -4,30 +4,41 @@
 
 use std::path::PathBuf;
 
-use commcanary_core::analysis::evidence::{GatherOptions, Uses, gather};
+use commcanary_core::analysis::evidence::{GatherOptions, gather_with};
 use commcanary_core::analysis::hang::{HangReport, diagnose};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use crate::distributed::{ReadsArg, remote_reads};
 use crate::errors::detached;
+
+/// The evidence an analysis reads in `paths`: read here, or from the
+/// partials distributed tasks returned (`reads`).
+pub(crate) fn evidence(
+    analysis: &str,
+    paths: &[PathBuf],
+    cache_dir: Option<PathBuf>,
+    reads: Option<ReadsArg>,
+) -> commcanary_core::Result<commcanary_core::analysis::evidence::Evidence> {
+    let options = GatherOptions::for_analysis(analysis, cache_dir)?;
+    gather_with(paths, &options, reads.map(remote_reads))
+}
 
 /// Gathers the evidence in `paths` (files or directories: Flight Recorder
 /// dumps, profiler traces, stack dumps, exception texts) and diagnoses the
 /// hang. Returns a dict with `verdict`, `lines` (what a person reads first)
 /// and `document` (the `commcanary.hang.v1` canonical JSON bytes).
 #[pyfunction]
-#[pyo3(signature = (paths, *, cache_dir=None))]
+#[pyo3(signature = (paths, *, cache_dir=None, reads=None))]
 pub(crate) fn diagnose_hang<'py>(
     py: Python<'py>,
     paths: Vec<PathBuf>,
     cache_dir: Option<PathBuf>,
+    reads: Option<ReadsArg>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let options = GatherOptions {
-        cache_dir,
-        merged_traces: false,
-        uses: Uses::Everything,
-    };
-    let report: HangReport = detached(py, None, || diagnose(gather(&paths, &options)?))?;
+    let report: HangReport = detached(py, None, || {
+        diagnose(evidence("hang", &paths, cache_dir, reads)?)
+    })?;
     report_dict(
         py,
         ("verdict", report.verdict),
@@ -40,19 +51,17 @@ pub(crate) fn diagnose_hang<'py>(
 /// diagnoses stragglers. Returns a dict with `found` (bool), `lines` and
 /// `document` (the `commcanary.stragglers.v1` canonical JSON bytes).
 #[pyfunction]
-#[pyo3(signature = (paths, *, cache_dir=None))]
+#[pyo3(signature = (paths, *, cache_dir=None, reads=None))]
 pub(crate) fn diagnose_stragglers<'py>(
     py: Python<'py>,
     paths: Vec<PathBuf>,
     cache_dir: Option<PathBuf>,
+    reads: Option<ReadsArg>,
 ) -> PyResult<Bound<'py, PyDict>> {
     use commcanary_core::analysis::stragglers;
-    let options = GatherOptions {
-        cache_dir,
-        merged_traces: true,
-        uses: Uses::Traces,
-    };
-    let report = detached(py, None, || stragglers::diagnose(gather(&paths, &options)?))?;
+    let report = detached(py, None, || {
+        stragglers::diagnose(evidence("stragglers", &paths, cache_dir, reads)?)
+    })?;
     let d = report_dict(py, ("found", report.found), report.lines, &report.document)?;
     d.set_item("members", members_dict(py, &report.members)?)?;
     Ok(d)
@@ -95,19 +104,17 @@ fn members_dict<'py>(
 /// with `count` (steps), `lines` and `document` (the `commcanary.steps.v1`
 /// canonical JSON bytes).
 #[pyfunction]
-#[pyo3(signature = (paths, *, cache_dir=None))]
+#[pyo3(signature = (paths, *, cache_dir=None, reads=None))]
 pub(crate) fn recover_steps<'py>(
     py: Python<'py>,
     paths: Vec<PathBuf>,
     cache_dir: Option<PathBuf>,
+    reads: Option<ReadsArg>,
 ) -> PyResult<Bound<'py, PyDict>> {
     use commcanary_core::analysis::steps;
-    let options = GatherOptions {
-        cache_dir,
-        merged_traces: true,
-        uses: Uses::Traces,
-    };
-    let report = detached(py, None, || steps::diagnose(gather(&paths, &options)?))?;
+    let report = detached(py, None, || {
+        steps::diagnose(evidence("steps", &paths, cache_dir, reads)?)
+    })?;
     report_dict(py, ("count", report.count), report.lines, &report.document)
 }
 

@@ -103,28 +103,24 @@ pub(crate) fn read_hang_document(
 /// [(group name, ranks)])`, refused when the traces are of another job. Returns a dict with `bytes`, `events`, `ranks`,
 /// `straggler_marks` and `hang_marks`.
 #[pyfunction]
-#[pyo3(signature = (paths, *, marks=Vec::new(), hang_job=None, cache_dir=None))]
+#[pyo3(signature = (paths, *, marks=Vec::new(), hang_job=None, cache_dir=None, reads=None))]
 pub(crate) fn job_timeline<'py>(
     py: Python<'py>,
     paths: Vec<PathBuf>,
     marks: Vec<(i64, Option<String>, String)>,
     hang_job: Option<HangJobArg>,
     cache_dir: Option<PathBuf>,
+    reads: Option<crate::distributed::ReadsArg>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    use commcanary_core::analysis::evidence::{GatherOptions, Uses, gather};
     use commcanary_core::export::timeline::{HangJob, HangMark, build};
     let hang_job = hang_job.map(|(world, groups)| HangJob { world, groups });
     let marks: Vec<HangMark> = marks
         .into_iter()
         .map(|(rank, group, label)| HangMark { rank, group, label })
         .collect();
-    let options = GatherOptions {
-        cache_dir,
-        merged_traces: true,
-        uses: Uses::Timeline,
-    };
     let t = detached(py, None, || {
-        build(gather(&paths, &options)?, &marks, hang_job.as_ref())
+        let evidence = crate::diagnose::evidence("timeline", &paths, cache_dir, reads)?;
+        build(evidence, &marks, hang_job.as_ref())
     })?;
     let d = PyDict::new(py);
     d.set_item("bytes", PyBytes::new(py, &t.bytes))?;

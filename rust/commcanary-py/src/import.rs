@@ -1,7 +1,7 @@
 //! Importers: `import_kineto_file` (one rank, the reference behaviour) and
 //! `import_kineto_job` (a job's per-rank files merged); for a distributed
-//! import, `kineto_partial` (one file's fingerprint and profile, as bytes, a
-//! task on a worker) and `import_kineto_partials` (the job merged from them).
+//! import, `import_kineto_partials` (the job merged from the files'
+//! partials, `crate::distributed::kineto_partial`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -9,16 +9,16 @@ use std::sync::Arc;
 
 use commcanary_core::analysis::steps::import_job_with_steps;
 use commcanary_core::compile::checked_count;
-use commcanary_core::import::cache::Fingerprint;
 use commcanary_core::import::kineto::{
-    CacheStats, FilePartial, JobImport, JobOptions, KinetoOptions, Served, check_import_names,
-    codec, describe, import_kineto, profiles_from_partials, read_files, read_one,
+    CacheStats, JobImport, JobOptions, KinetoOptions, check_import_names, describe, import_kineto,
+    profiles_from_partials, read_files,
 };
 use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
 use commcanary_core::json::JsonLimits;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyDict, PyList};
 
+use crate::distributed::{KinetoPartialArg, file_partial};
 use crate::errors::detached;
 use crate::trace::PyTrace;
 
@@ -181,41 +181,6 @@ pub(crate) fn check_kineto_job_options(
     })
 }
 
-/// One file of a job read on its own, in Rust with the interpreter
-/// released: the task a distributed import runs per file. Returns
-/// `(fingerprint, profile, error, served)`: the file's BLAKE3 fingerprint
-/// (`None` when it could not be read), its profile in the cache's codec
-/// (`None` on an error), the error's one line naming `label`, and how it
-/// was served (`"hit"`, `"parsed"`, `"parsed-unstored"`). Never raises for
-/// the file's own faults: the merge reports them in the single-process
-/// order.
-#[pyfunction]
-#[pyo3(signature = (path, label, *, rank=None, cache_dir=None))]
-#[allow(clippy::type_complexity)]
-pub(crate) fn kineto_partial<'py>(
-    py: Python<'py>,
-    path: PathBuf,
-    label: String,
-    rank: Option<i64>,
-    cache_dir: Option<PathBuf>,
-) -> PyResult<(
-    Option<Bound<'py, PyBytes>>,
-    Option<Bound<'py, PyBytes>>,
-    Option<String>,
-    &'static str,
-)> {
-    let (fingerprint, profile) = detached(py, None, move || {
-        let (fingerprint, profile) = read_one(&path, &label, rank, cache_dir.as_deref());
-        let profile = profile.map(|(p, served)| (codec::encode(&p), served));
-        Ok((fingerprint, profile))
-    })?;
-    let fp = fingerprint.as_ref().ok().map(|f| PyBytes::new(py, f));
-    Ok(match profile {
-        Ok((bytes, served)) => (fp, Some(PyBytes::new(py, &bytes)), None, served.name()),
-        Err(e) => (fp, None, Some(e.message().to_owned()), "parsed"),
-    })
-}
-
 /// Merges a job from the per-file results of `kineto_partial` (in the
 /// order of `labels`), with `import_kineto_job`'s options, checks, errors
 /// and result: the same trace, byte for byte.
@@ -225,7 +190,7 @@ pub(crate) fn kineto_partial<'py>(
 pub(crate) fn import_kineto_partials<'py>(
     py: Python<'py>,
     labels: Vec<String>,
-    partials: Vec<(Option<Vec<u8>>, Option<Vec<u8>>, Option<String>, String)>,
+    partials: Vec<KinetoPartialArg>,
     workload_name: String,
     phase: Option<String>,
     rank: Option<i64>,
@@ -242,19 +207,7 @@ pub(crate) fn import_kineto_partials<'py>(
             clock_offsets.unwrap_or_default(),
             strict,
         )?;
-        let partials = partials
-            .into_iter()
-            .map(|(fingerprint, profile, error, served)| FilePartial {
-                fingerprint: fingerprint
-                    .as_deref()
-                    .and_then(|b| Fingerprint::try_from(b).ok()),
-                profile: match (profile, error) {
-                    (_, Some(message)) => Err(message),
-                    (Some(bytes), None) => Ok((bytes, Served::from_name(&served))),
-                    (None, None) => Err("a task returned no profile".to_owned()),
-                },
-            })
-            .collect();
+        let partials = partials.into_iter().map(file_partial).collect();
         let (profiles, stats) = profiles_from_partials(partials, &labels)?;
         import_job_with_steps(profiles, &labels, &options).map(|job| (job, stats))
     })?;

@@ -17,6 +17,7 @@
 mod behavior;
 mod compiled;
 mod diagnose;
+mod distributed;
 mod errors;
 mod export;
 mod gate;
@@ -109,13 +110,15 @@ mod _core {
         recover_trace_steps,
     };
     #[pymodule_export]
+    use super::distributed::{dump_partial, evidence_files, kineto_partial};
+    #[pymodule_export]
     use super::export::{export_param, job_timeline, read_hang_document, table_columns};
     #[pymodule_export]
     use super::gate::{judge_runs, read_gate_policy, run_noise, write_gate_policy};
     #[pymodule_export]
     use super::import::{
         check_kineto_job_options, import_kineto_file, import_kineto_job, import_kineto_partials,
-        kineto_partial, read_clock_offsets,
+        read_clock_offsets,
     };
     #[pymodule_export]
     use super::inputs::{check_canary, read_input_file, resource_limits, set_resource_limits};

@@ -31,8 +31,10 @@ use rayon::prelude::*;
 use self::classify::{Kind, classify};
 use super::hang::fr::{Declared, LabeledDump};
 use crate::error::{Error, ErrorKind, Result};
+use crate::import::flight_recorder::FrDump;
 use crate::import::flight_recorder::read_dump;
 use crate::import::kineto::{AlignedJob, align_job, job_from_trace, read_each};
+use crate::import::kineto::{CacheStats, FilePartial, RankProfile, profiles_each_from_partials};
 use crate::import::stacks::{ExceptionText, ProcessExit, StackDump, rank_from_file_name};
 use crate::input::{MAX_INPUT_BYTES, read_input};
 use crate::json::Json;
@@ -134,6 +136,119 @@ pub struct GatherOptions {
     pub uses: Uses,
 }
 
+impl GatherOptions {
+    /// The options of an analysis, by its name: `hang` (everything, never a
+    /// merged trace), `stragglers` and `steps` (profiler traces, or one
+    /// merged trace), `timeline` (traces, else dumps).
+    ///
+    /// # Errors
+    /// Another name.
+    pub fn for_analysis(name: &str, cache_dir: Option<PathBuf>) -> Result<GatherOptions> {
+        let (merged_traces, uses) = match name {
+            "hang" => (false, Uses::Everything),
+            "stragglers" | "steps" => (true, Uses::Traces),
+            "timeline" => (true, Uses::Timeline),
+            _ => {
+                return Err(Error::option(
+                    "analysis",
+                    "must be hang, stragglers, steps or timeline",
+                ));
+            }
+        };
+        Ok(GatherOptions {
+            cache_dir,
+            merged_traces,
+            uses,
+        })
+    }
+}
+
+/// One dump read by a distributed task: the dump in
+/// [`crate::import::flight_recorder::codec`] bytes, or its path-free error
+/// as `(ErrorKind::code, message)`.
+#[derive(Debug, Clone)]
+pub struct DumpPartial {
+    /// The encoded dump, or the error.
+    pub dump: std::result::Result<Vec<u8>, (u8, String)>,
+}
+
+impl DumpPartial {
+    /// The partial of one dump file, read here.
+    #[must_use]
+    pub fn read(path: &Path) -> DumpPartial {
+        DumpPartial {
+            dump: read_dump_file(path)
+                .map(|d| crate::import::flight_recorder::codec::encode(&d))
+                .map_err(|e| (e.kind().code(), e.message().to_owned())),
+        }
+    }
+
+    fn decode(self) -> Result<FrDump> {
+        match self.dump {
+            Ok(bytes) => crate::import::flight_recorder::codec::decode(&bytes)
+                .map_err(|e| Error::invalid(format!("a damaged partial ({})", e.message()))),
+            Err((code, message)) => Err(Error::new(
+                ErrorKind::from_code(code).unwrap_or(ErrorKind::Invalid),
+                message,
+            )),
+        }
+    }
+}
+
+/// The reads of a plan's files made elsewhere (distributed tasks), each
+/// list in the order of the plan they were made for, with its labels.
+#[derive(Debug, Clone, Default)]
+pub struct RemoteReads {
+    /// The labels of [`Plan::dump_files`].
+    pub dump_labels: Vec<String>,
+    /// One partial per dump.
+    pub dumps: Vec<DumpPartial>,
+    /// The labels of [`Plan::trace_files`].
+    pub trace_labels: Vec<String>,
+    /// One partial per trace.
+    pub traces: Vec<FilePartial>,
+}
+
+impl RemoteReads {
+    fn into_reads(self, plan: &Plan) -> Result<Reads> {
+        let labels =
+            |files: &[(PathBuf, String)]| files.iter().map(|(_, l)| l.clone()).collect::<Vec<_>>();
+        if labels(plan.dump_files()) != self.dump_labels
+            || labels(plan.trace_files()) != self.trace_labels
+            || self.dumps.len() != self.dump_labels.len()
+        {
+            return Err(Error::invalid(
+                "the evidence changed between its listing and its reading (files added, removed or renamed); run the command again",
+            ));
+        }
+        let dumps = self.dumps.into_iter().map(DumpPartial::decode).collect();
+        let traces = if self.trace_labels.is_empty() {
+            Ok((Vec::new(), CacheStats::default()))
+        } else {
+            profiles_each_from_partials(self.traces, &self.trace_labels)
+        };
+        Ok(Reads { dumps, traces })
+    }
+}
+
+/// [`gather`], with the dumps and traces read elsewhere when `remote` is
+/// given (the same plan, listed again here, must name the same files).
+///
+/// # Errors
+/// As [`gather`]; evidence that changed since the reads were planned.
+pub fn gather_with(
+    paths: &[PathBuf],
+    options: &GatherOptions,
+    remote: Option<RemoteReads>,
+) -> Result<Evidence> {
+    let plan = plan(paths, options)?;
+    let reads = match remote {
+        None => read_here(&plan),
+        Some(remote) => remote.into_reads(&plan)?,
+    };
+    finish(plan, reads)
+}
+
 /// The files found, by kind: `(path, label)` each.
 struct Listing {
     dumps: Vec<(PathBuf, String)>,
@@ -149,6 +264,64 @@ struct Listing {
 /// there was one); a merged trace mixed with other traces; evidence of
 /// different jobs.
 pub fn gather(paths: &[PathBuf], options: &GatherOptions) -> Result<Evidence> {
+    let plan = plan(paths, options)?;
+    let reads = read_here(&plan);
+    finish(plan, reads)
+}
+
+/// A gather in three steps, so the reads of the dumps and the profiler
+/// traces (the large per-rank files) can run elsewhere, one distributed task
+/// per file: [`plan`] lists and classifies the files; the caller reads
+/// [`Plan::dump_files`] and [`Plan::trace_files`] ([`read_here`] in this
+/// process); [`finish`] assembles the evidence from those reads exactly as
+/// [`gather`] does, errors and notes included.
+pub struct Plan {
+    paths: Vec<PathBuf>,
+    options: GatherOptions,
+    evidence: Evidence,
+    damage: Vec<Error>,
+    listing: Listing,
+    dumps_used: bool,
+}
+
+impl Plan {
+    /// The Flight Recorder dumps the analysis decodes: `(path, label)`.
+    #[must_use]
+    pub fn dump_files(&self) -> &[(PathBuf, String)] {
+        if self.dumps_used {
+            &self.listing.dumps
+        } else {
+            &[]
+        }
+    }
+
+    /// The profiler traces the analysis reads: `(path, label)`.
+    #[must_use]
+    pub fn trace_files(&self) -> &[(PathBuf, String)] {
+        &self.listing.traces
+    }
+
+    /// The profile cache directory the traces are read with.
+    #[must_use]
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.options.cache_dir.as_deref()
+    }
+}
+
+/// What reading a plan's files gave, in the plan's order.
+pub struct Reads {
+    /// One result per [`Plan::dump_files`] entry: the decoded dump, or its
+    /// path-free error.
+    pub dumps: Vec<Result<FrDump>>,
+    /// The [`Plan::trace_files`] read as [`read_each`] reads them.
+    pub traces: Result<(Vec<Result<RankProfile>>, CacheStats)>,
+}
+
+/// Lists and classifies the evidence in `paths` (files or directories).
+///
+/// # Errors
+/// A missing path; a directory that cannot be read or holds too many files.
+pub fn plan(paths: &[PathBuf], options: &GatherOptions) -> Result<Plan> {
     let mut listed: Vec<PathBuf> = Vec::new();
     for p in paths {
         let meta = std::fs::metadata(p)
@@ -184,8 +357,58 @@ pub fn gather(paths: &[PathBuf], options: &GatherOptions) -> Result<Evidence> {
             .files
             .push(skipped(label, "not used by this analysis"));
     }
+    Ok(Plan {
+        paths: paths.to_vec(),
+        options: options.clone(),
+        evidence,
+        damage,
+        listing,
+        dumps_used,
+    })
+}
+
+/// Reads a plan's dumps and traces in this process, in parallel.
+#[must_use]
+pub fn read_here(plan: &Plan) -> Reads {
+    let dumps = plan
+        .dump_files()
+        .par_iter()
+        .map(|(path, _)| read_dump_file(path))
+        .collect();
+    let traces = plan.trace_files();
+    let traces = if traces.is_empty() {
+        Ok((Vec::new(), CacheStats::default()))
+    } else {
+        let (paths, labels): (Vec<PathBuf>, Vec<String>) = traces.iter().cloned().unzip();
+        read_each(&paths, &labels, None, plan.cache_dir())
+    };
+    Reads { dumps, traces }
+}
+
+/// One Flight Recorder dump decoded (errors path-free).
+///
+/// # Errors
+/// An unreadable file or one that is not a dump.
+pub fn read_dump_file(path: &Path) -> Result<FrDump> {
+    read_input(path, MAX_INPUT_BYTES).and_then(|b| read_dump(&b))
+}
+
+/// Assembles the evidence from a plan and its reads.
+///
+/// # Errors
+/// As [`gather`].
+pub fn finish(plan: Plan, reads: Reads) -> Result<Evidence> {
+    let Plan {
+        paths,
+        options,
+        mut evidence,
+        mut damage,
+        listing,
+        dumps_used,
+    } = plan;
+    let traces_only = options.uses != Uses::Everything;
     if dumps_used {
-        read_dumps(&mut evidence, &mut damage, listing.dumps);
+        add_dumps(&mut evidence, &mut damage, listing.dumps, reads.dumps);
     }
     if let Some((path, label)) = listing.merged.first() {
         if let Some(other) = listing
@@ -200,7 +423,7 @@ pub fn gather(paths: &[PathBuf], options: &GatherOptions) -> Result<Evidence> {
         }
         read_merged(&mut evidence, path, label)?;
     }
-    read_traces(&mut evidence, &mut damage, listing.traces, options)?;
+    add_traces(&mut evidence, &mut damage, listing.traces, reads.traces)?;
     if !traces_only {
         texts::read_texts(&mut evidence, &mut damage, listing.texts);
     }
@@ -216,7 +439,7 @@ pub fn gather(paths: &[PathBuf], options: &GatherOptions) -> Result<Evidence> {
     if let Some(first) = damage.into_iter().next() {
         return Err(first);
     }
-    Err(nothing_usable(paths, &evidence, options.uses))
+    Err(nothing_usable(&paths, &evidence, options.uses))
 }
 
 /// The error for evidence with nothing usable in it, naming what was seen.
@@ -353,31 +576,29 @@ pub(super) fn damaged(evidence: &mut Evidence, damage: &mut Vec<Error>, label: &
     damage.push(e);
 }
 
-fn read_dumps(evidence: &mut Evidence, damage: &mut Vec<Error>, dumps: Vec<(PathBuf, String)>) {
-    let read: Vec<(String, Result<LabeledDump>)> = dumps
-        .into_par_iter()
-        .map(|(path, label)| {
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let dump = read_input(&path, MAX_INPUT_BYTES).and_then(|b| read_dump(&b));
-            let result = dump.and_then(|dump| {
-                let rank = rank_from_file_name(&name).ok_or_else(|| {
-                    Error::invalid(
-                        "cannot tell which rank wrote this Flight Recorder dump (torch names them <prefix><rank>, e.g. fr_trace_rank_3)",
-                    )
-                })?;
-                Ok(LabeledDump {
-                    label: label.clone(),
-                    rank,
-                    dump,
-                })
-            });
-            (label, result)
-        })
-        .collect();
-    for (label, result) in read {
+fn add_dumps(
+    evidence: &mut Evidence,
+    damage: &mut Vec<Error>,
+    dumps: Vec<(PathBuf, String)>,
+    reads: Vec<Result<FrDump>>,
+) {
+    for ((path, label), dump) in dumps.into_iter().zip(reads) {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let result = dump.and_then(|dump| {
+            let rank = rank_from_file_name(&name).ok_or_else(|| {
+                Error::invalid(
+                    "cannot tell which rank wrote this Flight Recorder dump (torch names them <prefix><rank>, e.g. fr_trace_rank_3)",
+                )
+            })?;
+            Ok(LabeledDump {
+                label: label.clone(),
+                rank,
+                dump,
+            })
+        });
         match result {
             Ok(d) => {
                 evidence.files.push(
@@ -393,17 +614,17 @@ fn read_dumps(evidence: &mut Evidence, damage: &mut Vec<Error>, dumps: Vec<(Path
     }
 }
 
-fn read_traces(
+fn add_traces(
     evidence: &mut Evidence,
     damage: &mut Vec<Error>,
     traces: Vec<(PathBuf, String)>,
-    options: &GatherOptions,
+    reads: Result<(Vec<Result<RankProfile>>, CacheStats)>,
 ) -> Result<()> {
     if traces.is_empty() {
         return Ok(());
     }
-    let (paths, labels): (Vec<PathBuf>, Vec<String>) = traces.into_iter().unzip();
-    let (results, _) = read_each(&paths, &labels, None, options.cache_dir.as_deref())?;
+    let labels: Vec<String> = traces.into_iter().map(|(_, label)| label).collect();
+    let (results, _) = reads?;
     let mut profiles = Vec::new();
     let mut kept = Vec::new();
     for (result, label) in results.into_iter().zip(labels) {

@@ -14,6 +14,7 @@
 //! it); a field of the wrong type is an error naming the entry and the field,
 //! an absent optional field takes its "unknown" value (−1, 0, `NaN`).
 
+pub mod codec;
 mod entry;
 #[cfg(test)]
 mod tests;

@@ -9,7 +9,8 @@
 
 use super::ops::Kind;
 use super::profile::{Call, FileFacts, GroupDecl, ProfileCounts, RankProfile};
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::import::bytes::{Reader, Writer, corrupt};
 
 const KINDS: [Kind; 11] = [
     Kind::AllReduce,
@@ -45,79 +46,6 @@ const DTYPES: [&str; 17] = [
     "float8_e5m2",
     "float8_e5m2fnuz",
 ];
-
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn i64(&mut self, v: i64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn f64(&mut self, v: f64) {
-        self.0.extend_from_slice(&v.to_bits().to_le_bytes());
-    }
-    fn str(&mut self, s: &str) {
-        self.u64(s.len() as u64);
-        self.0.extend_from_slice(s.as_bytes());
-    }
-    fn strs(&mut self, list: &[String]) {
-        self.u64(list.len() as u64);
-        for s in list {
-            self.str(s);
-        }
-    }
-}
-
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-fn corrupt() -> Error {
-    Error::invalid("cached profile is corrupted")
-}
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8]> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&e| e <= self.bytes.len())
-            .ok_or_else(corrupt)?;
-        let out = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(out)
-    }
-    fn u64(&mut self) -> Result<u64> {
-        let b = self.take(8)?;
-        Ok(u64::from_le_bytes(b.try_into().map_err(|_| corrupt())?))
-    }
-    fn i64(&mut self) -> Result<i64> {
-        Ok(self.u64()? as i64)
-    }
-    fn f64(&mut self) -> Result<f64> {
-        Ok(f64::from_bits(self.u64()?))
-    }
-    /// A count of items each at least `min_bytes` long, bounded by what remains.
-    fn count(&mut self, min_bytes: usize) -> Result<usize> {
-        let n = self.u64()?;
-        let left = (self.bytes.len() - self.at) as u64;
-        if n.saturating_mul(min_bytes.max(1) as u64) > left {
-            return Err(corrupt());
-        }
-        Ok(n as usize)
-    }
-    fn str(&mut self) -> Result<String> {
-        let n = self.count(1)?;
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| corrupt())
-    }
-    fn strs(&mut self) -> Result<Vec<String>> {
-        let n = self.count(8)?;
-        (0..n).map(|_| self.str()).collect()
-    }
-}
 
 /// Encodes a profile.
 #[must_use]
@@ -217,7 +145,7 @@ const CALL_BYTES: usize = 8 * (7 + 12 + 5 + 1);
 /// # Errors
 /// Bytes that are not an encoded profile.
 pub fn decode(bytes: &[u8]) -> Result<RankProfile> {
-    let mut r = Reader { bytes, at: 0 };
+    let mut r = Reader::new(bytes);
     let rank = r.i64()?;
     let world = r.i64()?;
     let backend = r.str()?;
@@ -264,7 +192,7 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile> {
     for _ in 0..n {
         calls.push(decode_call(&mut r, names.len(), phases.len())?);
     }
-    if r.at != bytes.len() {
+    if !r.done() {
         return Err(corrupt());
     }
     Ok(RankProfile {

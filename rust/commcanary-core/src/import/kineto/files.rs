@@ -172,6 +172,19 @@ pub fn profiles_from_partials(
     partials: Vec<FilePartial>,
     labels: &[String],
 ) -> Result<(Vec<RankProfile>, CacheStats)> {
+    let (each, stats) = profiles_each_from_partials(partials, labels)?;
+    Ok((each.into_iter().collect::<Result<_>>()?, stats))
+}
+
+/// Each file's profile from its partial, as [`read_each`] gives them: a
+/// file that could not be read is its own error (its one line).
+///
+/// # Errors
+/// Two files with the same content.
+pub fn profiles_each_from_partials(
+    partials: Vec<FilePartial>,
+    labels: &[String],
+) -> Result<(Vec<Result<RankProfile>>, CacheStats)> {
     if partials.len() != labels.len() {
         return Err(Error::internal("one partial per file"));
     }
@@ -180,15 +193,19 @@ pub fn profiles_from_partials(
         return Err(e);
     }
     let mut stats = CacheStats::default();
-    let mut profiles = Vec::with_capacity(partials.len());
-    for (partial, label) in partials.into_iter().zip(labels) {
-        let (bytes, served) = partial.profile.map_err(Error::invalid)?;
-        let profile = codec::decode(&bytes)
-            .map_err(|e| Error::invalid(format!("{label}: a damaged partial ({})", e.message())))?;
-        stats.count(served);
-        profiles.push(profile);
-    }
-    Ok((profiles, stats))
+    let each = partials
+        .into_iter()
+        .zip(labels)
+        .map(|(partial, label)| {
+            let (bytes, served) = partial.profile.map_err(Error::invalid)?;
+            let profile = codec::decode(&bytes).map_err(|e| {
+                Error::invalid(format!("{label}: a damaged partial ({})", e.message()))
+            })?;
+            stats.count(served);
+            Ok(profile)
+        })
+        .collect();
+    Ok((each, stats))
 }
 
 impl CacheStats {

@@ -35,8 +35,8 @@ pub mod timeline;
 
 pub use events::PartialCollective;
 pub use files::{
-    CacheStats, FilePartial, Served, duplicate_error, profiles_from_partials, read_each,
-    read_files, read_one,
+    CacheStats, FilePartial, Served, duplicate_error, profiles_each_from_partials,
+    profiles_from_partials, read_each, read_files, read_one,
 };
 pub use from_trace::job_from_trace;
 pub use job::{

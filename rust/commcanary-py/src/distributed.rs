@@ -1,0 +1,134 @@
+//! What a distributed run passes across processes: one file's partial
+//! (`kineto_partial`, `dump_partial`: run by a task on a worker, the
+//! interpreter released), the files an analysis will read
+//! (`evidence_files`), and the conversion of the partials the client
+//! gathered back into the core's types (`file_partial`, `remote_reads`).
+
+use std::path::PathBuf;
+
+use commcanary_core::analysis::evidence::{DumpPartial, GatherOptions, RemoteReads, plan};
+use commcanary_core::import::cache::Fingerprint;
+use commcanary_core::import::kineto::{FilePartial, Served, codec, read_one};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::errors::detached;
+
+/// A Kineto file's partial as Python holds it: fingerprint, encoded
+/// profile, error line, how it was served.
+pub(crate) type KinetoPartialArg = (Option<Vec<u8>>, Option<Vec<u8>>, Option<String>, String);
+/// A dump's partial as Python holds it: encoded dump, or error kind code and
+/// path-free message.
+pub(crate) type DumpPartialArg = (Option<Vec<u8>>, Option<u8>, Option<String>);
+/// An analysis' remote reads: dump labels and partials, trace labels and
+/// partials, in the plan's order.
+pub(crate) type ReadsArg = (
+    Vec<String>,
+    Vec<DumpPartialArg>,
+    Vec<String>,
+    Vec<KinetoPartialArg>,
+);
+
+/// The core's `FilePartial` from Python's tuple.
+pub(crate) fn file_partial((fingerprint, profile, error, served): KinetoPartialArg) -> FilePartial {
+    FilePartial {
+        fingerprint: fingerprint
+            .as_deref()
+            .and_then(|b| Fingerprint::try_from(b).ok()),
+        profile: match (profile, error) {
+            (_, Some(message)) => Err(message),
+            (Some(bytes), None) => Ok((bytes, Served::from_name(&served))),
+            (None, None) => Err("a task returned no profile".to_owned()),
+        },
+    }
+}
+
+/// The core's `RemoteReads` from Python's tuple.
+pub(crate) fn remote_reads((dump_labels, dumps, trace_labels, traces): ReadsArg) -> RemoteReads {
+    RemoteReads {
+        dump_labels,
+        dumps: dumps
+            .into_iter()
+            .map(|(bytes, code, message)| DumpPartial {
+                dump: match (bytes, message) {
+                    (_, Some(message)) => Err((code.unwrap_or(u8::MAX), message)),
+                    (Some(bytes), None) => Ok(bytes),
+                    (None, None) => Err((u8::MAX, "a task returned no dump".to_owned())),
+                },
+            })
+            .collect(),
+        trace_labels,
+        traces: traces.into_iter().map(file_partial).collect(),
+    }
+}
+
+/// One file of a job read on its own, in Rust with the interpreter
+/// released: the task a distributed import runs per file. Returns
+/// `(fingerprint, profile, error, served)`: the file's BLAKE3 fingerprint
+/// (`None` when it could not be read), its profile in the cache's codec
+/// (`None` on an error), the error's one line naming `label`, and how it
+/// was served (`"hit"`, `"parsed"`, `"parsed-unstored"`). Never raises for
+/// the file's own faults: the merge reports them in the single-process
+/// order.
+#[pyfunction]
+#[pyo3(signature = (path, label, *, rank=None, cache_dir=None))]
+#[allow(clippy::type_complexity)]
+pub(crate) fn kineto_partial<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    label: String,
+    rank: Option<i64>,
+    cache_dir: Option<PathBuf>,
+) -> PyResult<(
+    Option<Bound<'py, PyBytes>>,
+    Option<Bound<'py, PyBytes>>,
+    Option<String>,
+    &'static str,
+)> {
+    let (fingerprint, profile) = detached(py, None, move || {
+        let (fingerprint, profile) = read_one(&path, &label, rank, cache_dir.as_deref());
+        let profile = profile.map(|(p, served)| (codec::encode(&p), served));
+        Ok((fingerprint, profile))
+    })?;
+    let fp = fingerprint.as_ref().ok().map(|f| PyBytes::new(py, f));
+    Ok(match profile {
+        Ok((bytes, served)) => (fp, Some(PyBytes::new(py, &bytes)), None, served.name()),
+        Err(e) => (fp, None, Some(e.message().to_owned()), "parsed"),
+    })
+}
+
+/// The files the analysis `analysis` (`hang`, `stragglers`, `steps`,
+/// `timeline`) reads in `paths`, listed and classified here: `(dumps,
+/// traces)`, each a list of `(path, label)` for the tasks to read.
+#[pyfunction]
+#[pyo3(signature = (paths, analysis, *, cache_dir=None))]
+#[allow(clippy::type_complexity)]
+pub(crate) fn evidence_files(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    analysis: String,
+    cache_dir: Option<PathBuf>,
+) -> PyResult<(Vec<(PathBuf, String)>, Vec<(PathBuf, String)>)> {
+    detached(py, None, move || {
+        let options = GatherOptions::for_analysis(&analysis, cache_dir)?;
+        let plan = plan(&paths, &options)?;
+        Ok((plan.dump_files().to_vec(), plan.trace_files().to_vec()))
+    })
+}
+
+/// One Flight Recorder dump read and decoded in Rust with the interpreter
+/// released: the task a distributed analysis runs per dump. Returns
+/// `(dump, kind, message)`: the dump in the core's codec, or the error's
+/// kind code and path-free message. Never raises for the file's faults.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+pub(crate) fn dump_partial<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+) -> PyResult<(Option<Bound<'py, PyBytes>>, Option<u8>, Option<String>)> {
+    let partial = detached(py, None, move || Ok(DumpPartial::read(&path)))?;
+    Ok(match partial.dump {
+        Ok(bytes) => (Some(PyBytes::new(py, &bytes)), None, None),
+        Err((code, message)) => (None, Some(code), Some(message)),
+    })
+}
