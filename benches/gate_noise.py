@@ -27,8 +27,8 @@ already in the work directory is reused, so an interrupted harness resumes):
    interval should contain it.
 
 With ``--small-scale K`` each round also measures a small regression (every
-message K times larger), after the rounds (so not interleaved), judged
-against the first baseline side: a regression below the smallest
+message K times larger) as a fourth side, interleaved with the other three,
+judged against the first baseline side: a regression below the smallest
 detectable one.
 
 Prints the verdict counts, the policy's thresholds and smallest detectable
@@ -126,7 +126,7 @@ def main() -> int:
         type=float,
         default=None,
         help="Also measure a small regression (messages this many times larger) per round, "
-        "after the rounds, and judge it against the first baseline side.",
+        "interleaved with the other sides, and judge it against the first baseline side.",
     )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -144,25 +144,20 @@ def main() -> int:
     print(printed, end="")
     rounds = []
     n = args.runs_per_side
+    scales = [("a1", 1.0), ("a2", 1.0), ("b", args.bytes_scale)]
+    if args.small_scale is not None:
+        scales.append(("c", args.small_scale))
     for r in range(args.aa):
-        sides: dict[str, list[Path]] = {"a1": [], "a2": [], "b": []}
-        # Interleaved (a1, a2, b, a1, a2, b, ...): a drift of the host moves every side alike.
+        sides: dict[str, list[Path]] = {side: [] for side, _ in scales}
+        # Interleaved (a1, a2, b, [c,] a1, a2, b, ...): a drift of the host moves every side alike.
         for i in range(n):
-            for side, scale in (("a1", 1.0), ("a2", 1.0), ("b", args.bytes_scale)):
+            for side, scale in scales:
                 sides[side].append(_run(canary, work / f"round{r:02d}" / f"{side}-{i}.json", args, scale))
         rounds.append(sides)
         print(
             f"round {r + 1}/{args.aa} measured ({time.perf_counter() - start:.0f} s)",
             file=sys.stderr,
             flush=True,
-        )
-    if args.small_scale is not None:
-        for r, sides in enumerate(rounds):
-            sides["c"] = [
-                _run(canary, work / f"round{r:02d}" / f"c-{i}.json", args, args.small_scale) for i in range(n)
-            ]
-        print(
-            f"small regressions measured ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True
         )
     a_runs = [p for s in rounds for p in s["a1"] + s["a2"]]
     b_runs = [p for s in rounds for p in s["b"]]
