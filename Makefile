@@ -7,10 +7,10 @@ PYTHON := $(BIN)/python
 PY_SRC := python tests benches fuzz
 
 # The development tools: pyproject.toml's build backend, dependencies, `test`
-# extra and `dask` extra (light; the distributed tests), as
+# extra, `dask` and `arrow` extras (light; the distributed and Arrow tests), as
 # scripts/dev_packages.py prints them (scripts/test.sh installs the same list
 # plus torch and fuzz).
-DEV_PACKAGES = $(shell python3 scripts/dev_packages.py dask | sed 's/.*/"&"/')
+DEV_PACKAGES = $(shell python3 scripts/dev_packages.py dask arrow | sed 's/.*/"&"/')
 
 # Quick benchmark options; override, e.g. `make bench BENCH_ARGS="--repeat 3"`.
 BENCH_ARGS ?=

@@ -30,9 +30,9 @@ stage "install the development packages"
 quietly python -m pip install --upgrade pip
 # The development packages, from pyproject.toml (scripts/dev_packages.py),
 # with the `torch` extra (the real-process tests), the `dask` extra (a real
-# scheduler and workers) and the `fuzz` extra (atheris, the Python fuzz
-# targets).
-mapfile -t PACKAGES < <(python scripts/dev_packages.py torch dask fuzz)
+# scheduler and workers), the `arrow` extra (pyarrow: Arrow and Parquet) and
+# the `fuzz` extra (atheris, the Python fuzz targets).
+mapfile -t PACKAGES < <(python scripts/dev_packages.py torch dask arrow fuzz)
 quietly python -m pip install "${PACKAGES[@]}"
 # Every test tier runs here: a missing tool (Chromium, torch) stops pytest
 # before any test instead of skipping a tier.

@@ -61,14 +61,37 @@ def check_distinct_paths(
     :class:`OptionError` naming the output's option, for example
     ``output: t.json is the input TRACE; choose another path``.
     """
-    seen = [(label, path) for label, path in inputs if path is not None]
+    # Each path is resolved and stat-ed once and looked up by both keys, so
+    # a command over thousands of files checks them in linear time; the
+    # rule is :func:`same_file`'s.
+    by_path: dict[Path, str] = {}
+    by_inode: dict[tuple[int, int], str] = {}
+
+    def keys(path: PathArg) -> tuple[Path, tuple[int, int] | None]:
+        try:
+            st = os.stat(path)
+            inode = (st.st_dev, st.st_ino)
+        except (OSError, ValueError):
+            inode = None
+        return Path(path).resolve(), inode
+
+    def remember(label: str, path: PathArg) -> None:
+        resolved, inode = keys(path)
+        by_path.setdefault(resolved, label)
+        if inode is not None:
+            by_inode.setdefault(inode, label)
+
+    for label, path in inputs:
+        if path is not None:
+            remember(label, path)
     for option, label, path in outputs:
         if path is None:
             continue
-        for other_label, other in seen:
-            if same_file(path, other):
-                raise OptionError(option, f"{os.fspath(path)} is {other_label}; choose another path")
-        seen.append((label, path))
+        resolved, inode = keys(path)
+        other = by_path.get(resolved) or (by_inode.get(inode) if inode is not None else None)
+        if other is not None:
+            raise OptionError(option, f"{os.fspath(path)} is {other}; choose another path")
+        remember(label, path)
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:

@@ -24,6 +24,7 @@ from commcanary.formats import STRAGGLERS_FORMAT
 
 if TYPE_CHECKING:
     import numpy as np
+    import pyarrow as pa
     from distributed import Client
 
 __all__ = ["STRAGGLERS_FORMAT", "StragglerReport", "diagnose_stragglers"]
@@ -85,6 +86,14 @@ class StragglerReport:
             for name, values in columns.items()
         }
         return out
+
+    def to_arrow(self, table: str = "members") -> pa.Table:
+        """``table`` (``members``, ``steps``, ``findings``, ``ranks``) as an
+        Apache Arrow table (:func:`commcanary.arrow.straggler_table`; needs
+        pyarrow, the ``arrow`` extra)."""
+        from commcanary.arrow import straggler_table
+
+        return straggler_table(self, table)
 
     @property
     def findings(self) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Protocol
 
 import typer
 
-from commcanary.cli import EXIT_NEGATIVE, Command, check_paths, errors_exit
+from commcanary.cli import EXIT_NEGATIVE, EXIT_USAGE, Command, check_paths, errors_exit, fail
 from commcanary.cli._cluster import ClusterAddress, WorkerMemory, Workers, client_for
 from commcanary.cli._output import write_text
 from commcanary.cli.import_ import CacheDir, NoCache
@@ -131,11 +131,12 @@ def run_on_traces(
     cache_dir: Path | None,
     no_cache: bool,
     cluster: tuple[str | None, int | None, str | None] = (None, None, None),
+    write: bool = True,
 ) -> Any:
     """Checks the paths, runs ``analyse(traces, cache_dir=..., client=...)``
     (inside the caller's error boundary; on Dask when ``cluster``, the
     ``--cluster``, ``--workers`` and ``--worker-memory`` values, asks),
-    prints its lines and writes ``-o``."""
+    prints its lines and writes ``-o`` (unless ``write`` is false)."""
     from commcanary.importers import default_cache_dir
 
     for path in traces:
@@ -143,8 +144,19 @@ def run_on_traces(
     cache = None if no_cache else (cache_dir or default_cache_dir())
     with client_for(*cluster) as client:
         report = analyse(traces, cache_dir=cache, client=client)
-    print_and_write(report, outputs["output"])
+    print_and_write(report, outputs["output"] if write else None)
     return report
+
+
+StragglersFormat = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        metavar="FORMAT",
+        help="What -o holds: json (the commcanary.stragglers.v1 document, default) or parquet (the "
+        "per-instance member table, one row per rank of every collective; needs commcanary[arrow]).",
+    ),
+]
 
 
 @diagnose_app.command("stragglers", cls=Command)
@@ -158,14 +170,30 @@ def stragglers_command(
     cluster: ClusterAddress = None,
     workers: Workers = None,
     worker_memory: WorkerMemory = None,
+    output_format: StragglersFormat = "json",
 ) -> None:
     """Who is slow, and what it costs: late arrivals and slow collectives per step, ranked by cost."""
     with errors_exit(ctx):
         from commcanary.analysis import diagnose_stragglers
 
+        if output_format not in ("json", "parquet"):
+            fail("--format must be json or parquet", EXIT_USAGE)
+        parquet = output_format == "parquet"
+        if parquet:
+            from commcanary.arrow import require_arrow
+
+            require_arrow()
         outputs = {"output": output, "html": html}
         on = (cluster, workers, worker_memory)
-        report = run_on_traces(ctx, diagnose_stragglers, traces, outputs, cache_dir, no_cache, on)
+        report = run_on_traces(
+            ctx, diagnose_stragglers, traces, outputs, cache_dir, no_cache, on, write=not parquet
+        )
+        if parquet and output is not None:
+            from commcanary.arrow import straggler_table, write_parquet
+
+            table = straggler_table(report, "members")
+            write_parquet(table, output)
+            typer.echo(f"wrote the member table ({table.num_rows} rows, Parquet): {output}")
         if html is not None:
             write_text(html, report.render_html())
             typer.echo(f"wrote HTML view: {html}")

@@ -78,6 +78,17 @@ MaxJsonItems = Annotated[
 ]
 
 
+Format = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        metavar="FORMAT",
+        help="json (the commcanary.trace.v1 trace, default) or parquet (one row per event: the trace's "
+        "columns, for Polars, DuckDB and pandas; needs commcanary[arrow]).",
+    ),
+]
+
+
 def _read_offsets(path: Path) -> dict[int, float]:
     """``{"rank": us}`` from a JSON file, read by the core (exit 3 on anything else)."""
     from commcanary import _core
@@ -102,10 +113,18 @@ def import_kineto_command(
     cluster: ClusterAddress = None,
     workers: Workers = None,
     worker_memory: WorkerMemory = None,
+    output_format: Format = "json",
 ) -> None:
     """Import PyTorch profiler (Kineto) traces of one rank or a whole job as a commcanary.trace.v1 trace."""
     with errors_exit(ctx):
         from commcanary.importers import default_cache_dir, import_kineto, kineto_files
+
+        if output_format not in ("json", "parquet"):
+            fail("--format must be json or parquet", EXIT_USAGE)
+        if output_format == "parquet":
+            from commcanary.arrow import require_arrow
+
+            require_arrow()
 
         files = kineto_files(traces)
         check_paths(ctx, inputs={"clock_offsets": clock_offsets}, outputs={"output": output})
@@ -142,7 +161,12 @@ def import_kineto_command(
                     max_input_bytes=max_input_bytes,
                     max_json_items=max_json_items,
                 )
-        imported.write(output)
+        if output_format == "parquet":
+            from commcanary.arrow import trace_table, write_parquet
+
+            write_parquet(trace_table(imported.trace), output)
+        else:
+            imported.write(output)
         if len(files) == 1:
             typer.echo(
                 f"imported {imported.imported} collective events "

@@ -93,6 +93,14 @@ impl PyTrace {
         Ok(values.to_vec().into_pyarray(py))
     }
 
+    /// The events as an Apache Arrow table (`commcanary.arrow.trace_table`;
+    /// needs pyarrow, the `arrow` extra).
+    fn to_arrow<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import("commcanary.arrow")?
+            .call_method1("trace_table", (slf,))
+    }
+
     /// Whether each event carries a per-rank arrival map, as a bool array.
     fn has_arrival_map<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<bool>> {
         let flags = &self.inner.events.flags;
