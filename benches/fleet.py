@@ -54,18 +54,19 @@ def make_kineto_job(out: Path, ranks: int, rank_mb: float) -> int:
     if ranks % 4:
         raise SystemExit("--ranks must be a multiple of 4 (the fixture has 4 ranks)")
     out.mkdir(parents=True, exist_ok=True)
-    marker = out / f".made-{ranks}-{rank_mb}"
+    marker = out / f".made-{ranks}-{rank_mb}-v2"
     if marker.exists():
         return sum(p.stat().st_size for p in out.glob("rank*.json"))
     for p in out.glob("rank*.json"):
         p.unlink()
     total = 0
+    docs = [json.loads(gzip.decompress((KINETO / f"rank{r}.json.gz").read_bytes())) for r in range(4)]
+    # One period for every rank, so the ranks' repeats stay one job on one clock.
+    timed = [e for d in docs for e in d["traceEvents"] if "ts" in e]
+    span = max(e["ts"] + e.get("dur", 0) for e in timed) - min(e["ts"] for e in timed) + 1000.0
     for r in range(4):
-        doc = json.loads(gzip.decompress((KINETO / f"rank{r}.json.gz").read_bytes()))
+        doc = docs[r]
         events = doc.pop("traceEvents")
-        timed = [e for e in events if "ts" in e]
-        start = min(e["ts"] for e in timed)
-        span = max(e["ts"] + e.get("dur", 0) for e in timed) - start + 1000.0
         steps = max((int(m) for m in STEP.findall(json.dumps(events))), default=0)
         one = len(json.dumps(events))
         repeats = max(1, math.ceil(rank_mb * 1e6 / one))

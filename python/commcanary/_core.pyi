@@ -70,6 +70,7 @@ __all__ = [
     "BehaviorReference",
     "CompiledCanary",
     "Configurations",
+    "KinetoPartials",
     "ReplayReport",
     "ReplaySettings",
     "ReportDocument",
@@ -378,9 +379,16 @@ def dump_partial(path: str) -> tuple[bytes | None, int | None, str | None]: ...
 def kineto_partial(
     path: str, label: str, *, rank: int | None = None, cache_dir: str | None = None
 ) -> tuple[bytes | None, bytes | None, str | None, str]: ...
+
+@final
+class KinetoPartials:
+    def __init__(self) -> None: ...
+    def add(self, label: str, partial: tuple[bytes | None, bytes | None, str | None, str]) -> None: ...
+    def __len__(self) -> int: ...
+
 def import_kineto_partials(
     labels: list[str],
-    partials: list[tuple[bytes | None, bytes | None, str | None, str]],
+    partials: KinetoPartials,
     *,
     workload_name: str = ...,
     phase: str | None = None,

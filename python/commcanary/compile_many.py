@@ -174,16 +174,14 @@ def _run_on(
     core: dict[str, Any],
     progress: Callable[[int, int], None] | None,
 ) -> list[tuple[bytes | None, dict[str, Any] | None, str | None]]:
-    from commcanary.distributed import _cluster_faults, _tasks
+    from commcanary.distributed import _tasks, map_in_order
 
-    futures = [client.submit(_tasks.compile_trace, os.fspath(p), core, pure=False) for p in paths]
     results: list[Any] = []
-    with _cluster_faults():
-        # In input order: each result as it is ready (the later ones keep running meanwhile).
-        for done, future in enumerate(futures, start=1):
-            results.append(future.result())
-            if progress is not None:
-                progress(done, len(paths))
+    calls = [(os.fspath(p), core) for p in paths]
+    for done, result in enumerate(map_in_order(client, _tasks.compile_trace, calls), start=1):
+        results.append(result)
+        if progress is not None:
+            progress(done, len(paths))
     return results
 
 

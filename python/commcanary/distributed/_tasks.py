@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from commcanary import _core
 
-__all__ = ["compile_trace", "dump_partial", "kineto_partial"]
+__all__ = ["compile_trace", "dump_partial", "each", "kineto_partial"]
 
 #: Test-only: a path; the first task to create it kills its worker process
 #: (the way a node dies mid-task), so tests see Dask run the task elsewhere.
@@ -87,3 +88,10 @@ def compile_trace(
     except CommCanaryError as exc:
         return (None, None, str(exc))
     return (bytes(compiled.to_bytes()), dict(compiled.summary()), None)
+
+
+def each(task: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
+    """``task(*args)`` for each of ``calls``, in order: one Dask task for a
+    few files, so a job of thousands of small files does not pay the
+    scheduler's per-task cost for each."""
+    return [task(*args) for args in calls]

@@ -7,8 +7,9 @@
 use std::path::PathBuf;
 
 use commcanary_core::analysis::evidence::{DumpPartial, GatherOptions, RemoteReads, plan};
-use commcanary_core::import::cache::Fingerprint;
-use commcanary_core::import::kineto::{FilePartial, Served, codec, read_one};
+use std::sync::Mutex;
+
+use commcanary_core::import::kineto::{FilePartial, codec, read_one};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -29,17 +30,83 @@ pub(crate) type ReadsArg = (
     Vec<KinetoPartialArg>,
 );
 
-/// The core's `FilePartial` from Python's tuple.
-pub(crate) fn file_partial((fingerprint, profile, error, served): KinetoPartialArg) -> FilePartial {
-    FilePartial {
-        fingerprint: fingerprint
-            .as_deref()
-            .and_then(|b| Fingerprint::try_from(b).ok()),
-        profile: match (profile, error) {
+/// The core's `FilePartial` (decoded) from Python's tuple.
+pub(crate) fn file_partial(
+    label: &str,
+    (fingerprint, profile, error, served): KinetoPartialArg,
+) -> FilePartial {
+    let profile = match (profile, error) {
+        (_, Some(message)) => Err(message),
+        (Some(bytes), None) => Ok(bytes),
+        (None, None) => Err("a task returned no profile".to_owned()),
+    };
+    FilePartial::decoded(
+        label,
+        fingerprint.as_deref(),
+        profile.as_deref().map_err(Clone::clone),
+        &served,
+    )
+}
+
+/// A job's Kineto partials gathered one at a time: each is decoded as it is
+/// added, so the client never holds a job's encoded partials and their
+/// profiles at once. `import_kineto_partials` takes them.
+#[pyclass(name = "KinetoPartials", module = "commcanary._core")]
+#[derive(Default)]
+pub(crate) struct PyKinetoPartials {
+    pub(crate) partials: Mutex<Vec<FilePartial>>,
+}
+
+#[pymethods]
+impl PyKinetoPartials {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    /// Decodes and keeps one file's partial (what `kineto_partial`
+    /// returned), in file order; `label` names the file in errors.
+    #[allow(clippy::type_complexity)]
+    fn add(
+        &self,
+        label: &str,
+        partial: (
+            Option<Bound<'_, PyBytes>>,
+            Option<Bound<'_, PyBytes>>,
+            Option<String>,
+            String,
+        ),
+    ) {
+        let (fingerprint, profile, error, served) = partial;
+        let profile = match (&profile, error) {
             (_, Some(message)) => Err(message),
-            (Some(bytes), None) => Ok((bytes, Served::from_name(&served))),
+            (Some(bytes), None) => Ok(bytes.as_bytes()),
             (None, None) => Err("a task returned no profile".to_owned()),
-        },
+        };
+        let decoded = FilePartial::decoded(
+            label,
+            fingerprint.as_ref().map(|b| b.as_bytes()),
+            profile,
+            &served,
+        );
+        self.lock().push(decoded);
+    }
+
+    fn __len__(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+impl PyKinetoPartials {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<FilePartial>> {
+        self.partials
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes the partials out (the object is empty afterwards).
+    pub(crate) fn take(&self) -> Vec<FilePartial> {
+        std::mem::take(&mut *self.lock())
     }
 }
 
@@ -57,8 +124,12 @@ pub(crate) fn remote_reads((dump_labels, dumps, trace_labels, traces): ReadsArg)
                 },
             })
             .collect(),
+        traces: traces
+            .into_iter()
+            .zip(&trace_labels)
+            .map(|(t, label)| file_partial(label, t))
+            .collect(),
         trace_labels,
-        traces: traces.into_iter().map(file_partial).collect(),
     }
 }
 

@@ -18,7 +18,7 @@ use commcanary_core::json::JsonLimits;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::distributed::{KinetoPartialArg, file_partial};
+use crate::distributed::PyKinetoPartials;
 use crate::errors::detached;
 use crate::trace::PyTrace;
 
@@ -181,16 +181,16 @@ pub(crate) fn check_kineto_job_options(
     })
 }
 
-/// Merges a job from the per-file results of `kineto_partial` (in the
-/// order of `labels`), with `import_kineto_job`'s options, checks, errors
-/// and result: the same trace, byte for byte.
+/// Merges a job from its files' partials (`KinetoPartials`, one per file
+/// in the order of `labels`, taken out of it), with `import_kineto_job`'s
+/// options, checks, errors and result: the same trace, byte for byte.
 #[pyfunction]
 #[pyo3(signature = (labels, partials, *, workload_name="kineto-import".to_owned(), phase=None, rank=None, clock_offsets=None, strict=false))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub(crate) fn import_kineto_partials<'py>(
     py: Python<'py>,
     labels: Vec<String>,
-    partials: Vec<KinetoPartialArg>,
+    partials: PyRef<'py, PyKinetoPartials>,
     workload_name: String,
     phase: Option<String>,
     rank: Option<i64>,
@@ -198,6 +198,7 @@ pub(crate) fn import_kineto_partials<'py>(
     strict: bool,
 ) -> PyResult<(PyTrace, Bound<'py, PyDict>, Bound<'py, PyList>)> {
     let source = labels.join(", ");
+    let partials = partials.take();
     let job = detached(py, None, move || {
         let options = JobOptions::requested(
             workload_name,
@@ -207,7 +208,6 @@ pub(crate) fn import_kineto_partials<'py>(
             clock_offsets.unwrap_or_default(),
             strict,
         )?;
-        let partials = partials.into_iter().map(file_partial).collect();
         let (profiles, stats) = profiles_from_partials(partials, &labels)?;
         import_job_with_steps(profiles, &labels, &options).map(|job| (job, stats))
     })?;

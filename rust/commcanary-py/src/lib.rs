@@ -110,7 +110,7 @@ mod _core {
         recover_trace_steps,
     };
     #[pymodule_export]
-    use super::distributed::{dump_partial, evidence_files, kineto_partial};
+    use super::distributed::{PyKinetoPartials, dump_partial, evidence_files, kineto_partial};
     #[pymodule_export]
     use super::export::{export_param, job_timeline, read_hang_document, table_columns};
     #[pymodule_export]

@@ -103,6 +103,12 @@ fn candidates(job: &Job<'_>) -> Candidates {
     let mut pool = Vec::with_capacity(job.profiles.len());
     let mut at = Vec::with_capacity(job.profiles.len());
     for (slot, p) in job.profiles.iter().enumerate() {
+        // The groups this rank is in, ascending: a call can only be on one
+        // of them (`fits` asks that first), so a job of many small groups
+        // costs each call its rank's groups, not every group of the job.
+        let members: Vec<u32> = (0..job.groups.len() as u32)
+            .filter(|&g| job.groups[g as usize].ranks.contains(&p.rank))
+            .collect();
         let mut mine: Vec<u32> = Vec::new();
         let mut spans = Vec::with_capacity(p.calls.len());
         for c in &p.calls {
@@ -110,7 +116,9 @@ fn candidates(job: &Job<'_>) -> Candidates {
             if c.group >= 0 {
                 mine.push(job.group_maps[slot][c.group as usize] as u32);
             } else {
-                let mut fit: Vec<u32> = (0..job.groups.len() as u32)
+                let mut fit: Vec<u32> = members
+                    .iter()
+                    .copied()
                     .filter(|&g| fits(c, p.rank, &job.groups[g as usize]))
                     .collect();
                 fit.sort_by_key(|&g| std::cmp::Reverse(job.groups[g as usize].ranks.len()));

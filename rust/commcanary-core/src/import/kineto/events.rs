@@ -147,22 +147,34 @@ pub(super) fn write_events(
 }
 
 /// Distinct groups running during each prepared instance (itself included).
+///
+/// Each group seen is stamped with the instance it was counted for, so an
+/// instance costs the instances overlapping it, not a sort of their groups:
+/// a job of many concurrent groups (data-parallel replicas) stays linear
+/// in its overlap.
 fn concurrent_groups(prepared: &[Prepared]) -> Vec<i64> {
     let mut out = Vec::with_capacity(prepared.len());
     let mut active: Vec<(f64, usize)> = Vec::new();
+    let group_count = prepared.iter().map(|p| p.group + 1).max().unwrap_or(0);
+    let mut counted_for = vec![usize::MAX; group_count];
     for (i, p) in prepared.iter().enumerate() {
         active.retain(|a| a.0 > p.start);
-        let mut groups: Vec<usize> = active.iter().map(|a| a.1).collect();
-        groups.push(p.group);
+        let mut distinct = 0i64;
+        let mut count = |g: usize| {
+            if counted_for[g] != i {
+                counted_for[g] = i;
+                distinct += 1;
+            }
+        };
+        active.iter().for_each(|a| count(a.1));
+        count(p.group);
         for q in &prepared[i + 1..] {
             if q.start >= p.end {
                 break;
             }
-            groups.push(q.group);
+            count(q.group);
         }
-        groups.sort_unstable();
-        groups.dedup();
-        out.push(groups.len() as i64);
+        out.push(distinct);
         active.push((p.end, p.group));
     }
     out

@@ -151,15 +151,37 @@ impl Served {
 }
 
 /// One file's read as a distributed task returns it ([`read_one`], the
-/// profile in [`codec`] bytes): its fingerprint when it could be taken, and
+/// profile sent in [`codec`] bytes and decoded on arrival,
+/// [`FilePartial::decoded`]): its fingerprint when it could be taken, and
 /// its profile or the file's one-line error.
 #[derive(Debug, Clone)]
 pub struct FilePartial {
     /// BLAKE3 of the file's bytes.
     pub fingerprint: Option<Fingerprint>,
-    /// The encoded profile and how it was served, or the error (naming the
-    /// file).
-    pub profile: std::result::Result<(Vec<u8>, Served), String>,
+    /// The profile and how it was served, or the error (naming the file).
+    pub profile: std::result::Result<(RankProfile, Served), String>,
+}
+
+impl FilePartial {
+    /// A partial from what a task sent: the fingerprint's bytes, the encoded
+    /// profile or the error line, and how the profile was served. Bytes that
+    /// do not decode become the file's error, naming `label`.
+    #[must_use]
+    pub fn decoded(
+        label: &str,
+        fingerprint: Option<&[u8]>,
+        profile: std::result::Result<&[u8], String>,
+        served: &str,
+    ) -> FilePartial {
+        FilePartial {
+            fingerprint: fingerprint.and_then(|b| Fingerprint::try_from(b).ok()),
+            profile: profile.and_then(|bytes| {
+                codec::decode(bytes)
+                    .map(|p| (p, Served::from_name(served)))
+                    .map_err(|e| format!("{label}: a damaged partial ({})", e.message()))
+            }),
+        }
+    }
 }
 
 /// A job's profiles from its files' partials (in file order), with the
@@ -167,7 +189,7 @@ pub struct FilePartial {
 /// same content first, then the first file that could not be read.
 ///
 /// # Errors
-/// As [`read_files`]; a partial whose profile does not decode.
+/// As [`read_files`].
 pub fn profiles_from_partials(
     partials: Vec<FilePartial>,
     labels: &[String],
@@ -195,12 +217,8 @@ pub fn profiles_each_from_partials(
     let mut stats = CacheStats::default();
     let each = partials
         .into_iter()
-        .zip(labels)
-        .map(|(partial, label)| {
-            let (bytes, served) = partial.profile.map_err(Error::invalid)?;
-            let profile = codec::decode(&bytes).map_err(|e| {
-                Error::invalid(format!("{label}: a damaged partial ({})", e.message()))
-            })?;
+        .map(|partial| {
+            let (profile, served) = partial.profile.map_err(Error::invalid)?;
             stats.count(served);
             Ok(profile)
         })
