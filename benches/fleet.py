@@ -259,7 +259,10 @@ def main() -> int:
             (work / "hang-single.json", work / "hang-dask.json"),
         )
         doc = json.loads((work / "hang-single.json").read_bytes())
-        results["hang"]["root"] = doc.get("root")
+        roots = doc.get("root") or []
+        results["hang"]["roots"] = len(roots)
+        results["hang"]["first_root"] = roots[0]["reason"] if roots else None
+        print(f"hang: {len(roots)} root(s) found, the first: {results['hang']['first_root']}")
     if "compile" not in skip:
         traces = make_traces(work / "traces", args.compile_traces)
         for d in ("cm-single", "cm-dask"):
