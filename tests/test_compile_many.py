@@ -78,3 +78,22 @@ def test_refusals_write_nothing(tmp_path: Path) -> None:
         assert result.exit_code == code, (args, result.output)
         assert text in result.output
         assert not out.exists()
+
+
+def test_an_out_dir_that_is_a_file_is_refused_before_any_compile(tmp_path: Path) -> None:
+    occupied = tmp_path / "occupied"
+    occupied.write_text("x")
+    result = runner.invoke(app, ["compile-many", str(TRACES[0]), "-o", str(occupied)])
+    assert result.exit_code == 3, result.output
+    assert "cannot create" in result.output or "not a directory" in result.output
+    assert occupied.read_text() == "x"
+
+
+def test_the_summary_may_not_overwrite_a_trace(tmp_path: Path) -> None:
+    trace = tmp_path / "compile-many.summary.json"
+    shutil.copyfile(TRACES[0], trace)
+    before = trace.read_bytes()
+    result = runner.invoke(app, ["compile-many", str(trace), "-o", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "is the input TRACE..." in result.output
+    assert trace.read_bytes() == before

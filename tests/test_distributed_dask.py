@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -53,12 +54,24 @@ class Cluster:
 
 
 def start_worker(
-    scheduler_file: Path, cwd: Path, name: str, env: dict[str, str] | None = None, preload: Path | None = None
+    scheduler_file: Path,
+    cwd: Path,
+    name: str,
+    env: dict[str, str] | None = None,
+    preload: Path | None = None,
+    hide: Path | None = None,
 ) -> subprocess.Popen[bytes]:
+    """A ``dask worker`` process; with ``hide``, in a mount namespace of its
+    own where an empty file system covers that directory (the worker's view
+    of storage differs from the client's, as on another machine)."""
     cmd = [str(DASK), "worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1"]
     cmd += ["--host", "127.0.0.1", "--no-dashboard", "--name", name]
     if preload is not None:
         cmd += ["--preload", str(preload)]
+    if hide is not None:
+        unshare = ["unshare", "-m", "--propagation", "private"] + ([] if os.geteuid() == 0 else ["-r"])
+        script = f"mount -t tmpfs tmpfs {shlex.quote(str(hide))} && exec {shlex.join(cmd)}"
+        cmd = [*unshare, "sh", "-c", script]
     with (cwd / f"{name}.log").open("wb") as log:
         return subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=log, stderr=log)
 
@@ -68,6 +81,7 @@ def start_cluster(
     workers: int = 2,
     env: dict[str, str] | None = None,
     preload: Path | None = None,
+    hide: Path | None = None,
 ) -> Cluster:
     """A scheduler and ``workers`` worker processes; workers run in their own
     directory (``where/workers``), so a relative path means something else
@@ -99,7 +113,7 @@ def start_cluster(
     address = json.loads(scheduler_file.read_text())["address"]
     worker_dir = where / "workers"
     worker_dir.mkdir(exist_ok=True)
-    procs = [start_worker(scheduler_file, worker_dir, f"w{i}", env, preload) for i in range(workers)]
+    procs = [start_worker(scheduler_file, worker_dir, f"w{i}", env, preload, hide) for i in range(workers)]
     cluster = Cluster(address, scheduler, procs)
     from distributed import Client
 
@@ -175,20 +189,37 @@ def test_compile_many_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
         assert (tmp_path / "here" / name).read_bytes() == (tmp_path / "out" / name).read_bytes()
 
 
-def test_a_file_the_workers_cannot_see(
+def test_a_file_the_workers_cannot_see(tmp_path: Path) -> None:
+    """The client sees the job; the worker, in a mount namespace where the
+    job's directory is an empty file system, does not: one line naming the
+    file and the worker, nothing written."""
+    job = tmp_path / "shared" / "job"
+    shutil.copytree(KINETO_JOBS[0], job)
+    c = start_cluster(tmp_path / "dask", workers=1, hide=tmp_path / "shared")
+    try:
+        out = tmp_path / "t.json"
+        code, text = invoke("import-kineto", str(job), "-o", str(out), "--no-cache", "--cluster", c.address)
+        assert code == 3, text
+        assert "not found on Dask worker" in text and "rank0.json.gz" in text
+        assert len(text.strip().splitlines()) == 1
+        assert not out.exists()
+    finally:
+        c.stop()
+
+
+def test_relative_paths_name_the_clients_files(
     cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Relative paths the client resolves and the workers (in another
-    directory) do not: one line naming the file, nothing written."""
-    job = tmp_path / "job"
-    shutil.copytree(KINETO_JOBS[0], job)
+    """A relative path means what it means here, not in a worker's own
+    directory; labels stay as given, so the output is the single-process one."""
+    shutil.copytree(KINETO_JOBS[0], tmp_path / "job")
     monkeypatch.chdir(tmp_path)
-    out = tmp_path / "t.json"
-    code, text = invoke("import-kineto", "job", "-o", str(out), "--no-cache", "--cluster", cluster.address)
-    assert code == 3
-    assert "not found on Dask worker" in text and "rank0.json.gz" in text
-    assert len(text.strip().splitlines()) == 1
-    assert not out.exists()
+    outputs = []
+    for where, extra in (("here", []), ("there", ["--cluster", cluster.address])):
+        code, text = invoke("import-kineto", "job", "-o", f"{where}.json", "--no-cache", *extra)
+        assert code == 0, text
+        outputs.append((tmp_path / f"{where}.json").read_bytes())
+    assert outputs[0] == outputs[1]
 
 
 def test_a_worker_killed_mid_import_changes_nothing(tmp_path: Path) -> None:
@@ -302,6 +333,7 @@ def test_a_local_cluster_started_by_the_command(tmp_path: Path) -> None:
         (["--workers", "0"], "--workers must be at least 1"),
         (["--workers", "1", "--cluster", "tcp://127.0.0.1:9"], "--cluster and --workers are alternatives"),
         (["--worker-memory", "1GiB"], "--worker-memory needs --workers"),
+        (["--workers", "1", "--worker-memory", "lots"], "--worker-memory lots is not a size"),
     ],
 )
 def test_cluster_option_misuse_is_a_usage_error(tmp_path: Path, args: list[str], expected: str) -> None:
@@ -360,3 +392,23 @@ def test_a_damaged_dump_on_the_cluster_is_the_same_note(cluster: Cluster, tmp_pa
     document = json.loads(results[0][2])
     (note,) = [f for f in document["evidence"] if f["file"].endswith("fr_trace_rank_2")]
     assert note["reason"].startswith("damaged: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--cluster", "http://127.0.0.1:9"], "cannot reach the Dask scheduler at http://127.0.0.1:9"),
+    ],
+)
+def test_a_cluster_that_cannot_be_had_is_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    out = tmp_path / "t.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "commcanary", "import-kineto", str(KINETO_JOBS[0]), "-o", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stderr
+    assert expected in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert not out.exists()

@@ -123,7 +123,12 @@ def write_parquet(table: pa.Table, path: str | os.PathLike[str]) -> Path:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         os.close(fd)
         try:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # the mode of any other output, not mkstemp's 0600
             pq.write_table(table, tmp, compression="zstd")
+            with open(tmp, "rb") as written:
+                os.fsync(written.fileno())
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -115,25 +115,15 @@ def compile_many(
     (nothing written).
     """
     paths = [Path(t) for t in traces]
-    if not paths:
-        raise InputError("no trace given")
     core = _core_options(options)
     _core.check_compile_options(**core)
-    names: dict[str, Path] = {}
-    for p in paths:
-        if not p.is_file():
-            raise InputError(f"{p} does not exist" if not p.exists() else f"{p} is not a file")
-        name = canary_name(p)
-        if name in names:
-            raise InputError(f"{p} and {names[name]} would both be compiled to {name}; rename one")
-        names[name] = p
-    out = Path(out_dir)
+    check_traces(paths)
+    out = prepare_out_dir(out_dir, paths)
     results: list[tuple[bytes | None, dict[str, Any] | None, str | None]]
     if client is None:
         results = _run_here(paths, core, threads, progress)
     else:
         results = _run_on(client, paths, core, progress)
-    out.mkdir(parents=True, exist_ok=True)
     outcomes = []
     for p, (data, summary, error) in zip(paths, results, strict=True):
         if data is None:
@@ -148,6 +138,41 @@ def compile_many(
     return outcomes
 
 
+def check_traces(paths: list[Path]) -> None:
+    """Refuse (:class:`InputError`) no trace, a trace that is not a file,
+    and two traces whose canaries would have the same name."""
+    if not paths:
+        raise InputError("no trace given")
+    names: dict[str, Path] = {}
+    for p in paths:
+        if not p.is_file():
+            raise InputError(f"{p} does not exist" if not p.exists() else f"{p} is not a file")
+        name = canary_name(p)
+        if name in names:
+            raise InputError(f"{p} and {names[name]} would both be compiled to {name}; rename one")
+        names[name] = p
+
+
+def prepare_out_dir(out_dir: str | os.PathLike[str], paths: list[Path]) -> Path:
+    """The output directory, created if missing, with every file this run
+    will write checked writable before any trace is compiled (a directory
+    or a link in a canary's place is refused here, not half-way through
+    the writes); :class:`OutputError` otherwise."""
+    from commcanary.errors import OutputError
+    from commcanary.io import check_output_path
+
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create {out}: {exc.strerror or exc}") from None
+    if not out.is_dir():
+        raise OutputError(f"cannot write into {out}: it is not a directory")
+    for target in [*(out / canary_name(p) for p in paths), out / SUMMARY_NAME]:
+        check_output_path(target)
+    return out
+
+
 def _run_here(
     paths: list[Path],
     core: dict[str, Any],
@@ -160,7 +185,7 @@ def _run_here(
     done = 0
     results = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for result in pool.map(lambda p: _tasks.compile_trace(os.fspath(p), core), paths):
+        for result in pool.map(lambda p: _tasks.compile_trace(os.path.abspath(p), str(p), core), paths):
             results.append(result)
             done += 1
             if progress is not None:
@@ -177,7 +202,7 @@ def _run_on(
     from commcanary.distributed import _tasks, map_in_order
 
     results: list[Any] = []
-    calls = [(os.fspath(p), core) for p in paths]
+    calls = [(os.path.abspath(p), str(p), core) for p in paths]
     for done, result in enumerate(map_in_order(client, _tasks.compile_trace, calls), start=1):
         results.append(result)
         if progress is not None:

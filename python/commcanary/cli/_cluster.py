@@ -46,6 +46,20 @@ WorkerMemory = Annotated[
 ]
 
 
+def _is_size(memory: str) -> bool:
+    """Whether Dask reads ``memory`` as a size (true without Dask: the
+    cluster then names the missing extra)."""
+    try:
+        from dask.utils import parse_bytes
+    except ImportError:
+        return True
+    try:
+        parse_bytes(memory)
+    except ValueError:
+        return False
+    return True
+
+
 @contextmanager
 def client_for(address: str | None, workers: int | None, memory: str | None) -> Iterator[Client | None]:
     """The checked Dask client the options ask for, or ``None`` (run here)."""
@@ -55,6 +69,8 @@ def client_for(address: str | None, workers: int | None, memory: str | None) -> 
         fail("--worker-memory needs --workers", EXIT_USAGE)
     if workers is not None and workers < 1:
         fail("--workers must be at least 1", EXIT_USAGE)
+    if memory is not None and not _is_size(memory):
+        fail(f"--worker-memory {memory} is not a size (e.g. 1.5GiB, 800MB)", EXIT_USAGE)
     if address is None and workers is None:
         yield None
         return

@@ -79,15 +79,18 @@ def compile_many_command(
         max_prefix_gap_error_us=max_prefix_gap_error_us,
     )
     with errors_exit(ctx):
-        from commcanary.compile_many import SUMMARY_NAME, canary_name, compile_many
+        from commcanary.compile_many import SUMMARY_NAME, canary_name, check_traces, compile_many
         from commcanary.io import check_distinct_paths
 
         for t in traces:
             check_paths(ctx, inputs={"traces": t}, outputs={})
-        # A directory that does not exist yet is created; in one that does, no canary may overwrite a trace.
+        check_traces(traces)
+        # A directory that does not exist yet is created; in one that does, no
+        # canary and not the summary may overwrite a trace.
         if out_dir.is_dir():
+            targets = [out_dir / canary_name(t) for t in traces] + [out_dir / SUMMARY_NAME]
             check_distinct_paths(
-                [("out_dir", "the --out-dir file", out_dir / canary_name(t)) for t in traces],
+                [("out_dir", "the --out-dir file", target) for target in targets],
                 [(describe(ctx, "traces"), t) for t in traces],
             )
         with (

@@ -132,12 +132,24 @@ def import_kineto_command(
             check_paths(ctx, inputs={"traces": f}, outputs={"output": output})
         offsets = _read_offsets(clock_offsets) if clock_offsets is not None else None
         cache = None if no_cache else (cache_dir or default_cache_dir())
+        if (cluster is not None or workers is not None) and len(files) > 1:
+            # What the single-process import refuses first, refused before a cluster is reached.
+            if process_group is not None:
+                fail("--process-group applies to a single-file import only", EXIT_USAGE)
+            from commcanary import _core
+
+            _core.check_kineto_job_options(
+                len(files),
+                workload_name=workload_name,
+                phase=phase,
+                rank=rank,
+                clock_offsets=offsets,
+                strict=strict,
+            )
         with client_for(cluster, workers, worker_memory) as client:
             if client is not None and len(files) > 1:
                 from commcanary.distributed import import_kineto as import_on
 
-                if process_group is not None:
-                    fail("--process-group applies to a single-file import only", EXIT_USAGE)
                 imported = import_on(
                     client,
                     files,

@@ -88,25 +88,43 @@ def cluster(
     try:
         if address is not None:
             try:
+                # An address Dask cannot even parse is refused before a Client
+                # exists (a half-made one complains again when collected).
+                from distributed.comm.addressing import parse_address
+                from distributed.comm.registry import get_backend
+
+                get_backend(parse_address(address)[0])
+            except Exception as exc:
+                raise ClusterError(f"cannot reach the Dask scheduler at {address}: {_reason(exc)}") from None
+            try:
                 client = Client(address, timeout=timeout_s, set_as_default=False)
-            except (OSError, TimeoutError) as exc:
+            except Exception as exc:  # OSError, timeouts (asyncio's on 3.10), a bad address scheme
                 raise ClusterError(f"cannot reach the Dask scheduler at {address}: {_reason(exc)}") from None
         else:
             assert workers is not None
             if workers < 1:
                 raise ClusterError("--workers must be at least 1")
             import dask
+            from dask.utils import parse_bytes
 
-            with dask.config.set({"distributed.nanny.pre-spawn-environ": _worker_environ()}):
-                local = LocalCluster(
-                    n_workers=workers,
-                    threads_per_worker=1,
-                    processes=True,
-                    memory_limit=memory_limit if memory_limit is not None else "auto",
-                    dashboard_address=None,
-                    silence_logs=logging.ERROR,
-                )
-            client = Client(local, set_as_default=False)
+            if memory_limit is not None and isinstance(memory_limit, str):
+                try:
+                    parse_bytes(memory_limit)
+                except ValueError as exc:
+                    raise ClusterError(f"--worker-memory {memory_limit}: {_reason(exc)}") from None
+            try:
+                with dask.config.set({"distributed.nanny.pre-spawn-environ": _worker_environ()}):
+                    local = LocalCluster(
+                        n_workers=workers,
+                        threads_per_worker=1,
+                        processes=True,
+                        memory_limit=memory_limit if memory_limit is not None else "auto",
+                        dashboard_address=":0",  # any free port: never a clash with another cluster
+                        silence_logs=logging.ERROR,
+                    )
+                client = Client(local, set_as_default=False)
+            except Exception as exc:  # a bad --worker-memory, workers that do not start
+                raise ClusterError(f"cannot start a local Dask cluster: {_reason(exc)}") from None
         try:
             check_workers(client, timeout_s=timeout_s)
             yield client
@@ -140,9 +158,11 @@ def check_workers(client: Client, *, timeout_s: float = CONNECT_TIMEOUT_S) -> di
     """Every worker's ``commcanary`` version, checked against this client's
     before any work. Raises :class:`ClusterError` for no worker, a worker
     without ``commcanary``, or another version."""
+    import asyncio
+
     try:
         client.wait_for_workers(1, timeout=timeout_s)
-    except (OSError, TimeoutError):
+    except (OSError, TimeoutError, asyncio.TimeoutError):
         raise ClusterError(f"the Dask cluster has no worker after {timeout_s:g} s") from None
 
     def probe() -> str | None:  # pickled by value: runs where commcanary may be missing
@@ -173,6 +193,8 @@ def check_workers(client: Client, *, timeout_s: float = CONNECT_TIMEOUT_S) -> di
 def _cluster_faults() -> Iterator[None]:
     """A lost scheduler, or a task that killed every worker it ran on,
     becomes one :class:`ClusterError` line."""
+    import asyncio
+
     from distributed import KilledWorker
     from distributed.comm.core import CommClosedError
 
@@ -180,7 +202,9 @@ def _cluster_faults() -> Iterator[None]:
         yield
     except KilledWorker as exc:
         raise ClusterError(f"a task killed every Dask worker it ran on: {_reason(exc)}") from None
-    except (CommClosedError, OSError, TimeoutError) as exc:
+    except ImportError as exc:  # a worker that joined after the check, without commcanary
+        raise ClusterError(f"a Dask worker cannot run commcanary's tasks: {_reason(exc)}") from None
+    except (CommClosedError, OSError, TimeoutError, asyncio.TimeoutError) as exc:
         raise ClusterError(f"lost the Dask cluster: {_reason(exc)}") from None
     except Exception as exc:
         if type(exc).__name__ == "CancelledError" or "cancelled" in type(exc).__name__.lower():
@@ -247,7 +271,9 @@ def import_kineto(
     )
     labels = [str(f) for f in files]
     cache = None if cache_dir is None else os.fspath(cache_dir)
-    calls = [(os.fspath(f), label, rank, cache) for f, label in zip(files, labels, strict=True)]
+    # Workers open absolute paths (a relative one would name another file in
+    # a worker's own directory); the labels stay as given, as here.
+    calls = [(os.path.abspath(f), label, rank, cache) for f, label in zip(files, labels, strict=True)]
     # Each partial is decoded as it arrives and its bytes let go, so the
     # client never holds every rank's encoded partial and its profile at once.
     partials = _core.KinetoPartials()
@@ -282,7 +308,7 @@ def evidence_reads(client: Client, paths: list[str], analysis: str, cache_dir: s
     reduced there. The analysis then runs here on these partials (pass them
     as the core's ``reads``), and gives the single-process result."""
     dumps, traces = _core.evidence_files(paths, analysis, cache_dir=cache_dir)
-    dump_partials = _gather_in_order(client, _tasks.dump_partial, [(os.fspath(p),) for p, _ in dumps])
-    trace_calls = [(os.fspath(p), label, None, cache_dir) for p, label in traces]
+    dump_partials = _gather_in_order(client, _tasks.dump_partial, [(os.path.abspath(p),) for p, _ in dumps])
+    trace_calls = [(os.path.abspath(p), label, None, cache_dir) for p, label in traces]
     trace_partials = _gather_in_order(client, _tasks.kineto_partial, trace_calls)
     return ([label for _, label in dumps], dump_partials, [label for _, label in traces], trace_partials)

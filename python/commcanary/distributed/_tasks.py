@@ -29,11 +29,11 @@ KinetoPartial = tuple[bytes | None, bytes | None, str | None, str]
 
 
 def _missing_here(path: str) -> str | None:
-    """The line for an input this worker cannot see, or ``None``."""
+    """Why this worker cannot see ``path`` (without the path), or ``None``."""
     if os.path.exists(path):
         return None
     return (
-        f"{path}: not found on Dask worker {socket.gethostname()} "
+        f"not found on Dask worker {socket.gethostname()} "
         "(the workers read the inputs themselves: give paths on storage they share)"
     )
 
@@ -56,7 +56,7 @@ def kineto_partial(path: str, label: str, rank: int | None, cache_dir: str | Non
     _crash_if_asked(label)
     missing = _missing_here(path)
     if missing is not None:
-        return (None, None, missing, "parsed")
+        return (None, None, f"{label}: {missing}", "parsed")
     partial: KinetoPartial = _core.kineto_partial(path, label, rank=rank, cache_dir=cache_dir)
     return partial
 
@@ -65,28 +65,28 @@ def dump_partial(path: str) -> tuple[bytes | None, int | None, str | None]:
     """One Flight Recorder dump decoded (the core's codec), or its error."""
     missing = _missing_here(path)
     if missing is not None:
-        # Path-free, as the core's errors are: the client names the file.
-        return (None, None, missing.split(": ", 1)[1])
+        return (None, None, missing)  # path-free, as the core's errors are: the client names the file
     partial: tuple[bytes | None, int | None, str | None] = _core.dump_partial(path)
     return partial
 
 
 def compile_trace(
-    path: str, options: dict[str, Any]
+    path: str, label: str, options: dict[str, Any]
 ) -> tuple[bytes | None, dict[str, Any] | None, str | None]:
     """One trace compiled: ``(canary bytes, summary, None)``, or ``(None,
-    None, error line)`` when the trace cannot be compiled as asked."""
+    None, error line)`` when the trace cannot be compiled as asked; the
+    line names the trace as ``label`` (the path as the user gave it)."""
     from commcanary.errors import CommCanaryError, InternalError
 
     missing = _missing_here(path)
     if missing is not None:
-        return (None, None, missing)
+        return (None, None, f"{label}: {missing}")
     try:
         compiled = _core.compile_file(path, **options)
     except InternalError:
         raise
     except CommCanaryError as exc:
-        return (None, None, str(exc))
+        return (None, None, str(exc).replace(path, label))
     return (bytes(compiled.to_bytes()), dict(compiled.summary()), None)
 
 
