@@ -412,3 +412,114 @@ def test_a_cluster_that_cannot_be_had_is_one_line(tmp_path: Path, args: list[str
     assert expected in done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
     assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def http_storage() -> Iterator[str]:
+    """The test data served over HTTP by a real server process on loopback:
+    storage the workers reach by URL (fsspec's http protocol)."""
+    root = FIXTURES.parent.parent  # tests/
+    server = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert server.stdout is not None
+    line = server.stdout.readline().decode()  # "Serving HTTP on 127.0.0.1 port N (http://...) ..."
+    port = int(line.split(" port ")[1].split()[0])
+    yield f"http://127.0.0.1:{port}"
+    server.terminate()
+    server.wait(timeout=20)
+    server.stdout.close()
+
+
+def url_of(base: str, path: Path) -> str:
+    return f"{base}/{path.relative_to(FIXTURES.parent.parent).as_posix()}"
+
+
+def test_import_kineto_of_a_url_directory(cluster: Cluster, http_storage: str, tmp_path: Path) -> None:
+    """The workers list, sniff and read the job over HTTP (the directory's
+    ground truth and op log are left out, as locally): the same bytes."""
+    job = KINETO_JOBS[0]
+    here, there = tmp_path / "here.json", tmp_path / "there.json"
+    assert invoke("import-kineto", str(job), "-o", str(here), "--no-cache")[0] == 0
+    code, text = invoke(
+        "import-kineto",
+        url_of(http_storage, job) + "/",
+        "-o",
+        str(there),
+        "--no-cache",
+        "--cluster",
+        cluster.address,
+    )
+    assert code == 0, text
+    assert there.read_bytes() == here.read_bytes()
+
+
+def test_import_kineto_of_url_files_and_a_glob(cluster: Cluster, http_storage: str, tmp_path: Path) -> None:
+    job = KINETO_JOBS[0]
+    here = tmp_path / "here.json"
+    assert invoke("import-kineto", str(job), "-o", str(here), "--no-cache")[0] == 0
+    files = [url_of(http_storage, job / f"rank{r}.json.gz") for r in range(4)]
+    for i, args in enumerate((files, [url_of(http_storage, job) + "/rank*.json.gz"])):
+        out = tmp_path / f"there{i}.json"
+        code, text = invoke(
+            "import-kineto", *args, "-o", str(out), "--no-cache", "--cluster", cluster.address
+        )
+        assert code == 0, text
+        assert out.read_bytes() == here.read_bytes()
+
+
+def test_compile_many_of_urls(cluster: Cluster, http_storage: str, tmp_path: Path) -> None:
+    """Canaries of traces read over HTTP are those of a local compile."""
+    trace = EXAMPLES / "llama70b_tp8_trace.json"
+    served = tmp_path / "served"
+    shutil.copy(trace, FIXTURES.parent / "served_for_compile_many.trace.json")
+    try:
+        url = f"{http_storage}/data/served_for_compile_many.trace.json"
+        code, text = invoke("compile-many", url, "-o", str(served), "--cluster", cluster.address)
+        assert code == 0, text
+        assert "compiled 1 of 1" in text
+        single = tmp_path / "single.canary.json"
+        assert invoke("compile", str(trace), "-o", str(single))[0] == 0
+        assert (served / "served_for_compile_many.canary.json").read_bytes() == single.read_bytes()
+        summary = json.loads((served / "compile-many.summary.json").read_bytes())
+        assert summary["traces"][0]["trace"] == url
+    finally:
+        (FIXTURES.parent / "served_for_compile_many.trace.json").unlink()
+
+
+@pytest.mark.parametrize(
+    ("command", "target", "expected"),
+    [
+        (
+            "import-kineto",
+            "/data/fixtures/kineto/gloo_tp4_decode/rank9.json.gz",
+            "rank9.json.gz does not exist",
+        ),
+        ("import-kineto", "/data/fixtures/kineto/nosuchjob/", "does not exist"),
+        ("compile-many", "/data/nosuch.trace.json", "nosuch.trace.json does not exist"),
+        (
+            "import-kineto",
+            "nosuchprotocol://bucket/job/",
+            "nosuchprotocol://bucket/job/: cannot open this URL here",
+        ),
+    ],
+)
+def test_a_url_that_cannot_be_read_is_one_line(
+    cluster: Cluster, http_storage: str, tmp_path: Path, command: str, target: str, expected: str
+) -> None:
+    url = target if "://" in target else http_storage + target
+    out = tmp_path / ("out" if command == "compile-many" else "t.json")
+    code, text = invoke(command, url, "-o", str(out), "--cluster", cluster.address)
+    assert code == 3, text
+    assert expected in text and len(text.strip().splitlines()) == 1, text
+    assert not out.exists()
+
+
+def test_a_url_without_a_cluster_is_a_usage_error(tmp_path: Path) -> None:
+    for command in ("import-kineto", "compile-many"):
+        code, text = invoke(command, "s3://bucket/job/", "-o", str(tmp_path / "x"))
+        assert code == 2, text
+        assert "URL inputs are read by Dask workers" in text
+    assert not (tmp_path / "x").exists()

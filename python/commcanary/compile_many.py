@@ -25,18 +25,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from commcanary import _core
+from commcanary.distributed.storage import is_url
 from commcanary.errors import InputError
 from commcanary.formats import COMPILE_MANY_FORMAT
 
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["SUMMARY_NAME", "CompileOutcome", "canary_name", "compile_many"]
+__all__ = ["SUMMARY_NAME", "CompileOutcome", "Source", "canary_name", "compile_many", "traces_named"]
 
 #: The summary's file name in the output directory.
 SUMMARY_NAME = "compile-many.summary.json"
 
 _TRACE_SUFFIXES = (".gz", ".json", ".trace")
+#: What a URL glob's matches must end with to be taken as traces.
+_URL_SUFFIXES = (".json", ".gz")
+
+#: A trace: a path, or a URL (a string) that fsspec opens on the workers.
+Source = str | Path
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ class CompileOutcome:
     """One trace's result: its canary (path, SHA-256 and compile summary),
     or the reason it has none."""
 
-    trace: Path
+    trace: Source
     canary: Path | None
     sha256: str | None
     summary: Mapping[str, Any] | None
@@ -114,9 +120,11 @@ def compile_many(
     :class:`commcanary.errors.ClusterError` for a cluster lost mid-run
     (nothing written).
     """
-    paths = [Path(t) for t in traces]
+    paths = traces_named(traces)
     core = _core_options(options)
     _core.check_compile_options(**core)
+    if client is None and any(isinstance(p, str) for p in paths):
+        raise InputError("URL traces are read by Dask workers: give a client (--cluster or --workers)")
     check_traces(paths)
     out = prepare_out_dir(out_dir, paths)
     results: list[tuple[bytes | None, dict[str, Any] | None, str | None]]
@@ -138,14 +146,35 @@ def compile_many(
     return outcomes
 
 
-def check_traces(paths: list[Path]) -> None:
-    """Refuse (:class:`InputError`) no trace, a trace that is not a file,
-    and two traces whose canaries would have the same name."""
+def traces_named(given: Iterable[str | os.PathLike[str]]) -> list[Source]:
+    """The traces ``given`` names: paths as given, URLs as they are (a URL
+    glob expanded on its storage, by name: ``s3://bucket/job/*.json``)."""
+    from commcanary.distributed.storage import list_url
+
+    named: list[Source] = []
+    for t in given:
+        if is_url(t):
+            assert isinstance(t, str)
+            named.extend(list_url(t, _URL_SUFFIXES, directories=False))
+        else:
+            named.append(Path(t))
+    return named
+
+
+def check_traces(paths: list[Source]) -> None:
+    """Refuse (:class:`InputError`) no trace, a trace that is not a file (a
+    URL: that does not exist on its storage), and two traces whose
+    canaries would have the same name."""
+    from commcanary.distributed.storage import url_exists
+
     if not paths:
         raise InputError("no trace given")
-    names: dict[str, Path] = {}
+    names: dict[str, Source] = {}
     for p in paths:
-        if not p.is_file():
+        if isinstance(p, str):
+            if not url_exists(p):
+                raise InputError(f"{p} does not exist")
+        elif not p.is_file():
             raise InputError(f"{p} does not exist" if not p.exists() else f"{p} is not a file")
         name = canary_name(p)
         if name in names:
@@ -153,7 +182,7 @@ def check_traces(paths: list[Path]) -> None:
         names[name] = p
 
 
-def prepare_out_dir(out_dir: str | os.PathLike[str], paths: list[Path]) -> Path:
+def prepare_out_dir(out_dir: str | os.PathLike[str], paths: list[Source]) -> Path:
     """The output directory, created if missing, with every file this run
     will write checked writable before any trace is compiled (a directory
     or a link in a canary's place is refused here, not half-way through
@@ -174,7 +203,7 @@ def prepare_out_dir(out_dir: str | os.PathLike[str], paths: list[Path]) -> Path:
 
 
 def _run_here(
-    paths: list[Path],
+    paths: list[Source],
     core: dict[str, Any],
     threads: int | None,
     progress: Callable[[int, int], None] | None,
@@ -195,14 +224,14 @@ def _run_here(
 
 def _run_on(
     client: Client,
-    paths: list[Path],
+    paths: list[Source],
     core: dict[str, Any],
     progress: Callable[[int, int], None] | None,
 ) -> list[tuple[bytes | None, dict[str, Any] | None, str | None]]:
     from commcanary.distributed import _tasks, map_in_order
 
     results: list[Any] = []
-    calls = [(os.path.abspath(p), str(p), core) for p in paths]
+    calls = [(p if isinstance(p, str) else os.path.abspath(p), str(p), core) for p in paths]
     for done, result in enumerate(map_in_order(client, _tasks.compile_trace, calls), start=1):
         results.append(result)
         if progress is not None:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from commcanary import _core
-from commcanary.cli import EXIT_ERROR, check_paths, describe, errors_exit, fail
+from commcanary.cli import EXIT_ERROR, EXIT_USAGE, check_paths, describe, errors_exit, fail
 from commcanary.cli._cluster import ClusterAddress, WorkerMemory, Workers, client_for
 from commcanary.cli._output import fmt, progress
 from commcanary.cli.compile import (
@@ -32,8 +32,12 @@ from commcanary.cli.compile import (
 __all__ = ["compile_many_command"]
 
 Traces = Annotated[
-    list[Path],
-    typer.Argument(metavar="TRACE...", help="Trace files (commcanary.trace.v1, plain or .gz)."),
+    list[str],
+    typer.Argument(
+        metavar="TRACE...",
+        help="Trace files (commcanary.trace.v1, plain or .gz). With --cluster or --workers, also URLs that "
+        "fsspec opens, globs expanded on their storage (s3://bucket/traces/*.json): the workers read them.",
+    ),
 ]
 OutDir = Annotated[
     Path,
@@ -79,26 +83,42 @@ def compile_many_command(
         max_prefix_gap_error_us=max_prefix_gap_error_us,
     )
     with errors_exit(ctx):
-        from commcanary.compile_many import SUMMARY_NAME, canary_name, check_traces, compile_many
+        from commcanary.compile_many import (
+            SUMMARY_NAME,
+            canary_name,
+            check_traces,
+            compile_many,
+            traces_named,
+        )
+        from commcanary.distributed.storage import is_url
         from commcanary.io import check_distinct_paths
 
+        urls = [t for t in traces if is_url(t)]
+        if urls and cluster is None and workers is None:
+            fail(
+                f"{urls[0]} is a URL: URL inputs are read by Dask workers (add --cluster or --workers)",
+                EXIT_USAGE,
+            )
         for t in traces:
-            check_paths(ctx, inputs={"traces": t}, outputs={})
-        check_traces(traces)
+            if not is_url(t):
+                check_paths(ctx, inputs={"traces": Path(t)}, outputs={})
+        named = traces_named(traces)
+        check_traces(named)
+        local = [t for t in named if isinstance(t, Path)]
         # A directory that does not exist yet is created; in one that does, no
         # canary and not the summary may overwrite a trace.
         if out_dir.is_dir():
-            targets = [out_dir / canary_name(t) for t in traces] + [out_dir / SUMMARY_NAME]
+            targets = [out_dir / canary_name(t) for t in named] + [out_dir / SUMMARY_NAME]
             check_distinct_paths(
                 [("out_dir", "the --out-dir file", target) for target in targets],
-                [(describe(ctx, "traces"), t) for t in traces],
+                [(describe(ctx, "traces"), t) for t in local],
             )
         with (
             client_for(cluster, workers, worker_memory) as client,
             progress("compile-many: traces") as update,
         ):
             outcomes = compile_many(
-                traces,
+                named,
                 out_dir,
                 client=client,
                 progress=update,

@@ -13,11 +13,13 @@ from commcanary.cli._cluster import ClusterAddress, WorkerMemory, Workers, clien
 __all__ = ["import_kineto_command"]
 
 Profiles = Annotated[
-    list[Path],
+    list[str],
     typer.Argument(
         metavar="TRACE...",
         help="PyTorch profiler traces (plain or .gz), one or more per rank, or directories of them. "
-        "One file is a single-rank import; several are merged into one trace with measured cross-rank timing.",
+        "One file is a single-rank import; several are merged into one trace with measured cross-rank timing. "
+        "With --cluster or --workers, also URLs that fsspec opens (s3://bucket/job/, https://host/job/*.json): "
+        "the workers read them.",
     ),
 ]
 Output = Annotated[
@@ -126,20 +128,31 @@ def import_kineto_command(
 
             require_arrow()
 
-        files = kineto_files(traces)
+        from commcanary.distributed.storage import is_url
+
+        on_cluster = cluster is not None or workers is not None
+        urls = [t for t in traces if is_url(t)]
+        if urls and not on_cluster:
+            fail(
+                f"{urls[0]} is a URL: URL inputs are read by Dask workers (add --cluster or --workers)",
+                EXIT_USAGE,
+            )
+        local = [Path(t) for t in traces if not is_url(t)]
+        files = kineto_files(local) if local else []
         check_paths(ctx, inputs={"clock_offsets": clock_offsets}, outputs={"output": output})
         for f in files:
             check_paths(ctx, inputs={"traces": f}, outputs={"output": output})
         offsets = _read_offsets(clock_offsets) if clock_offsets is not None else None
         cache = None if no_cache else (cache_dir or default_cache_dir())
-        if (cluster is not None or workers is not None) and len(files) > 1:
+        spread = on_cluster and (len(files) > 1 or bool(urls))
+        if spread and len(files) + len(urls) > 1:
             # What the single-process import refuses first, refused before a cluster is reached.
             if process_group is not None:
                 fail("--process-group applies to a single-file import only", EXIT_USAGE)
             from commcanary import _core
 
             _core.check_kineto_job_options(
-                len(files),
+                len(files) + len(urls),
                 workload_name=workload_name,
                 phase=phase,
                 rank=rank,
@@ -147,12 +160,12 @@ def import_kineto_command(
                 strict=strict,
             )
         with client_for(cluster, workers, worker_memory) as client:
-            if client is not None and len(files) > 1:
+            if client is not None and spread:
                 from commcanary.distributed import import_kineto as import_on
 
                 imported = import_on(
                     client,
-                    files,
+                    [t if is_url(t) else Path(t) for t in traces],
                     rank=rank,
                     workload_name=workload_name,
                     phase=phase,

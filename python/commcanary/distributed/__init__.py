@@ -2,8 +2,9 @@
 
 The plan, for a job's many inputs:
 
-* the client lists the inputs (paths; the workers read them from storage
-  they share, so the client never holds trace bytes);
+* the client lists the inputs: paths on storage the workers share, or URLs
+  that fsspec opens (:mod:`.storage`: listed by name here, fetched by the
+  worker that reads them), so the client never holds trace bytes;
 * one task per input runs on a worker (:mod:`._tasks`): the file is read,
   classified and reduced in Rust with the interpreter released, and the
   task returns a compact partial in the core's own codec (a rank's
@@ -35,18 +36,20 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from commcanary import _core
 from commcanary.distributed import _tasks
-from commcanary.errors import ClusterError
+from commcanary.distributed.storage import FetchError, fetched, is_url, list_url
+from commcanary.errors import ClusterError, InputError
 
 if TYPE_CHECKING:
     from distributed import Client
 
     from commcanary.importers.kineto import KinetoImport
 
-__all__ = ["check_workers", "cluster", "evidence_reads", "import_kineto", "require_dask"]
+__all__ = ["check_workers", "cluster", "evidence_reads", "import_kineto", "kineto_inputs", "require_dask"]
 
 #: Seconds to wait for a scheduler to answer, and for a first worker.
 CONNECT_TIMEOUT_S = 10.0
@@ -258,22 +261,21 @@ def import_kineto(
     One file is the single-rank reference import and runs here (there is
     nothing to spread).
     """
-    from commcanary.importers.kineto import import_kineto as import_here
-    from commcanary.importers.kineto import job_import, kineto_files, offsets
+    from commcanary.importers.kineto import job_import, offsets
 
     given = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-    files = kineto_files(given)
+    files = kineto_inputs(client, given)
     if len(files) == 1:
-        return import_here(files, rank=rank, workload_name=workload_name, phase=phase, cache_dir=cache_dir)
+        return _import_one_here(
+            files[0], rank=rank, workload_name=workload_name, phase=phase, cache_dir=cache_dir
+        )
     wanted = offsets(clock_offsets)
     _core.check_kineto_job_options(
         len(files), workload_name=workload_name, phase=phase, rank=rank, clock_offsets=wanted, strict=strict
     )
     labels = [str(f) for f in files]
     cache = None if cache_dir is None else os.fspath(cache_dir)
-    # Workers open absolute paths (a relative one would name another file in
-    # a worker's own directory); the labels stay as given, as here.
-    calls = [(os.path.abspath(f), label, rank, cache) for f, label in zip(files, labels, strict=True)]
+    calls = [(_where(f), label, rank, cache) for f, label in zip(files, labels, strict=True)]
     # Each partial is decoded as it arrives and its bytes let go, so the
     # client never holds every rank's encoded partial and its profile at once.
     partials = _core.KinetoPartials()
@@ -289,6 +291,66 @@ def import_kineto(
         strict=strict,
     )
     return job_import(trace, counts, partial)
+
+
+def _where(path: str | os.PathLike[str]) -> str:
+    """What a task opens for ``path``: a URL as given, a path made absolute
+    (a relative one would name another file in a worker's own directory);
+    the labels stay as given, as in the single-process run."""
+    return path if isinstance(path, str) and is_url(path) else os.path.abspath(path)
+
+
+def kineto_inputs(client: Client, given: list[str | os.PathLike[str]]) -> list[str | Path]:
+    """The Kineto trace files ``given`` names, in order: local paths and
+    directories as :func:`commcanary.importers.kineto_files` lists them,
+    URLs as :func:`.storage.list_url` does (a directory URL's files are
+    sniffed by tasks on the cluster, so the client reads none of them).
+    :class:`InputError` for what does not exist, holds no trace, or is
+    named twice."""
+    from commcanary.importers.kineto import _SUFFIXES, check_named_once, kineto_files
+
+    files: list[str | Path] = []
+    for raw in given:
+        if not (isinstance(raw, str) and is_url(raw)):
+            files.extend(kineto_files([raw]))
+            continue
+        urls = list_url(raw, _SUFFIXES)
+        if urls != [raw]:
+            kept = [
+                u
+                for u, ok in zip(
+                    urls, map_in_order(client, _tasks.looks_like_kineto, [(u,) for u in urls]), strict=True
+                )
+                if ok
+            ]
+            if not kept:
+                raise InputError(f"{raw} is a directory with no .json or .json.gz Kineto trace in it")
+            urls = kept
+        files.extend(urls)
+    check_named_once(files, lambda f: f if isinstance(f, str) else str(f.resolve()))
+    return files
+
+
+def _import_one_here(
+    file: str | Path, *, rank: int | None, workload_name: str, phase: str | None, cache_dir: Any
+) -> KinetoImport:
+    """The single-rank reference import of one file, here (a URL's file
+    fetched into a local copy first; its errors name the URL)."""
+    from commcanary.errors import CommCanaryError
+    from commcanary.importers.kineto import import_kineto as import_here
+
+    if isinstance(file, Path):
+        return import_here([file], rank=rank, workload_name=workload_name, phase=phase, cache_dir=cache_dir)
+    try:
+        with fetched(file, where="this host") as local:
+            try:
+                return import_here(
+                    [Path(local)], rank=rank, workload_name=workload_name, phase=phase, cache_dir=cache_dir
+                )
+            except CommCanaryError as exc:
+                raise type(exc)(str(exc).replace(local, file)) from None
+    except FetchError as exc:
+        raise InputError(f"{file}: {exc}") from None
 
 
 #: What :func:`evidence_reads` returns: the dumps' labels and partials, the

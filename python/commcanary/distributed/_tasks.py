@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from commcanary import _core
+from commcanary.distributed.storage import FetchError, fetched, is_url
 
-__all__ = ["compile_trace", "dump_partial", "each", "kineto_partial"]
+__all__ = ["compile_trace", "dump_partial", "each", "kineto_partial", "looks_like_kineto"]
 
 #: Test-only: a path; the first task to create it kills its worker process
 #: (the way a node dies mid-task), so tests see Dask run the task elsewhere.
@@ -28,14 +30,27 @@ INJECT_WORKER_CRASH = "COMMCANARY_INJECT_WORKER_CRASH"
 KinetoPartial = tuple[bytes | None, bytes | None, str | None, str]
 
 
-def _missing_here(path: str) -> str | None:
-    """Why this worker cannot see ``path`` (without the path), or ``None``."""
-    if os.path.exists(path):
-        return None
+def _missing_here(path: str) -> str:
+    """Why this worker cannot see ``path`` (without the path)."""
     return (
         f"not found on Dask worker {socket.gethostname()} "
         "(the workers read the inputs themselves: give paths on storage they share)"
     )
+
+
+@contextmanager
+def _readable(path: str) -> Iterator[tuple[str | None, str | None]]:
+    """``(local path, None)`` for a path or URL this worker can read (a
+    URL's file fetched into a local copy for the duration), else ``(None,
+    why)`` with a path-free reason."""
+    if not is_url(path):
+        yield (path, None) if os.path.exists(path) else (None, _missing_here(path))
+        return
+    try:
+        with fetched(path) as local:
+            yield (local, None)
+    except FetchError as exc:
+        yield (None, str(exc))
 
 
 def _crash_if_asked(label: str) -> None:
@@ -54,19 +69,30 @@ def _crash_if_asked(label: str) -> None:
 def kineto_partial(path: str, label: str, rank: int | None, cache_dir: str | None) -> KinetoPartial:
     """One rank file's fingerprint and profile (the cache's codec)."""
     _crash_if_asked(label)
-    missing = _missing_here(path)
-    if missing is not None:
-        return (None, None, f"{label}: {missing}", "parsed")
-    partial: KinetoPartial = _core.kineto_partial(path, label, rank=rank, cache_dir=cache_dir)
+    with _readable(path) as (local, missing):
+        if local is None:
+            return (None, None, f"{label}: {missing}", "parsed")
+        partial: KinetoPartial = _core.kineto_partial(local, label, rank=rank, cache_dir=cache_dir)
     return partial
+
+
+def looks_like_kineto(url: str) -> bool:
+    """Whether the file at ``url`` starts like a Kineto trace (its first
+    64 KiB, decompressed, read from the storage): how a directory URL's
+    files are sorted from the other JSON a job directory holds."""
+    from commcanary.distributed.storage import head
+    from commcanary.importers.kineto import head_looks_like_kineto
+
+    data = head(url)
+    return True if data is None else head_looks_like_kineto(data)
 
 
 def dump_partial(path: str) -> tuple[bytes | None, int | None, str | None]:
     """One Flight Recorder dump decoded (the core's codec), or its error."""
-    missing = _missing_here(path)
-    if missing is not None:
-        return (None, None, missing)  # path-free, as the core's errors are: the client names the file
-    partial: tuple[bytes | None, int | None, str | None] = _core.dump_partial(path)
+    with _readable(path) as (local, missing):
+        if local is None:
+            return (None, None, missing)  # path-free, as the core's errors are: the client names the file
+        partial: tuple[bytes | None, int | None, str | None] = _core.dump_partial(local)
     return partial
 
 
@@ -78,15 +104,15 @@ def compile_trace(
     line names the trace as ``label`` (the path as the user gave it)."""
     from commcanary.errors import CommCanaryError, InternalError
 
-    missing = _missing_here(path)
-    if missing is not None:
-        return (None, None, f"{label}: {missing}")
-    try:
-        compiled = _core.compile_file(path, **options)
-    except InternalError:
-        raise
-    except CommCanaryError as exc:
-        return (None, None, str(exc).replace(path, label))
+    with _readable(path) as (local, missing):
+        if local is None:
+            return (None, None, f"{label}: {missing}")
+        try:
+            compiled = _core.compile_file(local, **options)
+        except InternalError:
+            raise
+        except CommCanaryError as exc:
+            return (None, None, str(exc).replace(local, label))
     return (bytes(compiled.to_bytes()), dict(compiled.summary()), None)
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import operator
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from commcanary import _core
 from commcanary.errors import InputError, OptionError
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["KinetoImport", "PartialCollective", "default_cache_dir", "import_kineto", "kineto_files"]
 
 _SUFFIXES = (".json", ".json.gz")
+_Named = TypeVar("_Named", str, Path, "str | Path")
 _SNIFF_BYTES = 1 << 16
 
 
@@ -43,7 +44,13 @@ def _looks_like_kineto(path: Path) -> bool:
             data = f.read(_SNIFF_BYTES)
     except (OSError, EOFError):
         return True  # let the importer report what is wrong with it
-    return b'"traceEvents"' in data or b'"schemaVersion"' in data
+    return head_looks_like_kineto(data)
+
+
+def head_looks_like_kineto(head: bytes) -> bool:
+    """Whether a file's first bytes (decompressed) name a Kineto trace's
+    ``traceEvents`` or ``schemaVersion`` member."""
+    return b'"traceEvents"' in head or b'"schemaVersion"' in head
 
 
 @dataclass(frozen=True)
@@ -115,15 +122,21 @@ def kineto_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
             files.append(path)
         else:
             raise InputError(f"{path} does not exist")
-    seen: dict[Path, Path] = {}
+    check_named_once(files, lambda f: str(f.resolve()))
+    return files
+
+
+def check_named_once(files: Sequence[_Named], key: Callable[[_Named], str]) -> None:
+    """Refuse (:class:`InputError`) no trace, or one file named twice
+    (``key`` says which names are one file)."""
+    seen: dict[str, _Named] = {}
     for f in files:
-        key = f.resolve()
-        if key in seen:
-            raise InputError(f"{f} is given twice (also as {seen[key]})")
-        seen[key] = f
+        k = key(f)
+        if k in seen:
+            raise InputError(f"{f} is given twice (also as {seen[k]})")
+        seen[k] = f
     if not files:
         raise InputError("no Kineto trace given")
-    return files
 
 
 def offsets(clock_offsets: Mapping[int, float] | None) -> dict[int, float] | None:
