@@ -70,13 +70,13 @@ pub struct Job<'a> {
 }
 
 /// Candidate groups of every call, per slot.
-struct Candidates {
+pub(super) struct Candidates {
     pool: Vec<Vec<u32>>,
     at: Vec<Vec<(u32, u32)>>,
 }
 
 impl Candidates {
-    fn of(&self, slot: usize, call: usize) -> &[u32] {
+    pub(super) fn of(&self, slot: usize, call: usize) -> &[u32] {
         let (s, n) = self.at[slot][call];
         &self.pool[slot][s as usize..(s + n) as usize]
     }
@@ -94,12 +94,20 @@ impl Candidates {
 #[must_use]
 pub fn align(job: &Job<'_>) -> Vec<Instance> {
     let mut cands = candidates(job);
-    let first = sweep(job, &cands);
-    label_threads(job, &first, &mut cands);
-    sweep(job, &cands)
+    let (first, _) = sweep(job, &cands);
+    restrict_threads(job, &thread_labels(thread_votes(job, &first)), &mut cands);
+    sweep(job, &cands).0
 }
 
-fn candidates(job: &Job<'_>) -> Candidates {
+/// Where the sweep took up an instance: its first call's arrival on the job
+/// clock, slot and call index. The sweep emits instances in this order.
+pub type SweepKey = (f64, usize, usize);
+
+/// Per execution thread `(slot, thread)`, how many of its calls each group's
+/// complete instances took.
+pub type ThreadVotes = FxHashMap<(usize, i64), FxHashMap<usize, u32>>;
+
+pub(super) fn candidates(job: &Job<'_>) -> Candidates {
     let mut pool = Vec::with_capacity(job.profiles.len());
     let mut at = Vec::with_capacity(job.profiles.len());
     for (slot, p) in job.profiles.iter().enumerate() {
@@ -166,7 +174,9 @@ struct Sweep<'j, 'a> {
     cursor: Vec<usize>,
 }
 
-fn sweep(job: &Job<'_>, cands: &Candidates) -> Vec<Instance> {
+/// One matching pass: the instances, each with the key of the call that
+/// opened it, in key order.
+pub(super) fn sweep(job: &Job<'_>, cands: &Candidates) -> (Vec<Instance>, Vec<SweepKey>) {
     let mut order: Vec<(f64, usize, usize)> = Vec::new();
     for (slot, p) in job.profiles.iter().enumerate() {
         for (i, c) in p.calls.iter().enumerate() {
@@ -185,7 +195,8 @@ fn sweep(job: &Job<'_>, cands: &Candidates) -> Vec<Instance> {
         cursor: vec![0; job.profiles.len()],
     };
     let mut out = Vec::new();
-    for &(_, slot, i) in &order {
+    let mut keys = Vec::new();
+    for &(at, slot, i) in &order {
         if s.assigned[slot][i] {
             continue;
         }
@@ -194,8 +205,9 @@ fn sweep(job: &Job<'_>, cands: &Candidates) -> Vec<Instance> {
             s.assigned[m.slot][m.call] = true;
         }
         out.push(instance);
+        keys.push((at, slot, i));
     }
-    out
+    (out, keys)
 }
 
 impl Sweep<'_, '_> {
@@ -409,10 +421,10 @@ fn consistent_in_time(
     c_ok && p_ok
 }
 
-/// Gives each execution thread the group most of its calls matched into,
-/// when that is a clear majority, and restricts its calls to it.
-fn label_threads(job: &Job<'_>, first: &[Instance], cands: &mut Candidates) {
-    let mut votes: FxHashMap<(usize, i64), FxHashMap<usize, u32>> = FxHashMap::default();
+/// The first pass's votes: for each execution thread, the groups its calls
+/// matched into (complete instances only).
+pub(super) fn thread_votes(job: &Job<'_>, first: &[Instance]) -> ThreadVotes {
+    let mut votes = ThreadVotes::default();
     for inst in first.iter().filter(|i| i.complete) {
         for m in &inst.members {
             let t = job.profiles[m.slot].calls[m.call].thread;
@@ -425,6 +437,12 @@ fn label_threads(job: &Job<'_>, first: &[Instance], cands: &mut Candidates) {
             }
         }
     }
+    votes
+}
+
+/// Each execution thread's group: the one most of its calls matched into,
+/// when that is a clear majority (at least 2 calls and 90%).
+pub fn thread_labels(votes: ThreadVotes) -> FxHashMap<(usize, i64), usize> {
     let mut label: FxHashMap<(usize, i64), usize> = FxHashMap::default();
     for (key, counts) in votes {
         let total: u32 = counts.values().sum();
@@ -436,6 +454,16 @@ fn label_threads(job: &Job<'_>, first: &[Instance], cands: &mut Candidates) {
             label.insert(key, g);
         }
     }
+    label
+}
+
+/// Restricts every call of a labelled thread to the thread's group (where
+/// the group is among the call's candidates).
+pub(super) fn restrict_threads(
+    job: &Job<'_>,
+    label: &FxHashMap<(usize, i64), usize>,
+    cands: &mut Candidates,
+) {
     for (slot, p) in job.profiles.iter().enumerate() {
         for (i, c) in p.calls.iter().enumerate() {
             if let Some(&g) = label.get(&(slot, c.thread)) {

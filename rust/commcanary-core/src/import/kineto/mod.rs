@@ -30,6 +30,7 @@ pub mod job;
 pub mod ops;
 pub mod profile;
 mod scan;
+pub mod shard;
 pub mod single;
 pub mod timeline;
 
