@@ -50,6 +50,18 @@ def test_each_canary_is_the_single_compile(tmp_path: Path) -> None:
     assert summary["traces"][2]["error"].startswith(str(bad))
 
 
+def test_a_trace_that_no_longer_compiles_leaves_no_stale_canary(tmp_path: Path) -> None:
+    trace, out = tmp_path / "job.trace.json", tmp_path / "out"
+    shutil.copy(TRACES[0], trace)
+    assert compile_many([trace], out)[0].ok
+    assert (out / "job.canary.json").exists()
+    trace.write_text("{")
+    outcome = compile_many([trace], out)[0]
+    assert not outcome.ok
+    assert not (out / "job.canary.json").exists()
+    assert sorted(p.name for p in out.iterdir()) == [SUMMARY_NAME]
+
+
 def test_the_api_returns_outcomes_in_input_order(tmp_path: Path) -> None:
     outcomes = compile_many(list(reversed(TRACES)), tmp_path / "o", threads=1, lossless_timing=True)
     assert [o.trace for o in outcomes] == list(reversed(TRACES))

@@ -12,7 +12,8 @@ Outputs are never partial: the canaries are written only after every trace
 has been tried (a cluster lost half-way writes nothing), each atomically,
 then the summary (``commcanary.compile_many.v1``, canonical JSON). A trace
 that cannot be compiled (unreadable, invalid, over a budget) is listed in
-the summary with its one-line reason and has no canary.
+the summary with its one-line reason and has no canary (one an earlier run
+left in the directory for it is removed).
 """
 
 from __future__ import annotations
@@ -135,6 +136,9 @@ def compile_many(
     outcomes = []
     for p, (data, summary, error) in zip(paths, results, strict=True):
         if data is None:
+            # A canary an earlier run wrote for this trace would contradict
+            # the summary: the directory holds this run's canaries only.
+            (out / canary_name(p)).unlink(missing_ok=True)
             outcomes.append(CompileOutcome(p, None, None, None, error))
             continue
         target = out / canary_name(p)
