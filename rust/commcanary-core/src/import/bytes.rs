@@ -60,6 +60,12 @@ impl<'a> Reader<'a> {
         self.at = end;
         Ok(out)
     }
+    /// Every byte not read yet.
+    pub(crate) fn rest(&mut self) -> &'a [u8] {
+        let out = &self.bytes[self.at..];
+        self.at = self.bytes.len();
+        out
+    }
     pub(crate) fn u64(&mut self) -> Result<u64> {
         let b = self.take(8)?;
         Ok(u64::from_le_bytes(b.try_into().map_err(|_| corrupt())?))

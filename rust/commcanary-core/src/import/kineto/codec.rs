@@ -47,6 +47,30 @@ const DTYPES: [&str; 17] = [
     "float8_e5m2fnuz",
 ];
 
+/// Writes a list of groups (the profile's, or a job's).
+pub(crate) fn write_groups(w: &mut Writer, groups: &[GroupDecl]) {
+    w.u64(groups.len() as u64);
+    for g in groups {
+        w.str(&g.name);
+        w.str(&g.desc);
+        w.u64(g.ranks.len() as u64);
+        g.ranks.iter().for_each(|&r| w.i64(r));
+    }
+}
+
+/// Reads what [`write_groups`] wrote.
+pub(crate) fn read_groups(r: &mut Reader<'_>) -> Result<Vec<GroupDecl>> {
+    let mut groups = Vec::new();
+    for _ in 0..r.count(24)? {
+        let name = r.str()?;
+        let desc = r.str()?;
+        let n = r.count(8)?;
+        let ranks = (0..n).map(|_| r.i64()).collect::<Result<Vec<_>>>()?;
+        groups.push(GroupDecl { name, desc, ranks });
+    }
+    Ok(groups)
+}
+
 /// Encodes a profile.
 #[must_use]
 pub fn encode(p: &RankProfile) -> Vec<u8> {
@@ -54,13 +78,7 @@ pub fn encode(p: &RankProfile) -> Vec<u8> {
     w.i64(p.rank);
     w.i64(p.world_size.unwrap_or(-1));
     w.str(p.backend.as_deref().unwrap_or("\u{0}"));
-    w.u64(p.groups.len() as u64);
-    for g in &p.groups {
-        w.str(&g.name);
-        w.str(&g.desc);
-        w.u64(g.ranks.len() as u64);
-        g.ranks.iter().for_each(|&r| w.i64(r));
-    }
+    write_groups(&mut w, &p.groups);
     w.i64(p.epoch_ns);
     w.strs(&p.names);
     w.strs(&p.phases);
@@ -149,14 +167,7 @@ pub fn decode(bytes: &[u8]) -> Result<RankProfile> {
     let rank = r.i64()?;
     let world = r.i64()?;
     let backend = r.str()?;
-    let mut groups = Vec::new();
-    for _ in 0..r.count(24)? {
-        let name = r.str()?;
-        let desc = r.str()?;
-        let n = r.count(8)?;
-        let ranks = (0..n).map(|_| r.i64()).collect::<Result<Vec<_>>>()?;
-        groups.push(GroupDecl { name, desc, ranks });
-    }
+    let groups = read_groups(&mut r)?;
     let epoch_ns = r.i64()?;
     let names = r.strs()?;
     let phases = r.strs()?;

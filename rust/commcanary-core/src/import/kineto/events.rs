@@ -13,7 +13,7 @@
 
 use rayon::prelude::*;
 
-use super::align::{Instance, Job};
+use super::align::{Instance, Job, SweepKey};
 use super::ops::Kind;
 use super::profile::Call;
 use crate::json::canon::{self, ObjectWriter};
@@ -46,22 +46,32 @@ struct View<'a> {
     slot: usize,
 }
 
-/// One complete instance, ready to write.
-struct Prepared {
-    start: f64,
-    end: f64,
-    group: usize,
-    instance: usize,
+/// One complete instance, ready to write: when it ran on the job clock, its
+/// group, and where the sweep took it up (its order among instances that
+/// start together).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prepared {
+    /// First member's arrival, job clock, µs.
+    pub start: f64,
+    /// Last member's end, job clock, µs.
+    pub end: f64,
+    /// Job group index.
+    pub group: usize,
+    /// The sweep's key of the call that opened it ([`super::align::SweepKey`]),
+    /// or `(index, 0, 0)` by instance index: only its order counts.
+    pub order: SweepKey,
+    /// Index of the instance in the caller's list.
+    pub instance: usize,
 }
 
-/// Writes the complete instances into `b`; returns the partial ones and the
-/// job-clock origin (the first complete instance's first arrival).
-pub(super) fn write_events(
-    job: &Job<'_>,
-    instances: &[Instance],
-    fallback_phase: Option<&str>,
-    b: &mut TraceBuilder,
-) -> (Vec<PartialCollective>, f64) {
+/// Where an event goes: the job-clock origin, its concurrent groups, its
+/// position in its group.
+pub type Placement = (f64, i64, u64);
+
+/// The complete instances of `instances`, with `keys[k]` the order of
+/// instance `k` (by index when `None`), sorted as the events are written.
+#[must_use]
+pub fn prepare(job: &Job<'_>, instances: &[Instance], keys: Option<&[SweepKey]>) -> Vec<Prepared> {
     let at = |m: &super::align::Member| -> (&Call, f64) {
         (&job.profiles[m.slot].calls[m.call], job.shifts[m.slot])
     };
@@ -87,36 +97,87 @@ pub(super) fn write_events(
             start,
             end,
             group: inst.group,
+            order: keys.map_or((k as f64, 0, 0), |keys| keys[k]),
             instance: k,
         });
     }
-    prepared.sort_by(|a, b| {
-        a.start
-            .total_cmp(&b.start)
-            .then(a.instance.cmp(&b.instance))
-    });
-    let origin = prepared.first().map_or_else(
-        || {
-            instances
-                .iter()
-                .flat_map(|i| i.members.iter())
-                .map(|m| {
-                    let (c, s) = at(m);
-                    c.arrival + s
-                })
-                .fold(f64::INFINITY, f64::min)
-        },
-        |p| p.start,
-    );
-    let concurrency = concurrent_groups(&prepared);
-    let mut per_group = vec![0_u64; job.groups.len()];
-    let seqs: Vec<u64> = prepared
+    prepared.sort_by(order_of_events);
+    prepared
+}
+
+/// The events' order: by start, then by where the sweep took them up.
+#[must_use]
+pub fn order_of_events(a: &Prepared, b: &Prepared) -> std::cmp::Ordering {
+    a.start
+        .total_cmp(&b.start)
+        .then(a.order.0.total_cmp(&b.order.0))
+        .then(a.order.1.cmp(&b.order.1))
+        .then(a.order.2.cmp(&b.order.2))
+}
+
+/// The earliest arrival of any member of `instances` (the job-clock origin
+/// when no instance is complete), `+inf` when none.
+#[must_use]
+pub fn first_arrival(job: &Job<'_>, instances: &[Instance]) -> f64 {
+    instances
         .iter()
-        .map(|p| {
+        .flat_map(|i| i.members.iter())
+        .map(|m| job.profiles[m.slot].calls[m.call].arrival + job.shifts[m.slot])
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Each prepared instance's placement (`prepared` in event order, across
+/// the whole job): the origin is the first one's start (else
+/// `fallback_origin`), concurrency counts every group running, positions
+/// count per group.
+#[must_use]
+pub fn place(prepared: &[Prepared], groups: usize, fallback_origin: f64) -> Vec<Placement> {
+    let origin = prepared.first().map_or(fallback_origin, |p| p.start);
+    let concurrency = concurrent_groups(prepared);
+    let mut per_group = vec![0_u64; groups];
+    prepared
+        .iter()
+        .zip(concurrency)
+        .map(|(p, concurrent)| {
             per_group[p.group] += 1;
-            per_group[p.group] - 1
+            (origin, concurrent, per_group[p.group] - 1)
         })
-        .collect();
+        .collect()
+}
+
+/// Writes the complete instances into `b`; returns the partial ones and the
+/// job-clock origin (the first complete instance's first arrival).
+pub(super) fn write_events(
+    job: &Job<'_>,
+    instances: &[Instance],
+    fallback_phase: Option<&str>,
+    b: &mut TraceBuilder,
+) -> (Vec<PartialCollective>, f64) {
+    let prepared = prepare(job, instances, None);
+    let placements = place(&prepared, job.groups.len(), first_arrival(job, instances));
+    let origin = placements
+        .first()
+        .map_or_else(|| first_arrival(job, instances), |p| p.0);
+    b.absorb(write_prepared(
+        job,
+        instances,
+        &prepared,
+        &placements,
+        fallback_phase,
+    ));
+    let partial = partials(job, instances, origin);
+    (partial, origin)
+}
+
+/// The events of `prepared` (in order), each at its placement.
+#[must_use]
+pub fn write_prepared(
+    job: &Job<'_>,
+    instances: &[Instance],
+    prepared: &[Prepared],
+    placements: &[Placement],
+    fallback_phase: Option<&str>,
+) -> TraceBuilder {
     // Events are written in parallel chunks, joined in order: the same bytes
     // as one pass.
     const CHUNK: usize = 4096;
@@ -126,12 +187,11 @@ pub(super) fn write_events(
             let mut part = TraceBuilder::new();
             for k in c * CHUNK..((c + 1) * CHUNK).min(prepared.len()) {
                 let p = &prepared[k];
-                let at = (origin, concurrency[k], seqs[k]);
                 write_one(
                     job,
                     &instances[p.instance],
                     p,
-                    at,
+                    placements[k],
                     fallback_phase,
                     &mut part,
                 );
@@ -139,11 +199,11 @@ pub(super) fn write_events(
             part
         })
         .collect();
+    let mut b = TraceBuilder::new();
     for part in chunks {
         b.absorb(part);
     }
-    let partial = partials(job, instances, origin);
-    (partial, origin)
+    b
 }
 
 /// Distinct groups running during each prepared instance (itself included).
@@ -346,8 +406,23 @@ fn json_str(s: &str) -> Vec<u8> {
 
 /// The partial instances, in time order.
 fn partials(job: &Job<'_>, instances: &[Instance], origin: f64) -> Vec<PartialCollective> {
-    let mut out: Vec<PartialCollective> = Vec::new();
-    for inst in instances.iter().filter(|i| !i.complete) {
+    let mut out: Vec<PartialCollective> = partials_in_sweep_order(job, instances, origin)
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
+    out.sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
+    out
+}
+
+/// The partial instances in the order of `instances`, each with its index.
+#[must_use]
+pub fn partials_in_sweep_order(
+    job: &Job<'_>,
+    instances: &[Instance],
+    origin: f64,
+) -> Vec<(usize, PartialCollective)> {
+    let mut out = Vec::new();
+    for (k, inst) in instances.iter().enumerate().filter(|(_, i)| !i.complete) {
         let (c, shift) = {
             let m = inst.members[0];
             (&job.profiles[m.slot].calls[m.call], job.shifts[m.slot])
@@ -380,15 +455,17 @@ fn partials(job: &Job<'_>, instances: &[Instance], origin: f64) -> Vec<PartialCo
             Kind::Other => job.profiles[inst.members[0].slot].names[c.name as usize].clone(),
             k => k.trace_op().0.to_owned(),
         };
-        out.push(PartialCollective {
-            group,
-            op,
-            seen,
-            missing,
-            start_us: round(start - origin, 3),
-            step: c.step,
-        });
+        out.push((
+            k,
+            PartialCollective {
+                group,
+                op,
+                seen,
+                missing,
+                start_us: round(start - origin, 3),
+                step: c.step,
+            },
+        ));
     }
-    out.sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
     out
 }

@@ -199,14 +199,95 @@ pub fn import_aligned(
         // A recovered step is no `ProfilerStep#N` to point a person at.
         partial.iter_mut().for_each(|p| p.step = -1);
     }
-    let mut counts = sum_counts(profiles);
-    counts.files = files;
-    counts.imported = b.len() as u64;
-    counts.partial = partial.len() as u64;
-    counts.ambiguous = instances
+    let ambiguous = instances
         .iter()
         .filter(|i| i.complete && i.ambiguous)
         .count() as u64;
+    let facts = CallFacts::of(profiles);
+    let tail = JobTail {
+        profiles,
+        groups,
+        epoch,
+        files,
+        facts,
+        ambiguous,
+        origin,
+        recovered_steps,
+    };
+    finish_import(b, partial, &tail, options)
+}
+
+/// What the end of an import needs of the job's calls, without them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CallFacts {
+    /// Every call has a measured end.
+    pub ends_measured: bool,
+    /// Some call has linked device kernels.
+    pub device: bool,
+}
+
+impl CallFacts {
+    /// The facts of `profiles`' calls.
+    #[must_use]
+    pub fn of(profiles: &[RankProfile]) -> Self {
+        Self {
+            ends_measured: profiles
+                .iter()
+                .all(|p| p.calls.iter().all(|c| c.end_measured)),
+            device: profiles
+                .iter()
+                .any(|p| p.calls.iter().any(|c| c.kernels > 0)),
+        }
+    }
+
+    /// Both ranks' facts together.
+    #[must_use]
+    pub fn and(self, other: Self) -> Self {
+        Self {
+            ends_measured: self.ends_measured && other.ends_measured,
+            device: self.device || other.device,
+        }
+    }
+}
+
+/// The job-wide facts the end of an import writes: the ranks (their calls
+/// need not be there), groups, clock, and what the events' writing found.
+pub struct JobTail<'a> {
+    /// One profile per rank (its calls are not read).
+    pub profiles: &'a [RankProfile],
+    /// The job's groups.
+    pub groups: &'a [GroupDecl],
+    /// The job clock's origin, ns.
+    pub epoch: i64,
+    /// Files read.
+    pub files: u64,
+    /// Facts of every rank's calls.
+    pub facts: CallFacts,
+    /// Complete instances that fit several groups.
+    pub ambiguous: u64,
+    /// The first event's start on the job clock, µs.
+    pub origin: f64,
+    /// Steps recovered from the collective sequence, if they were.
+    pub recovered_steps: Option<usize>,
+}
+
+/// The end of every job import: counts, the checks on what was imported,
+/// `system` and `workload`, and the trace from the events in `b`.
+///
+/// # Errors
+/// Nothing importable, or (with `strict`) a partial collective.
+pub fn finish_import(
+    mut b: TraceBuilder,
+    partial: Vec<PartialCollective>,
+    tail: &JobTail<'_>,
+    options: &JobOptions,
+) -> Result<JobImport> {
+    let (profiles, groups, epoch) = (tail.profiles, tail.groups, tail.epoch);
+    let mut counts = sum_counts(profiles);
+    counts.files = tail.files;
+    counts.imported = b.len() as u64;
+    counts.partial = partial.len() as u64;
+    counts.ambiguous = tail.ambiguous;
     if counts.imported == 0 {
         return Err(Error::invalid(
             "no collective was seen on all of its member ranks; nothing to import",
@@ -221,18 +302,7 @@ pub fn import_aligned(
         )));
     }
     b.set_member(b"system", system_json(profiles, groups, epoch));
-    b.set_member(
-        b"workload",
-        workload_json(
-            &counts,
-            &partial,
-            origin,
-            epoch,
-            profiles,
-            options,
-            recovered_steps,
-        ),
-    );
+    b.set_member(b"workload", workload_json(&counts, &partial, tail, options));
     Ok(JobImport {
         trace: b.finish(Vec::new()),
         counts,
@@ -293,6 +363,23 @@ pub fn align_job(
     clock_offsets_us: &FxHashMap<i64, f64>,
 ) -> Result<AlignedJob> {
     let (profiles, labels) = join_windows(profiles, labels)?;
+    let mut aligned = frame_job(profiles, labels, clock_offsets_us)?;
+    aligned.instances = align(&aligned.job());
+    Ok(aligned)
+}
+
+/// A job of ranks whose windows are joined (one profile per rank, by rank),
+/// checked to be one job and put on the job clock, not yet matched: what
+/// [`align_job`] does before matching. The profiles' calls are not read, so
+/// ranks without their calls (a cluster's client) frame the same job.
+///
+/// # Errors
+/// World sizes or group lists that disagree.
+pub fn frame_job(
+    profiles: Vec<RankProfile>,
+    labels: Vec<String>,
+    clock_offsets_us: &FxHashMap<i64, f64>,
+) -> Result<AlignedJob> {
     check_world(&profiles, &labels)?;
     let groups = job_groups(&profiles, &labels)?;
     let group_maps: Vec<Vec<usize>> = profiles
@@ -317,7 +404,7 @@ pub fn align_job(
         .enumerate()
         .map(|(i, p)| (p.rank, i))
         .collect();
-    let mut aligned = AlignedJob {
+    Ok(AlignedJob {
         profiles,
         labels,
         groups,
@@ -328,9 +415,7 @@ pub fn align_job(
         instances: Vec::new(),
         source: "kineto",
         in_flight: Vec::new(),
-    };
-    aligned.instances = align(&aligned.job());
-    Ok(aligned)
+    })
 }
 
 /// One line about a partial collective.
@@ -530,12 +615,10 @@ fn system_json(profiles: &[RankProfile], groups: &[GroupDecl], epoch: i64) -> Ve
 fn workload_json(
     c: &JobCounts,
     partial: &[PartialCollective],
-    origin: f64,
-    epoch: i64,
-    profiles: &[RankProfile],
+    tail: &JobTail<'_>,
     options: &JobOptions,
-    recovered_steps: Option<usize>,
 ) -> Vec<u8> {
+    let (origin, epoch, recovered_steps) = (tail.origin, tail.epoch, tail.recovered_steps);
     let mut out = Vec::new();
     let mut o = ObjectWriter::new(&mut out);
     o.str("import_source", "pytorch-kineto");
@@ -550,7 +633,7 @@ fn workload_json(
         o.i64("kineto_steps_recovered", count as i64);
     }
     o.str("name", &options.workload_name);
-    o.str("notes", &notes(c, partial, profiles, options));
+    o.str("notes", &notes(c, partial, tail.facts, options));
     o.i64("partial_collectives", c.partial as i64);
     if let Some(p) = partial.first() {
         o.str("partial_collectives_first", &describe(p));
@@ -566,15 +649,10 @@ fn workload_json(
 fn notes(
     c: &JobCounts,
     partial: &[PartialCollective],
-    profiles: &[RankProfile],
+    facts: CallFacts,
     options: &JobOptions,
 ) -> String {
-    let measured_ends = profiles
-        .iter()
-        .all(|p| p.calls.iter().all(|c| c.end_measured));
-    let device = profiles
-        .iter()
-        .any(|p| p.calls.iter().any(|c| c.kernels > 0));
+    let (measured_ends, device) = (facts.ends_measured, facts.device);
     let mut s = format!(
         "Imported from the PyTorch Kineto profiler traces of {} rank(s) ({} file(s)), one event per collective instance matched across its member ranks. Measured: per-rank arrival (rank_arrival_us, on the shared clock baseTimeNanoseconds + ts{}), compute before and during each collective from the profiled compute activity, concurrent communicators, steps (ProfilerStep#N) and phases (user annotations) where present.",
         c.ranks,

@@ -25,12 +25,15 @@ pub mod codec;
 pub mod events;
 pub mod files;
 pub mod from_trace;
+#[cfg(test)]
+pub(crate) mod generated_jobs;
 mod header;
 pub mod job;
 pub mod ops;
 pub mod profile;
 mod scan;
 pub mod shard;
+pub mod sharded;
 pub mod single;
 pub mod timeline;
 

@@ -256,6 +256,25 @@ pub fn read_file(
 }
 
 impl RankProfile {
+    /// A copy of everything but the calls.
+    #[must_use]
+    pub fn clone_without_calls(&self) -> RankProfile {
+        RankProfile {
+            rank: self.rank,
+            world_size: self.world_size,
+            backend: self.backend.clone(),
+            groups: self.groups.clone(),
+            epoch_ns: self.epoch_ns,
+            calls: Vec::new(),
+            names: self.names.clone(),
+            phases: self.phases.clone(),
+            steps: self.steps.clone(),
+            barriers: self.barriers.clone(),
+            files: self.files.clone(),
+            counts: self.counts,
+        }
+    }
+
     /// Appends the calls of another window of the same rank, shifting its
     /// times onto this profile's epoch.
     ///

@@ -69,12 +69,36 @@ impl Shard {
     }
 }
 
-fn root(parent: &mut [usize], mut g: usize) -> usize {
+/// The union-find root of group `g`.
+pub(super) fn root(parent: &mut [usize], mut g: usize) -> usize {
     while parent[g] != g {
         parent[g] = parent[parent[g]];
         g = parent[g];
     }
     g
+}
+
+/// Groups `0..groups` joined by every candidate set (the groups of one set
+/// are one shard): each group's union-find parent, roots the lowest group.
+pub(super) fn union_groups<'s>(
+    groups: usize,
+    sets: impl IntoIterator<Item = &'s [u32]>,
+) -> Vec<usize> {
+    let mut parent: Vec<usize> = (0..groups).collect();
+    for set in sets {
+        if let Some((&first, rest)) = set.split_first() {
+            for &g in rest {
+                let (a, b) = (
+                    root(&mut parent, first as usize),
+                    root(&mut parent, g as usize),
+                );
+                if a != b {
+                    parent[a.max(b)] = a.min(b);
+                }
+            }
+        }
+    }
+    parent
 }
 
 /// The job's shards, ordered by their lowest group (the no-group shard
@@ -83,23 +107,10 @@ fn root(parent: &mut [usize], mut g: usize) -> usize {
 pub fn shards(job: &Job<'_>) -> Vec<Shard> {
     let cands = candidates(job);
     let n = job.groups.len();
-    let mut parent: Vec<usize> = (0..n).collect();
-    for (slot, p) in job.profiles.iter().enumerate() {
-        for i in 0..p.calls.len() {
-            let of = cands.of(slot, i);
-            if let Some((&first, rest)) = of.split_first() {
-                for &g in rest {
-                    let (a, b) = (
-                        root(&mut parent, first as usize),
-                        root(&mut parent, g as usize),
-                    );
-                    if a != b {
-                        parent[a.max(b)] = a.min(b);
-                    }
-                }
-            }
-        }
-    }
+    let sets = (job.profiles.iter().enumerate())
+        .flat_map(|(slot, p)| (0..p.calls.len()).map(move |i| (slot, i)))
+        .map(|(slot, i)| cands.of(slot, i));
+    let mut parent = union_groups(n, sets);
     // One shard per root, in order of the root (its lowest group), plus the
     // no-group shard at index `n`.
     let mut index_of_root: FxHashMap<usize, usize> = FxHashMap::default();

@@ -1,0 +1,993 @@
+//! A job import as steps that run where the data is: per rank on the worker
+//! that read the rank's file, per shard of groups ([`super::shard`]) on a
+//! worker that gathers only the shard's calls, and job-wide on the client
+//! over a few words per rank and per event. The messages between the steps
+//! are bytes in [`crate::import::bytes`]' form; the client never holds a
+//! rank's calls.
+//!
+//! 1. client, [`frame`]: the ranks' heads (a profile without its calls,
+//!    [`head`]) checked to be one job and put on the job clock: the
+//!    [`Shape`] every other step gets;
+//! 2. per rank, [`candidate_sets`]: the distinct candidate-group sets of its
+//!    calls;
+//! 3. client, [`shard_map`]: groups joined by those sets into shards;
+//! 4. per rank, [`split`]: its calls cut into one [`Piece`] per shard;
+//! 5. per shard, [`shard_votes`]: the first matching pass's thread votes;
+//!    the client sums them into labels ([`super::shard::thread_labels`]);
+//! 6. per shard, [`shard_prepare`]: the second pass, and each complete
+//!    instance's start, end, group and sweep key;
+//! 7. client, [`place_shards`]: the events' order, origin, concurrent
+//!    groups and per-group positions, job-wide;
+//! 8. per shard, [`shard_events`]: its events' canonical JSON and its
+//!    partial collectives;
+//! 9. client, [`assemble`]: the events in order, the job's members, the
+//!    checks: the trace [`super::job::import_job`] writes, byte for byte.
+//!
+//! [`import_job_sharded`] runs the steps in one process (tests, and the
+//! reference a cluster's run is held to). It applies to jobs of one file
+//! per rank whose calls carry `ProfilerStep` markers ([`frame`] says
+//! `None` otherwise): joining a rank's windows and recovering steps from
+//! the collective sequence need the whole job, and run as before.
+
+use rustc_hash::FxHashMap;
+
+use super::align::{Instance, Job, SweepKey, ThreadVotes};
+use super::codec;
+use super::events::{
+    PartialCollective, Placement, Prepared, first_arrival, order_of_events,
+    partials_in_sweep_order, place, prepare, write_prepared,
+};
+use super::job::{AlignedJob, CallFacts, JobImport, JobOptions, JobTail, finish_import, frame_job};
+use super::profile::{GroupDecl, RankProfile};
+use super::shard::{add_votes, root, thread_labels, union_groups};
+use crate::error::Result;
+use crate::import::bytes::{Reader, Writer, corrupt};
+use crate::json::JsonLimits;
+use crate::trace::{LoadOptions, TraceBuilder, load_owned};
+
+/// Reading bounds for what the steps made themselves.
+fn unbounded() -> LoadOptions {
+    LoadOptions {
+        max_input_bytes: u64::MAX,
+        json: JsonLimits {
+            max_items: u64::MAX,
+            max_string_bytes: usize::MAX,
+            max_number_chars: usize::MAX,
+            ..JsonLimits::default()
+        },
+        max_events: u64::MAX,
+        max_ranks: usize::MAX,
+        max_field_items: u64::MAX,
+        ..LoadOptions::default()
+    }
+}
+
+/// What a shard's steps need of the job: each slot's rank, clock shift and
+/// group map, and the groups. No calls: a few words per rank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shape {
+    /// Global rank of each slot.
+    pub ranks: Vec<i64>,
+    /// Offset of each slot's clock onto the job clock, µs.
+    pub shifts: Vec<f64>,
+    /// The job's groups.
+    pub groups: Vec<GroupDecl>,
+    /// Per slot, per profile-group index, the job group index.
+    pub group_maps: Vec<Vec<usize>>,
+}
+
+impl Shape {
+    /// The shape of a framed job.
+    #[must_use]
+    pub fn of(job: &AlignedJob) -> Self {
+        Self {
+            ranks: job.profiles.iter().map(|p| p.rank).collect(),
+            shifts: job.shifts.clone(),
+            groups: job.groups.clone(),
+            group_maps: job.group_maps.clone(),
+        }
+    }
+
+    /// The shape as bytes.
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer(Vec::new());
+        w.u64(self.ranks.len() as u64);
+        for ((&r, &s), map) in self.ranks.iter().zip(&self.shifts).zip(&self.group_maps) {
+            w.i64(r);
+            w.f64(s);
+            w.u64(map.len() as u64);
+            map.iter().for_each(|&g| w.u64(g as u64));
+        }
+        codec::write_groups(&mut w, &self.groups);
+        w.0
+    }
+
+    /// A shape from [`Shape::encode`]'s bytes.
+    ///
+    /// # Errors
+    /// Bytes that are not an encoded shape.
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(bytes);
+        let (mut ranks, mut shifts, mut group_maps) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..r.count(24)? {
+            ranks.push(r.i64()?);
+            shifts.push(r.f64()?);
+            let n = r.count(8)?;
+            group_maps.push(
+                (0..n)
+                    .map(|_| Ok(r.u64()? as usize))
+                    .collect::<Result<Vec<_>>>()?,
+            );
+        }
+        let groups = codec::read_groups(&mut r)?;
+        let shape = Self {
+            ranks,
+            shifts,
+            groups,
+            group_maps,
+        };
+        let groups = shape.groups.len();
+        if !r.done() || shape.group_maps.iter().flatten().any(|&g| g >= groups) {
+            return Err(corrupt());
+        }
+        Ok(shape)
+    }
+
+    fn slot_of_rank(&self) -> FxHashMap<i64, usize> {
+        self.ranks
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| (r, i))
+            .collect()
+    }
+
+    /// Profiles of every slot with only their rank (a step then puts the
+    /// calls it holds into some of them).
+    fn blank_profiles(&self) -> Vec<RankProfile> {
+        self.ranks
+            .iter()
+            .map(|&rank| RankProfile {
+                rank,
+                ..RankProfile::default()
+            })
+            .collect()
+    }
+
+    fn job<'a>(
+        &'a self,
+        profiles: &'a [RankProfile],
+        slot_of_rank: &'a FxHashMap<i64, usize>,
+    ) -> Job<'a> {
+        Job {
+            profiles,
+            shifts: &self.shifts,
+            groups: &self.groups,
+            slot_of_rank,
+            group_maps: &self.group_maps,
+        }
+    }
+}
+
+/// A rank's head: its profile without calls, names or phases, what its
+/// calls say job-wide ([`CallFacts`]), and whether any lies in a
+/// `ProfilerStep`.
+#[must_use]
+pub fn head(p: &RankProfile) -> (RankProfile, CallFacts, bool) {
+    let facts = CallFacts::of(std::slice::from_ref(p));
+    let markers = p.calls.iter().any(|c| c.step >= 0);
+    let head = RankProfile {
+        calls: Vec::new(),
+        names: Vec::new(),
+        phases: Vec::new(),
+        ..p.clone_without_calls()
+    };
+    (head, facts, markers)
+}
+
+/// A head as bytes.
+#[must_use]
+pub fn encode_head(head: &RankProfile, facts: CallFacts, markers: bool) -> Vec<u8> {
+    let mut out = codec::encode(head);
+    out.push(u8::from(facts.ends_measured) | u8::from(facts.device) << 1 | u8::from(markers) << 2);
+    out
+}
+
+/// A head from [`encode_head`]'s bytes.
+///
+/// # Errors
+/// Bytes that are not an encoded head.
+pub fn decode_head(bytes: &[u8]) -> Result<(RankProfile, CallFacts, bool)> {
+    let (&flags, profile) = bytes.split_last().ok_or_else(corrupt)?;
+    if flags > 7 {
+        return Err(corrupt());
+    }
+    let facts = CallFacts {
+        ends_measured: flags & 1 != 0,
+        device: flags & 2 != 0,
+    };
+    Ok((codec::decode(profile)?, facts, flags & 4 != 0))
+}
+
+/// The framed job (calls absent) and, per slot, the index of its file in
+/// `heads`; `None` when the job is not for this plan: a rank given by
+/// several files, or no call in a `ProfilerStep`.
+///
+/// # Errors
+/// What [`frame_job`] refuses: world sizes or groups that disagree.
+pub fn frame(
+    heads: Vec<(RankProfile, CallFacts, bool)>,
+    labels: &[String],
+    clock_offsets_us: &FxHashMap<i64, f64>,
+) -> Result<Option<(AlignedJob, CallFacts, Vec<usize>)>> {
+    if !heads.iter().any(|h| h.2) {
+        return Ok(None);
+    }
+    let mut order: Vec<usize> = (0..heads.len()).collect();
+    order.sort_by_key(|&i| heads[i].0.rank);
+    if order
+        .windows(2)
+        .any(|w| heads[w[0]].0.rank == heads[w[1]].0.rank)
+    {
+        return Ok(None);
+    }
+    let facts = heads.iter().fold(
+        CallFacts {
+            ends_measured: true,
+            device: false,
+        },
+        |f, h| f.and(h.1),
+    );
+    let mut taken: Vec<Option<RankProfile>> = heads.into_iter().map(|h| Some(h.0)).collect();
+    let profiles = order
+        .iter()
+        .map(|&i| taken[i].take().unwrap_or_default())
+        .collect();
+    let labels = order.iter().map(|&i| labels[i].clone()).collect();
+    Ok(Some((
+        frame_job(profiles, labels, clock_offsets_us)?,
+        facts,
+        order,
+    )))
+}
+
+/// The distinct candidate-group sets of the calls of the rank at `slot`.
+#[must_use]
+pub fn candidate_sets(shape: &Shape, slot: usize, profile: RankProfile) -> Vec<Vec<u32>> {
+    let mut profiles = shape.blank_profiles();
+    let calls = profile.calls.len();
+    profiles[slot] = profile;
+    let slot_of_rank = shape.slot_of_rank();
+    let job = shape.job(&profiles, &slot_of_rank);
+    let cands = super::align::candidates(&job);
+    let mut sets: Vec<Vec<u32>> = (0..calls).map(|i| cands.of(slot, i).to_vec()).collect();
+    sets.sort_unstable();
+    sets.dedup();
+    sets
+}
+
+/// Candidate sets as bytes.
+#[must_use]
+pub fn encode_sets(sets: &[Vec<u32>]) -> Vec<u8> {
+    let mut w = Writer(Vec::new());
+    w.u64(sets.len() as u64);
+    for s in sets {
+        w.u64(s.len() as u64);
+        s.iter().for_each(|&g| w.u64(u64::from(g)));
+    }
+    w.0
+}
+
+/// Candidate sets from [`encode_sets`]' bytes.
+///
+/// # Errors
+/// Bytes that are not encoded sets.
+pub fn decode_sets(bytes: &[u8]) -> Result<Vec<Vec<u32>>> {
+    let mut r = Reader::new(bytes);
+    let sets = (0..r.count(8)?)
+        .map(|_| {
+            let n = r.count(8)?;
+            (0..n)
+                .map(|_| u32::try_from(r.u64()?).map_err(|_| corrupt()))
+                .collect::<Result<Vec<u32>>>()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if !r.done() {
+        return Err(corrupt());
+    }
+    Ok(sets)
+}
+
+/// Each group's shard, from every rank's candidate sets (groups on one
+/// set share a shard), and the number of shards; calls that fit no group
+/// go to the last shard, numbered after the groups' shards.
+///
+/// # Errors
+/// A set naming a group the job does not have.
+pub fn shard_map<'s>(
+    groups: usize,
+    sets: impl IntoIterator<Item = &'s [u32]>,
+) -> Result<(Vec<u32>, u32)> {
+    let sets: Vec<&[u32]> = sets.into_iter().collect();
+    if sets
+        .iter()
+        .flat_map(|s| s.iter())
+        .any(|&g| g as usize >= groups)
+    {
+        return Err(corrupt());
+    }
+    let mut parent = union_groups(groups, sets);
+    let mut number: FxHashMap<usize, u32> = FxHashMap::default();
+    let mut of_group = Vec::with_capacity(groups);
+    for g in 0..groups {
+        let r = root(&mut parent, g);
+        let next = number.len() as u32;
+        of_group.push(*number.entry(r).or_insert(next));
+    }
+    let count = number.len() as u32;
+    Ok((of_group, count + 1))
+}
+
+/// A rank's calls on one shard: the profile with only those calls (its
+/// names and phases kept: the events name them), its slot, and each call's
+/// index in the rank's whole profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Piece {
+    /// Slot of the rank.
+    pub slot: usize,
+    /// The rank's profile, with the shard's calls only.
+    pub profile: RankProfile,
+    /// Index of each call in the rank's whole profile.
+    pub calls: Vec<usize>,
+}
+
+impl Piece {
+    /// The piece as bytes.
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer(Vec::new());
+        w.u64(self.slot as u64);
+        w.u64(self.calls.len() as u64);
+        self.calls.iter().for_each(|&i| w.u64(i as u64));
+        w.0.extend_from_slice(&codec::encode(&self.profile));
+        w.0
+    }
+
+    /// A piece from [`Piece::encode`]'s bytes.
+    ///
+    /// # Errors
+    /// Bytes that are not an encoded piece.
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(bytes);
+        let slot = r.u64()? as usize;
+        let n = r.count(8)?;
+        let calls = (0..n)
+            .map(|_| Ok(r.u64()? as usize))
+            .collect::<Result<Vec<_>>>()?;
+        let profile = codec::decode(r.rest())?;
+        if profile.calls.len() != calls.len() {
+            return Err(corrupt());
+        }
+        Ok(Self {
+            slot,
+            profile,
+            calls,
+        })
+    }
+}
+
+/// The rank's calls cut by shard (`shard_of_group` and `shards` from
+/// [`shard_map`]): one piece per shard it has calls on, by shard.
+#[must_use]
+pub fn split(
+    shape: &Shape,
+    slot: usize,
+    profile: RankProfile,
+    shard_of_group: &[u32],
+    shards: u32,
+) -> Vec<(u32, Piece)> {
+    let calls = profile.calls.len();
+    let mut profiles = shape.blank_profiles();
+    profiles[slot] = profile;
+    let slot_of_rank = shape.slot_of_rank();
+    let of_call: Vec<u32> = {
+        let job = shape.job(&profiles, &slot_of_rank);
+        let cands = super::align::candidates(&job);
+        (0..calls)
+            .map(|i| {
+                cands
+                    .of(slot, i)
+                    .first()
+                    .map_or(shards - 1, |&g| shard_of_group[g as usize])
+            })
+            .collect()
+    };
+    let mut whole = std::mem::take(&mut profiles[slot]);
+    let all = std::mem::take(&mut whole.calls);
+    let mut by_shard: std::collections::BTreeMap<u32, (Vec<usize>, Vec<super::profile::Call>)> =
+        std::collections::BTreeMap::new();
+    for (i, (c, s)) in all.into_iter().zip(of_call).enumerate() {
+        let e = by_shard.entry(s).or_default();
+        e.0.push(i);
+        e.1.push(c);
+    }
+    by_shard
+        .into_iter()
+        .map(|(s, (indices, calls))| {
+            let mut p = whole.clone_without_calls();
+            p.calls = calls;
+            (
+                s,
+                Piece {
+                    slot,
+                    profile: p,
+                    calls: indices,
+                },
+            )
+        })
+        .collect()
+}
+
+/// A shard's job: its pieces' calls in their slots, every other slot empty.
+struct ShardJob {
+    profiles: Vec<RankProfile>,
+    indices: Vec<Vec<usize>>,
+    slot_of_rank: FxHashMap<i64, usize>,
+}
+
+impl ShardJob {
+    fn new(shape: &Shape, pieces: Vec<Piece>) -> Result<Self> {
+        let mut profiles = shape.blank_profiles();
+        let mut indices = vec![Vec::new(); profiles.len()];
+        for p in pieces {
+            if p.slot >= profiles.len() || p.profile.rank != shape.ranks[p.slot] {
+                return Err(corrupt());
+            }
+            indices[p.slot] = p.calls;
+            profiles[p.slot] = p.profile;
+        }
+        Ok(Self {
+            profiles,
+            indices,
+            slot_of_rank: shape.slot_of_rank(),
+        })
+    }
+
+    /// The second pass: instances (in the shard's call indices) and the
+    /// sweep keys that opened them, in the job's call indices.
+    fn matched(
+        &self,
+        shape: &Shape,
+        labels: &FxHashMap<(usize, i64), usize>,
+    ) -> (Vec<Instance>, Vec<SweepKey>) {
+        let job = shape.job(&self.profiles, &self.slot_of_rank);
+        let (instances, keys) = super::shard::second_pass(&job, labels);
+        let keys = keys
+            .into_iter()
+            .map(|(at, slot, i)| (at, slot, self.indices[slot][i]))
+            .collect();
+        (instances, keys)
+    }
+}
+
+/// A shard's first pass: its thread votes.
+///
+/// # Errors
+/// Pieces that do not fit the shape.
+pub fn shard_votes(shape: &Shape, pieces: Vec<Piece>) -> Result<ThreadVotes> {
+    let shard = ShardJob::new(shape, pieces)?;
+    Ok(super::shard::first_pass(
+        &shape.job(&shard.profiles, &shard.slot_of_rank),
+    ))
+}
+
+/// Thread votes (or labels, with a count of 1) as bytes, sorted.
+#[must_use]
+pub fn encode_votes(votes: &ThreadVotes) -> Vec<u8> {
+    let mut rows: Vec<(usize, i64, usize, u32)> = votes
+        .iter()
+        .flat_map(|(&(slot, thread), counts)| {
+            counts.iter().map(move |(&g, &n)| (slot, thread, g, n))
+        })
+        .collect();
+    rows.sort_unstable();
+    let mut w = Writer(Vec::with_capacity(8 + rows.len() * 32));
+    w.u64(rows.len() as u64);
+    for (slot, thread, g, n) in rows {
+        w.u64(slot as u64);
+        w.i64(thread);
+        w.u64(g as u64);
+        w.u64(u64::from(n));
+    }
+    w.0
+}
+
+/// Votes from [`encode_votes`]' bytes.
+///
+/// # Errors
+/// Bytes that are not encoded votes.
+pub fn decode_votes(bytes: &[u8]) -> Result<ThreadVotes> {
+    let mut r = Reader::new(bytes);
+    let mut votes = ThreadVotes::default();
+    for _ in 0..r.count(32)? {
+        let key = (r.u64()? as usize, r.i64()?);
+        let g = r.u64()? as usize;
+        let n = u32::try_from(r.u64()?).map_err(|_| corrupt())?;
+        *votes.entry(key).or_default().entry(g).or_default() += n;
+    }
+    if !r.done() {
+        return Err(corrupt());
+    }
+    Ok(votes)
+}
+
+/// The job's thread labels from every shard's votes, as the bytes a
+/// shard's later steps take.
+///
+/// # Errors
+/// Bytes that are not encoded votes.
+pub fn labels_from_votes<'v>(votes: impl IntoIterator<Item = &'v [u8]>) -> Result<Vec<u8>> {
+    let mut total = ThreadVotes::default();
+    for v in votes {
+        add_votes(&mut total, decode_votes(v)?);
+    }
+    let labels: ThreadVotes = thread_labels(total)
+        .into_iter()
+        .map(|(k, g)| (k, std::iter::once((g, 1)).collect()))
+        .collect();
+    Ok(encode_votes(&labels))
+}
+
+fn decode_labels(bytes: &[u8]) -> Result<FxHashMap<(usize, i64), usize>> {
+    let votes = decode_votes(bytes)?;
+    votes
+        .into_iter()
+        .map(|(k, counts)| {
+            let mut it = counts.into_keys();
+            match (it.next(), it.next()) {
+                (Some(g), None) => Ok((k, g)),
+                _ => Err(corrupt()),
+            }
+        })
+        .collect()
+}
+
+/// A shard's complete instances as the client orders them: start, end,
+/// group and sweep key each (in the shard's event order), the earliest
+/// arrival of any of its instances, and how many were ambiguous.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardPrepared {
+    /// `(start, end, group, key)` per complete instance, in event order.
+    pub events: Vec<(f64, f64, usize, SweepKey)>,
+    /// Earliest member arrival of any instance, `+inf` when none.
+    pub first_arrival: f64,
+    /// Complete instances that fit several groups.
+    pub ambiguous: u64,
+}
+
+impl ShardPrepared {
+    /// As bytes.
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer(Vec::with_capacity(24 + self.events.len() * 48));
+        w.f64(self.first_arrival);
+        w.u64(self.ambiguous);
+        w.u64(self.events.len() as u64);
+        for &(start, end, group, (at, slot, call)) in &self.events {
+            w.f64(start);
+            w.f64(end);
+            w.u64(group as u64);
+            w.f64(at);
+            w.u64(slot as u64);
+            w.u64(call as u64);
+        }
+        w.0
+    }
+
+    /// From [`ShardPrepared::encode`]'s bytes.
+    ///
+    /// # Errors
+    /// Bytes that are not encoded.
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(bytes);
+        let first_arrival = r.f64()?;
+        let ambiguous = r.u64()?;
+        let events = (0..r.count(48)?)
+            .map(|_| {
+                Ok((
+                    r.f64()?,
+                    r.f64()?,
+                    r.u64()? as usize,
+                    (r.f64()?, r.u64()? as usize, r.u64()? as usize),
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if !r.done() {
+            return Err(corrupt());
+        }
+        Ok(Self {
+            events,
+            first_arrival,
+            ambiguous,
+        })
+    }
+}
+
+/// A shard's second pass, its complete instances ready to order.
+///
+/// # Errors
+/// Pieces or labels that do not fit the shape.
+pub fn shard_prepare(shape: &Shape, pieces: Vec<Piece>, labels: &[u8]) -> Result<ShardPrepared> {
+    let labels = decode_labels(labels)?;
+    let shard = ShardJob::new(shape, pieces)?;
+    let (instances, keys) = shard.matched(shape, &labels);
+    let job = shape.job(&shard.profiles, &shard.slot_of_rank);
+    let prepared = prepare(&job, &instances, Some(&keys));
+    Ok(ShardPrepared {
+        events: prepared
+            .iter()
+            .map(|p| (p.start, p.end, p.group, p.order))
+            .collect(),
+        first_arrival: first_arrival(&job, &instances),
+        ambiguous: instances
+            .iter()
+            .filter(|i| i.complete && i.ambiguous)
+            .count() as u64,
+    })
+}
+
+/// Every shard's events placed: the origin, each shard's placements (in its
+/// event order), and the job's event order as `(shard, index in shard)`.
+#[must_use]
+pub fn place_shards(
+    groups: usize,
+    shards: &[ShardPrepared],
+) -> (f64, Vec<Vec<Placement>>, Vec<(usize, usize)>) {
+    let mut all: Vec<(Prepared, usize)> = Vec::new();
+    for (s, shard) in shards.iter().enumerate() {
+        for (k, &(start, end, group, order)) in shard.events.iter().enumerate() {
+            all.push((
+                Prepared {
+                    start,
+                    end,
+                    group,
+                    order,
+                    instance: k,
+                },
+                s,
+            ));
+        }
+    }
+    all.sort_by(|a, b| order_of_events(&a.0, &b.0));
+    let fallback = shards
+        .iter()
+        .map(|s| s.first_arrival)
+        .fold(f64::INFINITY, f64::min);
+    let prepared: Vec<Prepared> = all.iter().map(|(p, _)| *p).collect();
+    let placements = place(&prepared, groups, fallback);
+    let origin = placements.first().map_or(fallback, |p| p.0);
+    let mut per_shard: Vec<Vec<Placement>> = shards
+        .iter()
+        .map(|s| Vec::with_capacity(s.events.len()))
+        .collect();
+    let mut order = Vec::with_capacity(all.len());
+    for ((p, s), at) in all.iter().zip(placements) {
+        per_shard[*s].push(at);
+        order.push((*s, p.instance));
+    }
+    (origin, per_shard, order)
+}
+
+/// Placements as bytes.
+#[must_use]
+pub fn encode_placements(origin: f64, placements: &[Placement]) -> Vec<u8> {
+    let mut w = Writer(Vec::with_capacity(16 + placements.len() * 16));
+    w.f64(origin);
+    w.u64(placements.len() as u64);
+    for &(_, concurrent, seq) in placements {
+        w.i64(concurrent);
+        w.u64(seq);
+    }
+    w.0
+}
+
+fn decode_placements(bytes: &[u8]) -> Result<(f64, Vec<Placement>)> {
+    let mut r = Reader::new(bytes);
+    let origin = r.f64()?;
+    let placements = (0..r.count(16)?)
+        .map(|_| Ok((origin, r.i64()?, r.u64()?)))
+        .collect::<Result<Vec<_>>>()?;
+    if !r.done() {
+        return Err(corrupt());
+    }
+    Ok((origin, placements))
+}
+
+/// A shard's events, written: each event's canonical JSON (in the shard's
+/// event order), and its partial collectives with their sweep keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardEvents {
+    /// The events' canonical JSON, one after another.
+    pub json: Vec<u8>,
+    /// Where each event ends in `json`.
+    pub ends: Vec<u64>,
+    /// Partial collectives, each with the key of the call that opened it.
+    pub partial: Vec<(SweepKey, PartialCollective)>,
+}
+
+impl ShardEvents {
+    /// As bytes.
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer(Vec::with_capacity(
+            self.json.len() + self.ends.len() * 8 + 64,
+        ));
+        w.u64(self.ends.len() as u64);
+        self.ends.iter().for_each(|&e| w.u64(e));
+        w.u64(self.json.len() as u64);
+        w.0.extend_from_slice(&self.json);
+        w.u64(self.partial.len() as u64);
+        for ((at, slot, call), p) in &self.partial {
+            w.f64(*at);
+            w.u64(*slot as u64);
+            w.u64(*call as u64);
+            w.str(&p.group);
+            w.str(&p.op);
+            w.u64(p.seen.len() as u64);
+            p.seen.iter().for_each(|&r| w.i64(r));
+            w.u64(p.missing.len() as u64);
+            p.missing.iter().for_each(|&r| w.i64(r));
+            w.f64(p.start_us);
+            w.i64(p.step);
+        }
+        w.0
+    }
+
+    /// From [`ShardEvents::encode`]'s bytes.
+    ///
+    /// # Errors
+    /// Bytes that are not encoded events.
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(bytes);
+        let ends = (0..r.count(8)?)
+            .map(|_| r.u64())
+            .collect::<Result<Vec<_>>>()?;
+        let n = r.count(1)?;
+        let json = r.take(n)?.to_vec();
+        if ends.windows(2).any(|w| w[0] > w[1])
+            || ends.last().is_some_and(|&e| e as usize != json.len())
+        {
+            return Err(corrupt());
+        }
+        let mut partial = Vec::new();
+        for _ in 0..r.count(72)? {
+            let key = (r.f64()?, r.u64()? as usize, r.u64()? as usize);
+            let group = r.str()?;
+            let op = r.str()?;
+            let seen = (0..r.count(8)?)
+                .map(|_| r.i64())
+                .collect::<Result<Vec<_>>>()?;
+            let missing = (0..r.count(8)?)
+                .map(|_| r.i64())
+                .collect::<Result<Vec<_>>>()?;
+            let start_us = r.f64()?;
+            let step = r.i64()?;
+            partial.push((
+                key,
+                PartialCollective {
+                    group,
+                    op,
+                    seen,
+                    missing,
+                    start_us,
+                    step,
+                },
+            ));
+        }
+        if !r.done() {
+            return Err(corrupt());
+        }
+        Ok(Self {
+            json,
+            ends,
+            partial,
+        })
+    }
+
+    fn event(&self, k: usize) -> &[u8] {
+        let start = if k == 0 { 0 } else { self.ends[k - 1] as usize };
+        &self.json[start..self.ends[k] as usize]
+    }
+}
+
+/// A shard's events at their placements (from [`place_shards`], as
+/// [`encode_placements`] bytes), and its partial collectives.
+///
+/// # Errors
+/// Pieces, labels or placements that do not fit the shape or the shard.
+pub fn shard_events(
+    shape: &Shape,
+    pieces: Vec<Piece>,
+    labels: &[u8],
+    placements: &[u8],
+    fallback_phase: Option<&str>,
+) -> Result<ShardEvents> {
+    let labels = decode_labels(labels)?;
+    let (origin, placements) = decode_placements(placements)?;
+    let shard = ShardJob::new(shape, pieces)?;
+    let (instances, keys) = shard.matched(shape, &labels);
+    let job = shape.job(&shard.profiles, &shard.slot_of_rank);
+    let prepared = prepare(&job, &instances, Some(&keys));
+    if prepared.len() != placements.len() {
+        return Err(corrupt());
+    }
+    let trace =
+        write_prepared(&job, &instances, &prepared, &placements, fallback_phase).finish(Vec::new());
+    let mut json = Vec::new();
+    let mut ends = Vec::with_capacity(trace.events.len());
+    for i in 0..trace.events.len() {
+        json.extend_from_slice(trace.canonical_json(i));
+        ends.push(json.len() as u64);
+    }
+    let partial = partials_in_sweep_order(&job, &instances, origin)
+        .into_iter()
+        .map(|(k, p)| (keys[k], p))
+        .collect();
+    Ok(ShardEvents {
+        json,
+        ends,
+        partial,
+    })
+}
+
+/// The import from the framed job's heads and every shard's events: the
+/// events in the job's order (`order` from [`place_shards`]), the partial
+/// collectives in time order, and the job's members and checks, as
+/// [`super::job::import_job`] writes them.
+///
+/// # Errors
+/// Nothing importable, or (with `strict`) a partial collective.
+pub fn assemble(
+    frame: &AlignedJob,
+    facts: CallFacts,
+    shards: &[ShardEvents],
+    order: &[(usize, usize)],
+    ambiguous: u64,
+    origin: f64,
+    options: &JobOptions,
+) -> Result<JobImport> {
+    let mut document = b"{\"events\":[".to_vec();
+    for (n, &(s, k)) in order.iter().enumerate() {
+        let event = shards
+            .get(s)
+            .filter(|e| k < e.ends.len())
+            .ok_or_else(corrupt)?
+            .event(k);
+        if n > 0 {
+            document.push(b',');
+        }
+        document.extend_from_slice(event);
+    }
+    document.extend_from_slice(b"],\"format\":");
+    crate::json::canon::write_str(&mut document, crate::trace::TRACE_FORMAT);
+    document.push(b'}');
+    // The events are the shards' own canonical JSON: read back without the
+    // input policy's bounds (the policy bounds inputs, not what was made).
+    let b = TraceBuilder::from_loaded(load_owned(document, &unbounded())?);
+    let mut partial: Vec<(SweepKey, PartialCollective)> = shards
+        .iter()
+        .flat_map(|s| s.partial.iter().cloned())
+        .collect();
+    partial.sort_by(|(ka, a), (kb, b)| {
+        a.start_us
+            .total_cmp(&b.start_us)
+            .then(ka.0.total_cmp(&kb.0))
+            .then(ka.1.cmp(&kb.1))
+            .then(ka.2.cmp(&kb.2))
+    });
+    let tail = JobTail {
+        profiles: &frame.profiles,
+        groups: &frame.groups,
+        epoch: frame.epoch,
+        files: frame.profiles.len() as u64,
+        facts,
+        ambiguous,
+        origin,
+        recovered_steps: None,
+    };
+    finish_import(
+        b,
+        partial.into_iter().map(|(_, p)| p).collect(),
+        &tail,
+        options,
+    )
+}
+
+/// The steps run here, one after another: [`super::job::import_job`]'s
+/// result, or `None` when the job is not for this plan ([`frame`]).
+///
+/// # Errors
+/// As [`super::job::import_job`].
+pub fn import_job_sharded(
+    profiles: Vec<RankProfile>,
+    labels: &[String],
+    options: &JobOptions,
+) -> Result<Option<JobImport>> {
+    let heads: Vec<_> = profiles
+        .iter()
+        .map(|p| {
+            let (h, f, m) = head(p);
+            decode_head(&encode_head(&h, f, m))
+        })
+        .collect::<Result<_>>()?;
+    let Some((frame, facts, order)) = frame(heads, labels, &options.clock_offsets_us)? else {
+        return Ok(None);
+    };
+    let shape = Shape::decode(&Shape::of(&frame).encode())?;
+    let mut taken: Vec<Option<RankProfile>> = profiles.into_iter().map(Some).collect();
+    let mut ranks: Vec<RankProfile> = order
+        .iter()
+        .map(|&i| taken[i].take().unwrap_or_default())
+        .collect();
+    let sets: Vec<Vec<u8>> = ranks
+        .iter()
+        .enumerate()
+        .map(|(slot, p)| encode_sets(&candidate_sets(&shape, slot, p.clone())))
+        .collect();
+    let decoded: Vec<Vec<Vec<u32>>> = sets.iter().map(|s| decode_sets(s)).collect::<Result<_>>()?;
+    let (of_group, count) = shard_map(
+        shape.groups.len(),
+        decoded.iter().flatten().map(Vec::as_slice),
+    )?;
+    let mut pieces: Vec<Vec<Vec<u8>>> = vec![Vec::new(); count as usize];
+    for (slot, p) in ranks.drain(..).enumerate() {
+        for (s, piece) in split(&shape, slot, p, &of_group, count) {
+            pieces[s as usize].push(piece.encode());
+        }
+    }
+    let pieces_of =
+        |s: &Vec<Vec<u8>>| -> Result<Vec<Piece>> { s.iter().map(|b| Piece::decode(b)).collect() };
+    let votes: Vec<Vec<u8>> = pieces
+        .iter()
+        .map(|s| Ok(encode_votes(&shard_votes(&shape, pieces_of(s)?)?)))
+        .collect::<Result<_>>()?;
+    let labels_bytes = labels_from_votes(votes.iter().map(Vec::as_slice))?;
+    let prepared: Vec<ShardPrepared> = pieces
+        .iter()
+        .map(|s| {
+            ShardPrepared::decode(&shard_prepare(&shape, pieces_of(s)?, &labels_bytes)?.encode())
+        })
+        .collect::<Result<_>>()?;
+    let (origin, placements, event_order) = place_shards(shape.groups.len(), &prepared);
+    let events: Vec<ShardEvents> = pieces
+        .iter()
+        .zip(&placements)
+        .map(|(s, at)| {
+            let bytes = encode_placements(origin, at);
+            ShardEvents::decode(
+                &shard_events(
+                    &shape,
+                    pieces_of(s)?,
+                    &labels_bytes,
+                    &bytes,
+                    options.phase.as_deref(),
+                )?
+                .encode(),
+            )
+        })
+        .collect::<Result<_>>()?;
+    let ambiguous = prepared.iter().map(|p| p.ambiguous).sum();
+    assemble(
+        &frame,
+        facts,
+        &events,
+        &event_order,
+        ambiguous,
+        origin,
+        options,
+    )
+    .map(Some)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,142 @@
+//! The steps, run here, write the trace the one-process import writes.
+
+use rustc_hash::FxHashMap;
+
+use super::*;
+use crate::import::kineto::job::import_job;
+use crate::import::kineto::profile::{Source, read_file};
+use crate::import::stream::ScanLimits;
+
+fn profiles(dir: &str, files: &[&str]) -> Vec<RankProfile> {
+    files
+        .iter()
+        .map(|f| {
+            let path = crate::test_data::fixture(&format!("{dir}/{f}"));
+            read_file(Source::Path(&path), &ScanLimits::default(), None).unwrap()
+        })
+        .collect()
+}
+
+fn options(phase: Option<&str>) -> JobOptions {
+    JobOptions {
+        workload_name: "w".to_owned(),
+        phase: phase.map(str::to_owned),
+        clock_offsets_us: FxHashMap::default(),
+        strict: false,
+    }
+}
+
+/// Asserts the two imports agree; whether they imported (not both refused).
+fn same_as_one_process(ps: Vec<RankProfile>, labels: &[String], options: &JobOptions) -> bool {
+    let whole = import_job(ps.clone(), labels, options);
+    let sharded = import_job_sharded(ps, labels, options).map(|s| s.expect("a job for the plan"));
+    let (whole, sharded) = match (whole, sharded) {
+        (Ok(w), Ok(s)) => (w, s),
+        (Err(w), Err(s)) => {
+            assert_eq!(w.message(), s.message());
+            return false;
+        }
+        (w, s) => panic!("one process: {:?}; sharded: {:?}", w.err(), s.err()),
+    };
+    let bytes = |t: &crate::trace::Trace| {
+        let order: Vec<u32> = (0..t.events.len() as u32).collect();
+        let mut out = Vec::new();
+        t.write_projection(&order, &mut |piece: &[u8]| out.extend_from_slice(piece));
+        out
+    };
+    let (a, b) = (bytes(&whole.trace), bytes(&sharded.trace));
+    assert!(!a.is_empty());
+    assert_eq!(whole.trace.signatures, sharded.trace.signatures);
+    assert_eq!(whole.trace.events.start_us, sharded.trace.events.start_us);
+    assert_eq!(String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
+    assert_eq!(whole.counts, sharded.counts);
+    assert_eq!(whole.partial, sharded.partial);
+    true
+}
+
+#[test]
+fn fixture_jobs_import_the_same_bytes_sharded() {
+    let ranks = ["rank0.json", "rank1.json", "rank2.json", "rank3.json"];
+    let labels: Vec<String> = ranks.iter().map(|r| (*r).to_owned()).collect();
+    for dir in [
+        "kineto/gloo_tp4_decode",
+        "kineto/gloo_w4_ddp_straggler/markers",
+    ] {
+        for phase in [None, Some("train")] {
+            assert!(same_as_one_process(
+                profiles(dir, &ranks),
+                &labels,
+                &options(phase)
+            ));
+        }
+        // Files in another order, and a rank missing (partial collectives).
+        let mut reversed = profiles(dir, &ranks);
+        reversed.reverse();
+        let rev_labels: Vec<String> = labels.iter().rev().cloned().collect();
+        assert!(same_as_one_process(reversed, &rev_labels, &options(None)));
+        same_as_one_process(profiles(dir, &ranks[..3]), &labels[..3], &options(None));
+    }
+}
+
+#[test]
+fn jobs_without_markers_or_with_windows_are_not_for_the_plan() {
+    let ranks = ["rank0.json", "rank1.json", "rank2.json", "rank3.json"];
+    let labels: Vec<String> = ranks.iter().map(|r| (*r).to_owned()).collect();
+    let ps = profiles("kineto/gloo_w4_ddp_straggler/nomarkers", &ranks);
+    assert!(
+        import_job_sharded(ps, &labels, &options(None))
+            .unwrap()
+            .is_none()
+    );
+    let mut twice = profiles("kineto/gloo_tp4_decode", &ranks);
+    twice.push(twice[0].clone());
+    let mut l = labels.clone();
+    l.push("again".to_owned());
+    assert!(
+        import_job_sharded(twice, &l, &options(None))
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn messages_round_trip_and_refuse_damage() {
+    let ps = profiles("kineto/gloo_tp4_decode", &["rank0.json", "rank1.json"]);
+    let (h, f, m) = head(&ps[1]);
+    let bytes = encode_head(&h, f, m);
+    let back = decode_head(&bytes).unwrap();
+    assert_eq!(encode_head(&back.0, back.1, back.2), bytes);
+    for cut in [0, 1, bytes.len() / 2] {
+        assert!(decode_head(&bytes[..cut]).is_err());
+    }
+    let sets = vec![vec![0_u32, 2], vec![1]];
+    assert_eq!(decode_sets(&encode_sets(&sets)).unwrap(), sets);
+    assert!(decode_sets(&encode_sets(&sets)[..9]).is_err());
+    assert!(shard_map(2, [&[0_u32, 5][..]]).is_err());
+    let piece = Piece {
+        slot: 1,
+        profile: ps[1].clone(),
+        calls: (0..ps[1].calls.len()).collect(),
+    };
+    assert_eq!(
+        Piece::decode(&piece.encode()).unwrap().encode(),
+        piece.encode()
+    );
+    assert!(Piece::decode(&piece.encode()[..20]).is_err());
+}
+
+#[test]
+fn generated_jobs_import_the_same_bytes_sharded() {
+    use crate::import::kineto::generated_jobs::generated;
+    let (mut shards_seen, mut imported) = (0, 0);
+    for seed in 0..12 {
+        for (named, world_calls) in [(true, true), (true, false), (false, false), (false, true)] {
+            let g = generated(seed, named, world_calls);
+            shards_seen = shards_seen.max(crate::import::kineto::shard::shards(&g.job()).len());
+            let labels: Vec<String> = (0..8).map(|r| format!("rank{r}.json")).collect();
+            imported += usize::from(same_as_one_process(g.profiles, &labels, &options(None)));
+        }
+    }
+    assert!(shards_seen >= 6);
+    assert_eq!(imported, 48);
+}
