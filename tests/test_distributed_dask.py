@@ -523,3 +523,63 @@ def test_a_url_without_a_cluster_is_a_usage_error(tmp_path: Path) -> None:
         assert code == 2, text
         assert "URL inputs are read by Dask workers" in text
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    ("job", "sharded"),
+    [
+        (FIXTURES / "kineto" / "gloo_tp4_decode", True),
+        (FIXTURES / "kineto" / "gloo_w4_ddp_straggler" / "markers", True),
+        (FIXTURES / "kineto" / "gloo_w4_ddp_straggler" / "nomarkers", False),
+        (FIXTURES / "hang" / "gloo_w4_rank_sigkill", False),
+    ],
+    ids=lambda v: v.name if isinstance(v, Path) else str(v),
+)
+def test_the_import_plan_and_its_bytes(
+    cluster: Cluster, job: Path, sharded: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job with step markers and one file per rank is aligned and written
+    shard by shard on the workers; one without markers (steps recovered from
+    the whole sequence) or with ranks in several windows is merged here.
+    Either way, the single-process bytes."""
+    import commcanary.distributed as dist
+
+    plans: list[bool] = []
+    real = dist._import_sharded
+
+    def spy(*args: object, **kwargs: object) -> object:
+        result = real(*args, **kwargs)  # type: ignore[arg-type]
+        plans.append(result is not None)
+        return result
+
+    monkeypatch.setattr(dist, "_import_sharded", spy)
+    here, there = tmp_path / "here.json", tmp_path / "there.json"
+    code, out = invoke("import-kineto", str(job), "-o", str(here), "--no-cache")
+    code2, out2 = invoke(
+        "import-kineto", str(job), "-o", str(there), "--no-cache", "--cluster", cluster.address
+    )
+    assert (code2, out2.replace(str(there), "X")) == (code, out.replace(str(here), "X"))
+    assert plans == [sharded]
+    if code == 0:
+        assert there.read_bytes() == here.read_bytes()
+
+
+@pytest.mark.parametrize("extra", [[], ["--strict"], ["--phase", "serve", "--workload-name", "tp3"]])
+def test_a_rank_missing_on_the_sharded_plan(cluster: Cluster, tmp_path: Path, extra: list[str]) -> None:
+    """Three of four ranks: partial collectives listed (or refused with
+    --strict) exactly as the single-process import does."""
+    job = tmp_path / "job"
+    job.mkdir()
+    for r in range(3):
+        shutil.copy(FIXTURES / "kineto" / "gloo_tp4_decode" / f"rank{r}.json.gz", job)
+    here, there = tmp_path / "here.json", tmp_path / "there.json"
+    code, out = invoke("import-kineto", str(job), "-o", str(here), "--no-cache", *extra)
+    code2, out2 = invoke(
+        "import-kineto", str(job), "-o", str(there), "--no-cache", "--cluster", cluster.address, *extra
+    )
+    assert (code2, out2.replace(str(there), "X")) == (code, out.replace(str(here), "X"))
+    assert ("partial" in out) or code != 0
+    if code == 0:
+        assert there.read_bytes() == here.read_bytes()
+    else:
+        assert not there.exists()

@@ -74,6 +74,7 @@ __all__ = [
     "ReplayReport",
     "ReplaySettings",
     "ReportDocument",
+    "ShardedImport",
     "Trace",
     "__version__",
     "algorithm_steps",
@@ -109,6 +110,7 @@ __all__ = [
     "measured_report",
     "physical_configurations",
     "private_key_id",
+    "profile_head",
     "py_round",
     "read_backend_file",
     "read_clock_offsets",
@@ -125,6 +127,11 @@ __all__ = [
     "resource_limits",
     "run_noise",
     "set_resource_limits",
+    "sharded_events",
+    "sharded_prepare",
+    "sharded_sets",
+    "sharded_split",
+    "sharded_votes",
     "sign_file",
     "signing_keypair",
     "table_columns",
@@ -396,6 +403,37 @@ def import_kineto_partials(
     clock_offsets: dict[int, float] | None = None,
     strict: bool = False,
 ) -> tuple[Trace, JobCounts, list[PartialCollective]]: ...
+def profile_head(profile: bytes) -> bytes: ...
+def sharded_sets(shape: bytes, slot: int, profile: bytes) -> bytes: ...
+def sharded_split(
+    shape: bytes, slot: int, profile: bytes, shard_of_group: list[int], shards: int
+) -> list[tuple[int, bytes]]: ...
+def sharded_votes(shape: bytes, pieces_: list[bytes]) -> bytes: ...
+def sharded_prepare(shape: bytes, pieces_: list[bytes], labels: bytes) -> bytes: ...
+def sharded_events(
+    shape: bytes, pieces_: list[bytes], labels: bytes, placements: bytes, phase: str | None = None
+) -> bytes: ...
+
+@final
+class ShardedImport:
+    @staticmethod
+    def frame(
+        labels: list[str],
+        heads: KinetoPartials,
+        flags: list[int],
+        *,
+        workload_name: str = ...,
+        phase: str | None = None,
+        clock_offsets: dict[int, float] | None = None,
+        strict: bool = False,
+    ) -> ShardedImport | None: ...
+    def shape(self) -> bytes: ...
+    def slot_files(self) -> list[int]: ...
+    def shard_map(self, sets: list[bytes]) -> tuple[list[int], int]: ...
+    def labels(self, votes: list[bytes]) -> bytes: ...
+    def place(self, prepared: list[bytes]) -> list[bytes]: ...
+    def assemble(self, events: list[bytes]) -> tuple[Trace, JobCounts, list[PartialCollective]]: ...
+
 def diagnose_hang(
     paths: list[str], *, cache_dir: str | None = None, reads: _EvidenceReads | None = None
 ) -> HangDiagnosis: ...

@@ -33,11 +33,12 @@ needs ``distributed``.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from commcanary import _core
 from commcanary.distributed import _tasks
@@ -226,10 +227,7 @@ def map_in_order(client: Client, task: Any, calls: list[tuple[Any, ...]]) -> Ite
     order as they are ready: files are batched into tasks of at most
     :data:`FILES_PER_TASK` (at least eight tasks per worker thread, so the
     work spreads), and each batch's result is let go once yielded."""
-    threads = sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values()) or 1
-    size = max(1, min(FILES_PER_TASK, -(-len(calls) // (8 * threads))))
-    batches = [calls[i : i + size] for i in range(0, len(calls), size)]
-    futures = [client.submit(_tasks.each, task, batch, pure=False) for batch in batches]
+    futures = _submit_batches(client, functools.partial(_tasks.each, task), calls)
     with _cluster_faults():
         for future in futures:
             results = future.result()
@@ -276,21 +274,114 @@ def import_kineto(
     labels = [str(f) for f in files]
     cache = None if cache_dir is None else os.fspath(cache_dir)
     calls = [(_where(f), label, rank, cache) for f, label in zip(files, labels, strict=True)]
-    # Each partial is decoded as it arrives and its bytes let go, so the
-    # client never holds every rank's encoded partial and its profile at once.
-    partials = _core.KinetoPartials()
-    for label, partial in zip(labels, map_in_order(client, _tasks.kineto_partial, calls), strict=True):
-        partials.add(label, partial)
-    trace, counts, partial = _core.import_kineto_partials(
-        labels,
-        partials,
-        workload_name=workload_name,
-        phase=phase,
-        rank=rank,
-        clock_offsets=wanted,
-        strict=strict,
-    )
+    options = _JobOptions(workload_name=workload_name, phase=phase, clock_offsets=wanted, strict=strict)
+    with _cluster_faults():
+        reads = _submit_batches(client, _tasks.read_ranks, calls)
+        imported = _import_sharded(client, reads, labels, options)
+        if imported is None:
+            # Not a job the sharded plan takes (a rank in several windows, no
+            # step markers): the profiles come here, decoded as each arrives
+            # and its bytes let go, and the one-process merge runs.
+            partials = _core.KinetoPartials()
+            got = (p for f in reads for p in _release(client.submit(_tasks.partials_of, f, pure=False)))
+            for label, partial in zip(labels, got, strict=True):
+                partials.add(label, partial)
+            imported = _core.import_kineto_partials(labels, partials, rank=rank, **options)
+    trace, counts, partial = imported
     return job_import(trace, counts, partial)
+
+
+class _JobOptions(TypedDict):
+    """A job import's options, as the core's job entry points take them."""
+
+    workload_name: str
+    phase: str | None
+    clock_offsets: dict[int, float] | None
+    strict: bool
+
+
+def _submit_batches(client: Client, task: Any, calls: list[tuple[Any, ...]]) -> list[Any]:
+    """``task(batch)`` for batches of ``calls`` (as :func:`map_in_order`
+    batches them), submitted; the futures, in order."""
+    size = max(1, min(FILES_PER_TASK, -(-len(calls) // (8 * _threads(client)))))
+    return [client.submit(task, calls[i : i + size], pure=False) for i in range(0, len(calls), size)]
+
+
+def _threads(client: Client) -> int:
+    """The cluster's worker threads (at least 1)."""
+    return sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values()) or 1
+
+
+def _release(future: Any) -> Any:
+    """A small future's result, the future let go."""
+    result = future.result()
+    future.release()
+    return result
+
+
+def _import_sharded(
+    client: Client, reads: list[Any], labels: list[str], options: _JobOptions
+) -> tuple[Any, Any, Any] | None:
+    """The job imported by the sharded plan (``commcanary_core``'s
+    ``import::kineto::sharded``): the client frames the job from each rank's
+    head, workers cut the ranks they read into pieces per shard of groups,
+    align and write each shard's events; the client places and joins them.
+    ``None`` when the job is not for the plan."""
+    heads = _core.KinetoPartials()
+    flags: list[int] = []
+    where: list[tuple[int, int]] = []  # file -> (batch, index in it)
+    for b, future in enumerate(reads):
+        for i, (partial, flag) in enumerate(_release(client.submit(_tasks.heads_of, future, pure=False))):
+            heads.add(labels[len(where)], partial)
+            flags.append(flag)
+            where.append((b, i))
+    framed = _core.ShardedImport.frame(labels, heads, flags, **options)
+    if framed is None:
+        return None
+    shape = bytes(framed.shape())
+    entries: list[list[tuple[int, int]]] = [[] for _ in reads]
+    for slot, file in enumerate(framed.slot_files()):
+        b, i = where[file]
+        entries[b].append((slot, i))
+    set_futures = [
+        client.submit(_tasks.batch_sets, shape, r, e, pure=False) for r, e in zip(reads, entries, strict=True)
+    ]
+    of_group, count = framed.shard_map([s for f in set_futures for s in _release(f)])
+    splits = [
+        client.submit(_tasks.batch_split, shape, r, e, of_group, count, pure=False)
+        for r, e in zip(reads, entries, strict=True)
+    ]
+    pieces: list[list[Any]] = [[] for _ in range(count)]
+    for split in splits:
+        for shard in _release(client.submit(_tasks.shard_ids, split, pure=False)):
+            pieces[shard].append(client.submit(_tasks.pieces_of, split, shard, pure=False))
+    shards = [s for s in range(count) if pieces[s]]
+    per_task = max(1, -(-len(shards) // (8 * _threads(client))))
+    groups = [shards[i : i + per_task] for i in range(0, len(shards), per_task)]
+
+    def on_groups(task: Any, *extra: Any, per_group: list[Any] | None = None) -> list[Any]:
+        """``task`` on each group of shards (with ``per_group[k]`` for group
+        ``k``), the results flattened in shard order."""
+        futures = [
+            client.submit(
+                task,
+                shape,
+                [pieces[s] for s in g],
+                *extra,
+                *([] if per_group is None else [per_group[k]]),
+                pure=False,
+            )
+            for k, g in enumerate(groups)
+        ]
+        return [x for f in futures for x in _release(f)]
+
+    labels_bytes = bytes(framed.labels(on_groups(_tasks.shards_votes)))
+    # The placements come back in shard order, as the shards went in.
+    placements = iter(framed.place(on_groups(_tasks.shards_prepare, labels_bytes)))
+    placed = [[bytes(next(placements)) for _ in g] for g in groups]
+    events = on_groups(_tasks.shards_events, labels_bytes, options["phase"], per_group=placed)
+    result: tuple[Any, Any, Any] = framed.assemble(events)
+    return result
 
 
 def _where(path: str | os.PathLike[str]) -> str:

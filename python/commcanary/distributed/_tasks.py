@@ -121,3 +121,97 @@ def each(task: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
     few files, so a job of thousands of small files does not pay the
     scheduler's per-task cost for each."""
     return [task(*args) for args in calls]
+
+
+# The sharded job import's worker steps (``_core``'s ``sharded_*``; the plan
+# is in ``commcanary.distributed.import_kineto``). A batch is what
+# :func:`read_ranks` returned for a few files; it stays on its worker, and
+# the steps that need its profiles run there.
+
+#: One file of a batch: its partial (fingerprint, profile, error, served) and
+#: its head (the profile without calls, then a flags byte), ``None`` on error.
+RankRead = tuple[KinetoPartial, bytes | None]
+
+
+def read_ranks(calls: list[tuple[str, str, int | None, str | None]]) -> list[RankRead]:
+    """Each file read (:func:`kineto_partial`) and its head taken."""
+    out: list[RankRead] = []
+    for call in calls:
+        partial = kineto_partial(*call)
+        profile = partial[1]
+        out.append((partial, None if profile is None else bytes(_core.profile_head(profile))))
+    return out
+
+
+def heads_of(batch: list[RankRead]) -> list[tuple[KinetoPartial, int]]:
+    """What the client frames the job from: per file, its partial with the
+    head in the profile's place, and the head's flags."""
+    out: list[tuple[KinetoPartial, int]] = []
+    for (fingerprint, _, error, served), head in batch:
+        if head is None:
+            out.append(((fingerprint, None, error, served), 0))
+        else:
+            out.append(((fingerprint, head[:-1], error, served), head[-1]))
+    return out
+
+
+def partials_of(batch: list[RankRead]) -> list[KinetoPartial]:
+    """The files' partials, for a job the sharded plan does not take."""
+    return [partial for partial, _ in batch]
+
+
+def batch_sets(shape: bytes, batch: list[RankRead], entries: list[tuple[int, int]]) -> list[bytes]:
+    """The candidate sets of each ``(slot, index in batch)``'s rank."""
+    return [bytes(_core.sharded_sets(shape, slot, _profile(batch, i))) for slot, i in entries]
+
+
+def batch_split(
+    shape: bytes, batch: list[RankRead], entries: list[tuple[int, int]], of_group: list[int], shards: int
+) -> dict[int, list[bytes]]:
+    """Every rank of the batch cut into pieces, gathered by shard."""
+    out: dict[int, list[bytes]] = {}
+    for slot, i in entries:
+        for shard, piece in _core.sharded_split(shape, slot, _profile(batch, i), of_group, shards):
+            out.setdefault(shard, []).append(bytes(piece))
+    return out
+
+
+def shard_ids(split: dict[int, list[bytes]]) -> list[int]:
+    """The shards a batch has pieces for."""
+    return sorted(split)
+
+
+def pieces_of(split: dict[int, list[bytes]], shard: int) -> list[bytes]:
+    """A batch's pieces of one shard."""
+    return split[shard]
+
+
+def shards_votes(shape: bytes, shards: list[list[list[bytes]]]) -> list[bytes]:
+    """Each shard's first-pass votes (a shard: its batches' piece lists)."""
+    return [bytes(_core.sharded_votes(shape, _flat(s))) for s in shards]
+
+
+def shards_prepare(shape: bytes, shards: list[list[list[bytes]]], labels: bytes) -> list[bytes]:
+    """Each shard's second pass, its complete instances to place."""
+    return [bytes(_core.sharded_prepare(shape, _flat(s), labels)) for s in shards]
+
+
+def shards_events(
+    shape: bytes, shards: list[list[list[bytes]]], labels: bytes, phase: str | None, placements: list[bytes]
+) -> list[bytes]:
+    """Each shard's events at its placements."""
+    return [
+        bytes(_core.sharded_events(shape, _flat(s), labels, at, phase))
+        for s, at in zip(shards, placements, strict=True)
+    ]
+
+
+def _profile(batch: list[RankRead], i: int) -> bytes:
+    profile = batch[i][0][1]
+    if profile is None:  # the client frames only jobs whose every file was read
+        raise RuntimeError("a rank without a profile reached a sharded step")
+    return profile
+
+
+def _flat(lists: list[list[bytes]]) -> list[bytes]:
+    return [piece for pieces in lists for piece in pieces]

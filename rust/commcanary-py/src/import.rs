@@ -111,7 +111,7 @@ pub(crate) fn import_kineto_job<'py>(
 
 /// The job import's result as the Python side takes it: the trace, a dict
 /// of counts and the partial collectives.
-fn job_result<'py>(
+pub(crate) fn job_result<'py>(
     py: Python<'py>,
     job: JobImport,
     stats: &CacheStats,

@@ -26,6 +26,7 @@ mod inputs;
 mod replay;
 mod research;
 mod settings;
+mod sharded;
 mod signing;
 mod trace;
 
@@ -133,6 +134,11 @@ mod _core {
     use super::settings::{
         PyConfigurations, PyReplaySettings, configuration_file, configurations,
         physical_configurations, read_backend_file, write_backend_file,
+    };
+    #[pymodule_export]
+    use super::sharded::{
+        PyShardedImport, profile_head, sharded_events, sharded_prepare, sharded_sets,
+        sharded_split, sharded_votes,
     };
     #[pymodule_export]
     use super::signing::{

@@ -199,6 +199,14 @@ pub fn encode_head(head: &RankProfile, facts: CallFacts, markers: bool) -> Vec<u
 /// Bytes that are not an encoded head.
 pub fn decode_head(bytes: &[u8]) -> Result<(RankProfile, CallFacts, bool)> {
     let (&flags, profile) = bytes.split_last().ok_or_else(corrupt)?;
+    with_flags(codec::decode(profile)?, flags)
+}
+
+/// A head from its profile and [`encode_head`]'s flags byte.
+///
+/// # Errors
+/// A flags byte no head has.
+pub fn with_flags(profile: RankProfile, flags: u8) -> Result<(RankProfile, CallFacts, bool)> {
     if flags > 7 {
         return Err(corrupt());
     }
@@ -206,7 +214,23 @@ pub fn decode_head(bytes: &[u8]) -> Result<(RankProfile, CallFacts, bool)> {
         ends_measured: flags & 1 != 0,
         device: flags & 2 != 0,
     };
-    Ok((codec::decode(profile)?, facts, flags & 4 != 0))
+    Ok((profile, facts, flags & 4 != 0))
+}
+
+/// The heads of `profiles` (calls absent) with their flags bytes, one each.
+///
+/// # Errors
+/// Not one flags byte per profile, or a byte no head has.
+pub fn frame_heads(
+    profiles: Vec<RankProfile>,
+    flags: Vec<u8>,
+) -> Result<Vec<(RankProfile, CallFacts, bool)>> {
+    if flags.len() != profiles.len() {
+        return Err(corrupt());
+    }
+    (profiles.into_iter().zip(flags))
+        .map(|(p, f)| with_flags(p, f))
+        .collect()
 }
 
 /// The framed job (calls absent) and, per slot, the index of its file in
@@ -252,8 +276,13 @@ pub fn frame(
 }
 
 /// The distinct candidate-group sets of the calls of the rank at `slot`.
-#[must_use]
-pub fn candidate_sets(shape: &Shape, slot: usize, profile: RankProfile) -> Vec<Vec<u32>> {
+///
+/// # Errors
+/// A slot the shape does not have.
+pub fn candidate_sets(shape: &Shape, slot: usize, profile: RankProfile) -> Result<Vec<Vec<u32>>> {
+    if slot >= shape.ranks.len() {
+        return Err(corrupt());
+    }
     let mut profiles = shape.blank_profiles();
     let calls = profile.calls.len();
     profiles[slot] = profile;
@@ -263,7 +292,7 @@ pub fn candidate_sets(shape: &Shape, slot: usize, profile: RankProfile) -> Vec<V
     let mut sets: Vec<Vec<u32>> = (0..calls).map(|i| cands.of(slot, i).to_vec()).collect();
     sets.sort_unstable();
     sets.dedup();
-    sets
+    Ok(sets)
 }
 
 /// Candidate sets as bytes.
@@ -378,14 +407,24 @@ impl Piece {
 
 /// The rank's calls cut by shard (`shard_of_group` and `shards` from
 /// [`shard_map`]): one piece per shard it has calls on, by shard.
-#[must_use]
+///
+/// # Errors
+/// A slot the shape does not have, or a map that is not [`shard_map`]'s.
 pub fn split(
     shape: &Shape,
     slot: usize,
     profile: RankProfile,
     shard_of_group: &[u32],
     shards: u32,
-) -> Vec<(u32, Piece)> {
+) -> Result<Vec<(u32, Piece)>> {
+    if slot >= shape.ranks.len()
+        || shard_of_group.len() != shape.groups.len()
+        || shard_of_group
+            .iter()
+            .any(|&s| s.saturating_add(1) >= shards)
+    {
+        return Err(corrupt());
+    }
     let calls = profile.calls.len();
     let mut profiles = shape.blank_profiles();
     profiles[slot] = profile;
@@ -411,7 +450,7 @@ pub fn split(
         e.0.push(i);
         e.1.push(c);
     }
-    by_shard
+    Ok(by_shard
         .into_iter()
         .map(|(s, (indices, calls))| {
             let mut p = whole.clone_without_calls();
@@ -425,7 +464,7 @@ pub fn split(
                 },
             )
         })
-        .collect()
+        .collect())
 }
 
 /// A shard's job: its pieces' calls in their slots, every other slot empty.
@@ -932,8 +971,8 @@ pub fn import_job_sharded(
     let sets: Vec<Vec<u8>> = ranks
         .iter()
         .enumerate()
-        .map(|(slot, p)| encode_sets(&candidate_sets(&shape, slot, p.clone())))
-        .collect();
+        .map(|(slot, p)| Ok(encode_sets(&candidate_sets(&shape, slot, p.clone())?)))
+        .collect::<Result<_>>()?;
     let decoded: Vec<Vec<Vec<u32>>> = sets.iter().map(|s| decode_sets(s)).collect::<Result<_>>()?;
     let (of_group, count) = shard_map(
         shape.groups.len(),
@@ -941,7 +980,7 @@ pub fn import_job_sharded(
     )?;
     let mut pieces: Vec<Vec<Vec<u8>>> = vec![Vec::new(); count as usize];
     for (slot, p) in ranks.drain(..).enumerate() {
-        for (s, piece) in split(&shape, slot, p, &of_group, count) {
+        for (s, piece) in split(&shape, slot, p, &of_group, count)? {
             pieces[s as usize].push(piece.encode());
         }
     }

@@ -1,0 +1,318 @@
+//! The sharded job import's steps (`commcanary_core::import::kineto::sharded`)
+//! as a cluster runs them: the per-rank and per-shard steps are functions
+//! of bytes a worker task calls, the job-wide ones are methods of
+//! `ShardedImport`, which the client holds between them. Every call
+//! releases the interpreter.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use commcanary_core::error::Result as CoreResult;
+use commcanary_core::import::kineto::job::CallFacts;
+use commcanary_core::import::kineto::sharded::{
+    Piece, Shape, ShardEvents, ShardPrepared, assemble, candidate_sets, decode_sets, encode_head,
+    encode_placements, encode_sets, encode_votes, frame, frame_heads, head, labels_from_votes,
+    place_shards, shard_events, shard_map, shard_prepare, shard_votes, split,
+};
+use commcanary_core::import::kineto::{
+    AlignedJob, CacheStats, JobOptions, codec, profiles_from_partials,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use crate::distributed::PyKinetoPartials;
+use crate::errors::detached;
+use crate::import::job_result;
+use crate::trace::PyTrace;
+
+fn pieces(list: Vec<Vec<u8>>) -> CoreResult<Vec<Piece>> {
+    list.iter().map(|b| Piece::decode(b)).collect()
+}
+
+/// A rank's head from its encoded profile: the profile without calls (the
+/// cache's codec) and one byte of flags (ends measured, device kernels,
+/// step markers), as `head + flags`.
+#[pyfunction]
+pub(crate) fn profile_head<'py>(
+    py: Python<'py>,
+    profile: Vec<u8>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = detached(py, None, move || {
+        let p = codec::decode(&profile)?;
+        let (h, facts, markers) = head(&p);
+        Ok(encode_head(&h, facts, markers))
+    })?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
+/// Step 2, on the worker holding the rank: the candidate sets of its calls.
+#[pyfunction]
+pub(crate) fn sharded_sets<'py>(
+    py: Python<'py>,
+    shape: Vec<u8>,
+    slot: usize,
+    profile: Vec<u8>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = detached(py, None, move || {
+        let shape = Shape::decode(&shape)?;
+        let p = codec::decode(&profile)?;
+        Ok(encode_sets(&candidate_sets(&shape, slot, p)?))
+    })?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
+/// Step 4, on the worker holding the rank: its calls cut into one piece per
+/// shard, `[(shard, piece)]`.
+#[pyfunction]
+pub(crate) fn sharded_split<'py>(
+    py: Python<'py>,
+    shape: Vec<u8>,
+    slot: usize,
+    profile: Vec<u8>,
+    shard_of_group: Vec<u32>,
+    shards: u32,
+) -> PyResult<Vec<(u32, Bound<'py, PyBytes>)>> {
+    let cut = detached(py, None, move || {
+        let shape = Shape::decode(&shape)?;
+        let p = codec::decode(&profile)?;
+        Ok(split(&shape, slot, p, &shard_of_group, shards)?
+            .into_iter()
+            .map(|(s, piece)| (s, piece.encode()))
+            .collect::<Vec<_>>())
+    })?;
+    Ok(cut
+        .into_iter()
+        .map(|(s, b)| (s, PyBytes::new(py, &b)))
+        .collect())
+}
+
+/// Step 5, per shard: the first pass's thread votes.
+#[pyfunction]
+pub(crate) fn sharded_votes<'py>(
+    py: Python<'py>,
+    shape: Vec<u8>,
+    pieces_: Vec<Vec<u8>>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = detached(py, None, move || {
+        let shape = Shape::decode(&shape)?;
+        Ok(encode_votes(&shard_votes(&shape, pieces(pieces_)?)?))
+    })?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
+/// Step 6, per shard: the second pass, the complete instances to order.
+#[pyfunction]
+pub(crate) fn sharded_prepare<'py>(
+    py: Python<'py>,
+    shape: Vec<u8>,
+    pieces_: Vec<Vec<u8>>,
+    labels: Vec<u8>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = detached(py, None, move || {
+        let shape = Shape::decode(&shape)?;
+        Ok(shard_prepare(&shape, pieces(pieces_)?, &labels)?.encode())
+    })?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
+/// Step 8, per shard: its events and partial collectives.
+#[pyfunction]
+#[pyo3(signature = (shape, pieces_, labels, placements, phase=None))]
+pub(crate) fn sharded_events<'py>(
+    py: Python<'py>,
+    shape: Vec<u8>,
+    pieces_: Vec<Vec<u8>>,
+    labels: Vec<u8>,
+    placements: Vec<u8>,
+    phase: Option<String>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = detached(py, None, move || {
+        let shape = Shape::decode(&shape)?;
+        Ok(shard_events(
+            &shape,
+            pieces(pieces_)?,
+            &labels,
+            &placements,
+            phase.as_deref(),
+        )?
+        .encode())
+    })?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
+/// What the client keeps between the job-wide steps.
+struct State {
+    frame: AlignedJob,
+    facts: CallFacts,
+    slot_files: Vec<usize>,
+    options: JobOptions,
+    shape: Vec<u8>,
+    groups: usize,
+    source: String,
+    stats: CacheStats,
+    placed: Option<Placed>,
+}
+
+/// The job's event order as `(shard, index)`, the ambiguous count and the
+/// origin, from `place` for `assemble`.
+type Placed = (Vec<(usize, usize)>, u64, f64);
+
+/// A job import's client side on a cluster: framed from the ranks' heads,
+/// then fed each step's results.
+#[pyclass(name = "ShardedImport", module = "commcanary._core")]
+pub(crate) struct PyShardedImport {
+    state: Mutex<State>,
+}
+
+impl PyShardedImport {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[pymethods]
+impl PyShardedImport {
+    /// Step 1: the heads (a `KinetoPartials` of what `profile_head` gave,
+    /// less its last byte, which is `flags`), checked as the one-process
+    /// import checks its files; `None` when the job is not for the sharded
+    /// plan (a rank in several files, no step markers).
+    #[staticmethod]
+    #[pyo3(signature = (labels, heads, flags, *, workload_name="kineto-import".to_owned(), phase=None, clock_offsets=None, strict=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn frame(
+        py: Python<'_>,
+        labels: Vec<String>,
+        heads: PyRef<'_, PyKinetoPartials>,
+        flags: Vec<u8>,
+        workload_name: String,
+        phase: Option<String>,
+        clock_offsets: Option<HashMap<i64, f64>>,
+        strict: bool,
+    ) -> PyResult<Option<Self>> {
+        let source = labels.join(", ");
+        let heads = heads.take();
+        let framed = detached(py, None, move || {
+            let options = JobOptions::requested(
+                workload_name,
+                phase,
+                None,
+                labels.len(),
+                clock_offsets.unwrap_or_default(),
+                strict,
+            )?;
+            let (profiles, stats) = profiles_from_partials(heads, &labels)?;
+            let heads = frame_heads(profiles, flags)?;
+            let framed = frame(heads, &labels, &options.clock_offsets_us)?;
+            Ok(framed.map(|(frame, facts, slot_files)| {
+                let shape = Shape::of(&frame);
+                State {
+                    groups: shape.groups.len(),
+                    shape: shape.encode(),
+                    frame,
+                    facts,
+                    slot_files,
+                    options,
+                    source: String::new(),
+                    stats,
+                    placed: None,
+                }
+            }))
+        })?;
+        Ok(framed.map(|mut state| {
+            state.source = source;
+            Self {
+                state: Mutex::new(state),
+            }
+        }))
+    }
+
+    /// The job's shape, for every worker step.
+    fn shape<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.lock().shape)
+    }
+
+    /// The file (index into the labels) of each slot.
+    fn slot_files(&self) -> Vec<usize> {
+        self.lock().slot_files.clone()
+    }
+
+    /// Step 3: each group's shard and the number of shards, from every
+    /// rank's candidate sets.
+    fn shard_map(&self, py: Python<'_>, sets: Vec<Vec<u8>>) -> PyResult<(Vec<u32>, u32)> {
+        let groups = self.lock().groups;
+        detached(py, None, move || {
+            let decoded = sets
+                .iter()
+                .map(|s| decode_sets(s))
+                .collect::<CoreResult<Vec<_>>>()?;
+            shard_map(groups, decoded.iter().flatten().map(Vec::as_slice))
+        })
+    }
+
+    /// The job's thread labels from every shard's votes.
+    fn labels<'py>(&self, py: Python<'py>, votes: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = detached(py, None, move || {
+            labels_from_votes(votes.iter().map(Vec::as_slice))
+        })?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Step 7: every shard's prepared instances placed; each shard's
+    /// placements, for its events step.
+    fn place<'py>(
+        &self,
+        py: Python<'py>,
+        prepared: Vec<Vec<u8>>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let groups = self.lock().groups;
+        let (origin, per_shard, order, ambiguous) = detached(py, None, move || {
+            let shards = prepared
+                .iter()
+                .map(|b| ShardPrepared::decode(b))
+                .collect::<CoreResult<Vec<_>>>()?;
+            let ambiguous = shards.iter().map(|s| s.ambiguous).sum::<u64>();
+            let (origin, per_shard, order) = place_shards(groups, &shards);
+            Ok((origin, per_shard, order, ambiguous))
+        })?;
+        self.lock().placed = Some((order, ambiguous, origin));
+        Ok(per_shard
+            .iter()
+            .map(|p| PyBytes::new(py, &encode_placements(origin, p)))
+            .collect())
+    }
+
+    /// Step 9: the import from every shard's events, as
+    /// `import_kineto_partials` returns it.
+    fn assemble<'py>(
+        &self,
+        py: Python<'py>,
+        events: Vec<Vec<u8>>,
+    ) -> PyResult<(PyTrace, Bound<'py, PyDict>, Bound<'py, PyList>)> {
+        let mut state = self.lock();
+        let Some((order, ambiguous, origin)) = state.placed.take() else {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "assemble() before place()",
+            ));
+        };
+        let source = std::mem::take(&mut state.source);
+        let state = &*state;
+        let job = detached(py, None, || {
+            let shards = events
+                .iter()
+                .map(|b| ShardEvents::decode(b))
+                .collect::<CoreResult<Vec<_>>>()?;
+            assemble(
+                &state.frame,
+                state.facts,
+                &shards,
+                &order,
+                ambiguous,
+                origin,
+                &state.options,
+            )
+        })?;
+        job_result(py, job, &state.stats, source)
+    }
+}
