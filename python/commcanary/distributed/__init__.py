@@ -329,11 +329,14 @@ def _import_sharded(
     ``None`` when the job is not for the plan."""
     heads = _core.KinetoPartials()
     flags: list[int] = []
+    named: list[bytes] = []
     where: list[tuple[int, int]] = []  # file -> (batch, index in it)
-    for b, future in enumerate(reads):
-        for i, (partial, flag) in enumerate(_release(client.submit(_tasks.heads_of, future, pure=False))):
+    head_futures = [client.submit(_tasks.heads_of, future, pure=False) for future in reads]
+    for b, future in enumerate(head_futures):
+        for i, (partial, flag, sets) in enumerate(_release(future)):
             heads.add(labels[len(where)], partial)
             flags.append(flag)
+            named.append(sets)
             where.append((b, i))
     framed = _core.ShardedImport.frame(labels, heads, flags, **options)
     if framed is None:
@@ -343,21 +346,22 @@ def _import_sharded(
     for slot, file in enumerate(framed.slot_files()):
         b, i = where[file]
         entries[b].append((slot, i))
-    set_futures = [
-        client.submit(_tasks.batch_sets, shape, r, e, pure=False) for r, e in zip(reads, entries, strict=True)
-    ]
-    of_group, count = framed.shard_map([s for f in set_futures for s in _release(f)])
+    of_group, count = framed.shard_map(named)
     splits = [
         client.submit(_tasks.batch_split, shape, r, e, of_group, count, pure=False)
         for r, e in zip(reads, entries, strict=True)
     ]
-    pieces: list[list[Any]] = [[] for _ in range(count)]
-    for split in splits:
-        for shard in _release(client.submit(_tasks.shard_ids, split, pure=False)):
-            pieces[shard].append(client.submit(_tasks.pieces_of, split, shard, pure=False))
-    shards = [s for s in range(count) if pieces[s]]
+    holders: list[list[int]] = [[] for _ in range(count)]  # shard -> batches with pieces of it
+    ids = client.gather([client.submit(_tasks.shard_ids, split, pure=False) for split in splits])
+    for b, shard_list in enumerate(ids):
+        for shard in shard_list:
+            holders[shard].append(b)
+    shards = [s for s in range(count) if holders[s]]
     per_task = max(1, -(-len(shards) // (8 * _threads(client))))
     groups = [shards[i : i + per_task] for i in range(0, len(shards), per_task)]
+    # A group's task gets the splits of the batches holding its shards (Dask
+    # runs it where most of them are and keeps the copies it moved).
+    group_splits = [[splits[b] for b in sorted({b for s in g for b in holders[s]})] for g in groups]
 
     def on_groups(task: Any, *extra: Any, per_group: list[Any] | None = None) -> list[Any]:
         """``task`` on each group of shards (with ``per_group[k]`` for group
@@ -366,7 +370,8 @@ def _import_sharded(
             client.submit(
                 task,
                 shape,
-                [pieces[s] for s in g],
+                group_splits[k],
+                g,
                 *extra,
                 *([] if per_group is None else [per_group[k]]),
                 pure=False,

@@ -128,41 +128,44 @@ def each(task: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
 # :func:`read_ranks` returned for a few files; it stays on its worker, and
 # the steps that need its profiles run there.
 
-#: One file of a batch: its partial (fingerprint, profile, error, served) and
-#: its head (the profile without calls, then a flags byte), ``None`` on error.
-RankRead = tuple[KinetoPartial, bytes | None]
+#: One file of a batch: its partial (fingerprint, profile, error, served),
+#: its head (the profile without calls, then a flags byte) and its named
+#: candidate sets, the last two ``None`` on an error.
+RankRead = tuple[KinetoPartial, bytes | None, bytes | None]
 
 
 def read_ranks(calls: list[tuple[str, str, int | None, str | None]]) -> list[RankRead]:
-    """Each file read (:func:`kineto_partial`) and its head taken."""
+    """Each file read as :func:`kineto_partial` reads it, with its head and
+    named candidate sets (``_core.kineto_rank``)."""
     out: list[RankRead] = []
-    for call in calls:
-        partial = kineto_partial(*call)
-        profile = partial[1]
-        out.append((partial, None if profile is None else bytes(_core.profile_head(profile))))
+    for path, label, rank, cache_dir in calls:
+        _crash_if_asked(label)
+        with _readable(path) as (local, missing):
+            if local is None:
+                out.append(((None, None, f"{label}: {missing}", "parsed"), None, None))
+                continue
+            fp, profile, error, served, head, sets = _core.kineto_rank(
+                local, label, rank=rank, cache_dir=cache_dir
+            )
+        out.append(((fp, profile, error, served), head, sets))
     return out
 
 
-def heads_of(batch: list[RankRead]) -> list[tuple[KinetoPartial, int]]:
+def heads_of(batch: list[RankRead]) -> list[tuple[KinetoPartial, int, bytes]]:
     """What the client frames the job from: per file, its partial with the
-    head in the profile's place, and the head's flags."""
-    out: list[tuple[KinetoPartial, int]] = []
-    for (fingerprint, _, error, served), head in batch:
-        if head is None:
-            out.append(((fingerprint, None, error, served), 0))
+    head in the profile's place, the head's flags and the named sets."""
+    out: list[tuple[KinetoPartial, int, bytes]] = []
+    for (fingerprint, _, error, served), head, sets in batch:
+        if head is None or sets is None:
+            out.append(((fingerprint, None, error, served), 0, b""))
         else:
-            out.append(((fingerprint, head[:-1], error, served), head[-1]))
+            out.append(((fingerprint, head[:-1], error, served), head[-1], sets))
     return out
 
 
 def partials_of(batch: list[RankRead]) -> list[KinetoPartial]:
     """The files' partials, for a job the sharded plan does not take."""
-    return [partial for partial, _ in batch]
-
-
-def batch_sets(shape: bytes, batch: list[RankRead], entries: list[tuple[int, int]]) -> list[bytes]:
-    """The candidate sets of each ``(slot, index in batch)``'s rank."""
-    return [bytes(_core.sharded_sets(shape, slot, _profile(batch, i))) for slot, i in entries]
+    return [partial for partial, _, _ in batch]
 
 
 def batch_split(
@@ -181,27 +184,26 @@ def shard_ids(split: dict[int, list[bytes]]) -> list[int]:
     return sorted(split)
 
 
-def pieces_of(split: dict[int, list[bytes]], shard: int) -> list[bytes]:
-    """A batch's pieces of one shard."""
-    return split[shard]
+#: The splits of the batches holding a group of shards' pieces.
+Splits = list[dict[int, list[bytes]]]
 
 
-def shards_votes(shape: bytes, shards: list[list[list[bytes]]]) -> list[bytes]:
-    """Each shard's first-pass votes (a shard: its batches' piece lists)."""
-    return [bytes(_core.sharded_votes(shape, _flat(s))) for s in shards]
+def shards_votes(shape: bytes, splits: Splits, shards: list[int]) -> list[bytes]:
+    """Each shard's first-pass votes."""
+    return [bytes(_core.sharded_votes(shape, _pieces(splits, s))) for s in shards]
 
 
-def shards_prepare(shape: bytes, shards: list[list[list[bytes]]], labels: bytes) -> list[bytes]:
+def shards_prepare(shape: bytes, splits: Splits, shards: list[int], labels: bytes) -> list[bytes]:
     """Each shard's second pass, its complete instances to place."""
-    return [bytes(_core.sharded_prepare(shape, _flat(s), labels)) for s in shards]
+    return [bytes(_core.sharded_prepare(shape, _pieces(splits, s), labels)) for s in shards]
 
 
 def shards_events(
-    shape: bytes, shards: list[list[list[bytes]]], labels: bytes, phase: str | None, placements: list[bytes]
+    shape: bytes, splits: Splits, shards: list[int], labels: bytes, phase: str | None, placements: list[bytes]
 ) -> list[bytes]:
     """Each shard's events at its placements."""
     return [
-        bytes(_core.sharded_events(shape, _flat(s), labels, at, phase))
+        bytes(_core.sharded_events(shape, _pieces(splits, s), labels, at, phase))
         for s, at in zip(shards, placements, strict=True)
     ]
 
@@ -213,5 +215,6 @@ def _profile(batch: list[RankRead], i: int) -> bytes:
     return profile
 
 
-def _flat(lists: list[list[bytes]]) -> list[bytes]:
-    return [piece for pieces in lists for piece in pieces]
+def _pieces(splits: Splits, shard: int) -> list[bytes]:
+    """A shard's pieces, in batch order (the order of their slots)."""
+    return [piece for split in splits for piece in split.get(shard, [])]

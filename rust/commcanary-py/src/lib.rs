@@ -137,8 +137,7 @@ mod _core {
     };
     #[pymodule_export]
     use super::sharded::{
-        PyShardedImport, profile_head, sharded_events, sharded_prepare, sharded_sets,
-        sharded_split, sharded_votes,
+        PyShardedImport, kineto_rank, sharded_events, sharded_prepare, sharded_split, sharded_votes,
     };
     #[pymodule_export]
     use super::signing::{

@@ -9,10 +9,14 @@ use std::sync::Mutex;
 
 use commcanary_core::error::Result as CoreResult;
 use commcanary_core::import::kineto::job::CallFacts;
+use std::path::PathBuf;
+
+use commcanary_core::import::kineto::read_one;
 use commcanary_core::import::kineto::sharded::{
-    Piece, Shape, ShardEvents, ShardPrepared, assemble, candidate_sets, decode_sets, encode_head,
-    encode_placements, encode_sets, encode_votes, frame, frame_heads, head, labels_from_votes,
-    place_shards, shard_events, shard_map, shard_prepare, shard_votes, split,
+    Piece, Shape, ShardEvents, ShardPrepared, assemble, encode_head, encode_named_sets,
+    encode_placements, encode_votes, frame, frame_heads, head, labels_from_votes,
+    own_candidate_sets, place_shards, sets_by_index, shard_events, shard_map, shard_prepare,
+    shard_votes, split,
 };
 use commcanary_core::import::kineto::{
     AlignedJob, CacheStats, JobOptions, codec, profiles_from_partials,
@@ -29,36 +33,52 @@ fn pieces(list: Vec<Vec<u8>>) -> CoreResult<Vec<Piece>> {
     list.iter().map(|b| Piece::decode(b)).collect()
 }
 
-/// A rank's head from its encoded profile: the profile without calls (the
-/// cache's codec) and one byte of flags (ends measured, device kernels,
-/// step markers), as `head + flags`.
+/// One file of a job read (as `kineto_partial` reads it) with what the
+/// sharded plan takes as the rank is read: `(fingerprint, profile, error,
+/// served, head, named candidate sets)`, the last two `None` on an error.
 #[pyfunction]
-pub(crate) fn profile_head<'py>(
+#[pyo3(signature = (path, label, *, rank=None, cache_dir=None))]
+#[allow(clippy::type_complexity)]
+pub(crate) fn kineto_rank<'py>(
     py: Python<'py>,
-    profile: Vec<u8>,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let bytes = detached(py, None, move || {
-        let p = codec::decode(&profile)?;
-        let (h, facts, markers) = head(&p);
-        Ok(encode_head(&h, facts, markers))
+    path: PathBuf,
+    label: String,
+    rank: Option<i64>,
+    cache_dir: Option<PathBuf>,
+) -> PyResult<(
+    Option<Bound<'py, PyBytes>>,
+    Option<Bound<'py, PyBytes>>,
+    Option<String>,
+    &'static str,
+    Option<Bound<'py, PyBytes>>,
+    Option<Bound<'py, PyBytes>>,
+)> {
+    let (fingerprint, read) = detached(py, None, move || {
+        let (fingerprint, profile) = read_one(&path, &label, rank, cache_dir.as_deref());
+        let read = profile.map(|(p, served)| {
+            let (h, facts, markers) = head(&p);
+            let sets = encode_named_sets(&own_candidate_sets(&p));
+            (
+                codec::encode(&p),
+                served,
+                encode_head(&h, facts, markers),
+                sets,
+            )
+        });
+        Ok((fingerprint, read))
     })?;
-    Ok(PyBytes::new(py, &bytes))
-}
-
-/// Step 2, on the worker holding the rank: the candidate sets of its calls.
-#[pyfunction]
-pub(crate) fn sharded_sets<'py>(
-    py: Python<'py>,
-    shape: Vec<u8>,
-    slot: usize,
-    profile: Vec<u8>,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let bytes = detached(py, None, move || {
-        let shape = Shape::decode(&shape)?;
-        let p = codec::decode(&profile)?;
-        Ok(encode_sets(&candidate_sets(&shape, slot, p)?))
-    })?;
-    Ok(PyBytes::new(py, &bytes))
+    let fp = fingerprint.as_ref().ok().map(|f| PyBytes::new(py, f));
+    Ok(match read {
+        Ok((bytes, served, h, sets)) => (
+            fp,
+            Some(PyBytes::new(py, &bytes)),
+            None,
+            served.name(),
+            Some(PyBytes::new(py, &h)),
+            Some(PyBytes::new(py, &sets)),
+        ),
+        Err(e) => (fp, None, Some(e.message().to_owned()), "parsed", None, None),
+    })
 }
 
 /// Step 4, on the worker holding the rank: its calls cut into one piece per
@@ -239,15 +259,12 @@ impl PyShardedImport {
     }
 
     /// Step 3: each group's shard and the number of shards, from every
-    /// rank's candidate sets.
-    fn shard_map(&self, py: Python<'_>, sets: Vec<Vec<u8>>) -> PyResult<(Vec<u32>, u32)> {
-        let groups = self.lock().groups;
+    /// rank's named candidate sets (`kineto_rank`'s last item).
+    fn shard_map(&self, py: Python<'_>, named: Vec<Vec<u8>>) -> PyResult<(Vec<u32>, u32)> {
+        let groups = self.lock().frame.groups.clone();
         detached(py, None, move || {
-            let decoded = sets
-                .iter()
-                .map(|s| decode_sets(s))
-                .collect::<CoreResult<Vec<_>>>()?;
-            shard_map(groups, decoded.iter().flatten().map(Vec::as_slice))
+            let sets = sets_by_index(&groups, &named)?;
+            shard_map(groups.len(), sets.iter().map(Vec::as_slice))
         })
     }
 

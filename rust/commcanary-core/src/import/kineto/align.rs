@@ -111,6 +111,12 @@ pub(super) fn candidates(job: &Job<'_>) -> Candidates {
     let mut pool = Vec::with_capacity(job.profiles.len());
     let mut at = Vec::with_capacity(job.profiles.len());
     for (slot, p) in job.profiles.iter().enumerate() {
+        if p.calls.is_empty() {
+            // A rank without calls here (a shard's job holds every slot).
+            pool.push(Vec::new());
+            at.push(Vec::new());
+            continue;
+        }
         // The groups this rank is in, ascending: a call can only be on one
         // of them (`fits` asks that first), so a job of many small groups
         // costs each call its rank's groups, not every group of the job.

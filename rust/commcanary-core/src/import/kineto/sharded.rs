@@ -8,8 +8,8 @@
 //! 1. client, [`frame`]: the ranks' heads (a profile without its calls,
 //!    [`head`]) checked to be one job and put on the job clock: the
 //!    [`Shape`] every other step gets;
-//! 2. per rank, [`candidate_sets`]: the distinct candidate-group sets of its
-//!    calls;
+//! 2. per rank, as it is read, [`own_candidate_sets`]: the candidate-group
+//!    sets of its calls that name several groups, by name;
 //! 3. client, [`shard_map`]: groups joined by those sets into shards;
 //! 4. per rank, [`split`]: its calls cut into one [`Piece`] per shard;
 //! 5. per shard, [`shard_votes`]: the first matching pass's thread votes;
@@ -275,56 +275,73 @@ pub fn frame(
     )))
 }
 
-/// The distinct candidate-group sets of the calls of the rank at `slot`.
-///
-/// # Errors
-/// A slot the shape does not have.
-pub fn candidate_sets(shape: &Shape, slot: usize, profile: RankProfile) -> Result<Vec<Vec<u32>>> {
-    if slot >= shape.ranks.len() {
-        return Err(corrupt());
-    }
-    let mut profiles = shape.blank_profiles();
-    let calls = profile.calls.len();
-    profiles[slot] = profile;
-    let slot_of_rank = shape.slot_of_rank();
-    let job = shape.job(&profiles, &slot_of_rank);
+/// The candidate-group sets of `p`'s calls by group name, from the rank's
+/// own groups: what [`candidate_sets`] gives once the job is framed (a
+/// framed job's groups are every rank's own, checked to agree), taken as
+/// the rank is read so that no step waits for it. A rank that lists no
+/// group has none here (the job's assumed world group then joins nothing).
+#[must_use]
+pub fn own_candidate_sets(p: &RankProfile) -> Vec<Vec<String>> {
+    let shifts = [0.0];
+    let slot_of_rank: FxHashMap<i64, usize> = std::iter::once((p.rank, 0)).collect();
+    let group_maps = [(0..p.groups.len()).collect::<Vec<usize>>()];
+    let job = Job {
+        profiles: std::slice::from_ref(p),
+        shifts: &shifts,
+        groups: &p.groups,
+        slot_of_rank: &slot_of_rank,
+        group_maps: &group_maps,
+    };
     let cands = super::align::candidates(&job);
-    let mut sets: Vec<Vec<u32>> = (0..calls).map(|i| cands.of(slot, i).to_vec()).collect();
+    let mut sets: Vec<Vec<u32>> = (0..p.calls.len())
+        .map(|i| cands.of(0, i).to_vec())
+        .collect();
     sets.sort_unstable();
     sets.dedup();
-    Ok(sets)
+    sets.into_iter()
+        .filter(|s| s.len() > 1)
+        .map(|s| {
+            s.iter()
+                .map(|&g| p.groups[g as usize].name.clone())
+                .collect()
+        })
+        .collect()
 }
 
-/// Candidate sets as bytes.
+/// Named candidate sets as bytes.
 #[must_use]
-pub fn encode_sets(sets: &[Vec<u32>]) -> Vec<u8> {
+pub fn encode_named_sets(sets: &[Vec<String>]) -> Vec<u8> {
     let mut w = Writer(Vec::new());
     w.u64(sets.len() as u64);
-    for s in sets {
-        w.u64(s.len() as u64);
-        s.iter().for_each(|&g| w.u64(u64::from(g)));
-    }
+    sets.iter().for_each(|s| w.strs(s));
     w.0
 }
 
-/// Candidate sets from [`encode_sets`]' bytes.
+/// Named candidate sets (every rank's [`encode_named_sets`] bytes) as the
+/// framed job's group indices, for [`shard_map`].
 ///
 /// # Errors
-/// Bytes that are not encoded sets.
-pub fn decode_sets(bytes: &[u8]) -> Result<Vec<Vec<u32>>> {
-    let mut r = Reader::new(bytes);
-    let sets = (0..r.count(8)?)
-        .map(|_| {
-            let n = r.count(8)?;
-            (0..n)
-                .map(|_| u32::try_from(r.u64()?).map_err(|_| corrupt()))
-                .collect::<Result<Vec<u32>>>()
-        })
-        .collect::<Result<Vec<_>>>()?;
-    if !r.done() {
-        return Err(corrupt());
+/// Bytes that are not encoded sets, or a group the job does not have.
+pub fn sets_by_index(groups: &[GroupDecl], named: &[Vec<u8>]) -> Result<Vec<Vec<u32>>> {
+    let index: FxHashMap<&str, u32> = (groups.iter().enumerate())
+        .map(|(i, g)| (g.name.as_str(), i as u32))
+        .collect();
+    let mut out = Vec::new();
+    for bytes in named {
+        let mut r = Reader::new(bytes);
+        for _ in 0..r.count(8)? {
+            let set = r.strs()?;
+            out.push(
+                set.iter()
+                    .map(|n| index.get(n.as_str()).copied().ok_or_else(corrupt))
+                    .collect::<Result<Vec<u32>>>()?,
+            );
+        }
+        if !r.done() {
+            return Err(corrupt());
+        }
     }
-    Ok(sets)
+    Ok(out)
 }
 
 /// Each group's shard, from every rank's candidate sets (groups on one
@@ -968,16 +985,12 @@ pub fn import_job_sharded(
         .iter()
         .map(|&i| taken[i].take().unwrap_or_default())
         .collect();
-    let sets: Vec<Vec<u8>> = ranks
+    let named: Vec<Vec<u8>> = ranks
         .iter()
-        .enumerate()
-        .map(|(slot, p)| Ok(encode_sets(&candidate_sets(&shape, slot, p.clone())?)))
-        .collect::<Result<_>>()?;
-    let decoded: Vec<Vec<Vec<u32>>> = sets.iter().map(|s| decode_sets(s)).collect::<Result<_>>()?;
-    let (of_group, count) = shard_map(
-        shape.groups.len(),
-        decoded.iter().flatten().map(Vec::as_slice),
-    )?;
+        .map(|p| encode_named_sets(&own_candidate_sets(p)))
+        .collect();
+    let sets = sets_by_index(&shape.groups, &named)?;
+    let (of_group, count) = shard_map(shape.groups.len(), sets.iter().map(Vec::as_slice))?;
     let mut pieces: Vec<Vec<Vec<u8>>> = vec![Vec::new(); count as usize];
     for (slot, p) in ranks.drain(..).enumerate() {
         for (s, piece) in split(&shape, slot, p, &of_group, count)? {

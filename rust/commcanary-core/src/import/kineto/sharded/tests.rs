@@ -109,9 +109,17 @@ fn messages_round_trip_and_refuse_damage() {
     for cut in [0, 1, bytes.len() / 2] {
         assert!(decode_head(&bytes[..cut]).is_err());
     }
-    let sets = vec![vec![0_u32, 2], vec![1]];
-    assert_eq!(decode_sets(&encode_sets(&sets)).unwrap(), sets);
-    assert!(decode_sets(&encode_sets(&sets)[..9]).is_err());
+    let named = own_candidate_sets(&ps[1]);
+    assert!(
+        !named.is_empty(),
+        "a gloo all_reduce fits the world and the rank's pair"
+    );
+    let groups = ps[1].groups.clone();
+    let bytes = encode_named_sets(&named);
+    let sets = sets_by_index(&groups, std::slice::from_ref(&bytes)).unwrap();
+    assert_eq!(sets.len(), named.len());
+    assert!(sets_by_index(&groups, &[bytes[..9].to_vec()]).is_err());
+    assert!(sets_by_index(&groups[..1], &[bytes]).is_err());
     assert!(shard_map(2, [&[0_u32, 5][..]]).is_err());
     let piece = Piece {
         slot: 1,
