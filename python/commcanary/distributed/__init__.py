@@ -52,6 +52,11 @@ if TYPE_CHECKING:
 
 __all__ = ["check_workers", "cluster", "evidence_reads", "import_kineto", "kineto_inputs", "require_dask"]
 
+#: Set to ``gather`` to merge every import here from the workers' profiles
+#: (the plan for jobs the sharded plan does not take), e.g. to compare the
+#: two plans; unset, a job the sharded plan takes is imported by it.
+IMPORT_PLAN_VAR = "COMMCANARY_IMPORT_PLAN"
+
 #: Seconds to wait for a scheduler to answer, and for a first worker.
 CONNECT_TIMEOUT_S = 10.0
 
@@ -277,7 +282,8 @@ def import_kineto(
     options = _JobOptions(workload_name=workload_name, phase=phase, clock_offsets=wanted, strict=strict)
     with _cluster_faults():
         reads = _submit_batches(client, _tasks.read_ranks, calls)
-        imported = _import_sharded(client, reads, labels, options)
+        gather = os.environ.get(IMPORT_PLAN_VAR) == "gather"
+        imported = None if gather else _import_sharded(client, reads, labels, options)
         if imported is None:
             # Not a job the sharded plan takes (a rank in several windows, no
             # step markers): the profiles come here, decoded as each arrives
@@ -363,9 +369,9 @@ def _import_sharded(
     # runs it where most of them are and keeps the copies it moved).
     group_splits = [[splits[b] for b in sorted({b for s in g for b in holders[s]})] for g in groups]
 
-    def on_groups(task: Any, *extra: Any, per_group: list[Any] | None = None) -> list[Any]:
+    def on_groups(task: Any, *extra: Any, per_group: list[Any] | None = None) -> Iterator[list[Any]]:
         """``task`` on each group of shards (with ``per_group[k]`` for group
-        ``k``), the results flattened in shard order."""
+        ``k``); each group's results, in order, as they are ready."""
         futures = [
             client.submit(
                 task,
@@ -378,14 +384,17 @@ def _import_sharded(
             )
             for k, g in enumerate(groups)
         ]
-        return [x for f in futures for x in _release(f)]
+        return (_release(f) for f in futures)
 
-    labels_bytes = bytes(framed.labels(on_groups(_tasks.shards_votes)))
+    votes = [v for results in on_groups(_tasks.shards_votes) for v in results]
+    labels_bytes = bytes(framed.labels(votes))
+    prepared = [p for results in on_groups(_tasks.shards_prepare, labels_bytes) for p in results]
     # The placements come back in shard order, as the shards went in.
-    placements = iter(framed.place(on_groups(_tasks.shards_prepare, labels_bytes)))
+    placements = iter(framed.place(prepared))
     placed = [[bytes(next(placements)) for _ in g] for g in groups]
-    events = on_groups(_tasks.shards_events, labels_bytes, options["phase"], per_group=placed)
-    result: tuple[Any, Any, Any] = framed.assemble(events)
+    for events in on_groups(_tasks.shards_events, labels_bytes, options["phase"], per_group=placed):
+        framed.add_events(events)  # decoded as each group's arrive, the bytes let go
+    result: tuple[Any, Any, Any] = framed.assemble()
     return result
 
 

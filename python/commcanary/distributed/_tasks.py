@@ -173,9 +173,9 @@ def batch_split(
 ) -> dict[int, list[bytes]]:
     """Every rank of the batch cut into pieces, gathered by shard."""
     out: dict[int, list[bytes]] = {}
-    for slot, i in entries:
-        for shard, piece in _core.sharded_split(shape, slot, _profile(batch, i), of_group, shards):
-            out.setdefault(shard, []).append(bytes(piece))
+    ranks = [(slot, _profile(batch, i)) for slot, i in entries]
+    for shard, piece in _core.sharded_split(shape, ranks, of_group, shards):
+        out.setdefault(shard, []).append(bytes(piece))
     return out
 
 
@@ -190,22 +190,20 @@ Splits = list[dict[int, list[bytes]]]
 
 def shards_votes(shape: bytes, splits: Splits, shards: list[int]) -> list[bytes]:
     """Each shard's first-pass votes."""
-    return [bytes(_core.sharded_votes(shape, _pieces(splits, s))) for s in shards]
+    return [bytes(b) for b in _core.sharded_votes(shape, [_pieces(splits, s) for s in shards])]
 
 
 def shards_prepare(shape: bytes, splits: Splits, shards: list[int], labels: bytes) -> list[bytes]:
     """Each shard's second pass, its complete instances to place."""
-    return [bytes(_core.sharded_prepare(shape, _pieces(splits, s), labels)) for s in shards]
+    return [bytes(b) for b in _core.sharded_prepare(shape, [_pieces(splits, s) for s in shards], labels)]
 
 
 def shards_events(
     shape: bytes, splits: Splits, shards: list[int], labels: bytes, phase: str | None, placements: list[bytes]
 ) -> list[bytes]:
     """Each shard's events at its placements."""
-    return [
-        bytes(_core.sharded_events(shape, _pieces(splits, s), labels, at, phase))
-        for s, at in zip(shards, placements, strict=True)
-    ]
+    pieces = [_pieces(splits, s) for s in shards]
+    return [bytes(b) for b in _core.sharded_events(shape, pieces, labels, placements, phase)]
 
 
 def _profile(batch: list[RankRead], i: int) -> bytes:

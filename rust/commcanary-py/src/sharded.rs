@@ -81,24 +81,26 @@ pub(crate) fn kineto_rank<'py>(
     })
 }
 
-/// Step 4, on the worker holding the rank: its calls cut into one piece per
-/// shard, `[(shard, piece)]`.
+/// Step 4, on the worker holding a batch of ranks: each `(slot, profile)`
+/// cut into one piece per shard, as `(shard, piece)` in rank order.
 #[pyfunction]
 pub(crate) fn sharded_split<'py>(
     py: Python<'py>,
     shape: Vec<u8>,
-    slot: usize,
-    profile: Vec<u8>,
+    ranks: Vec<(usize, Vec<u8>)>,
     shard_of_group: Vec<u32>,
     shards: u32,
 ) -> PyResult<Vec<(u32, Bound<'py, PyBytes>)>> {
     let cut = detached(py, None, move || {
         let shape = Shape::decode(&shape)?;
-        let p = codec::decode(&profile)?;
-        Ok(split(&shape, slot, p, &shard_of_group, shards)?
-            .into_iter()
-            .map(|(s, piece)| (s, piece.encode()))
-            .collect::<Vec<_>>())
+        let mut out = Vec::new();
+        for (slot, profile) in ranks {
+            let p = codec::decode(&profile)?;
+            for (s, piece) in split(&shape, slot, p, &shard_of_group, shards)? {
+                out.push((s, piece.encode()));
+            }
+        }
+        Ok(out)
     })?;
     Ok(cut
         .into_iter()
@@ -106,58 +108,64 @@ pub(crate) fn sharded_split<'py>(
         .collect())
 }
 
-/// Step 5, per shard: the first pass's thread votes.
+fn each_shard<'py>(
+    py: Python<'py>,
+    shape: Vec<u8>,
+    shards: Vec<Vec<Vec<u8>>>,
+    step: impl Fn(&Shape, usize, Vec<Piece>) -> CoreResult<Vec<u8>> + Send,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let out = detached(py, None, move || {
+        let shape = Shape::decode(&shape)?;
+        (shards.into_iter().enumerate())
+            .map(|(k, list)| step(&shape, k, pieces(list)?))
+            .collect::<CoreResult<Vec<_>>>()
+    })?;
+    Ok(out.iter().map(|b| PyBytes::new(py, b)).collect())
+}
+
+/// Step 5, per shard of a group (each its pieces): the first pass's thread
+/// votes.
 #[pyfunction]
 pub(crate) fn sharded_votes<'py>(
     py: Python<'py>,
     shape: Vec<u8>,
-    pieces_: Vec<Vec<u8>>,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let bytes = detached(py, None, move || {
-        let shape = Shape::decode(&shape)?;
-        Ok(encode_votes(&shard_votes(&shape, pieces(pieces_)?)?))
-    })?;
-    Ok(PyBytes::new(py, &bytes))
+    shards: Vec<Vec<Vec<u8>>>,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    each_shard(py, shape, shards, |shape, _, p| {
+        Ok(encode_votes(&shard_votes(shape, p)?))
+    })
 }
 
-/// Step 6, per shard: the second pass, the complete instances to order.
+/// Step 6, per shard of a group: the second pass, the complete instances to
+/// order.
 #[pyfunction]
 pub(crate) fn sharded_prepare<'py>(
     py: Python<'py>,
     shape: Vec<u8>,
-    pieces_: Vec<Vec<u8>>,
+    shards: Vec<Vec<Vec<u8>>>,
     labels: Vec<u8>,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let bytes = detached(py, None, move || {
-        let shape = Shape::decode(&shape)?;
-        Ok(shard_prepare(&shape, pieces(pieces_)?, &labels)?.encode())
-    })?;
-    Ok(PyBytes::new(py, &bytes))
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    each_shard(py, shape, shards, move |shape, _, p| {
+        Ok(shard_prepare(shape, p, &labels)?.encode())
+    })
 }
 
-/// Step 8, per shard: its events and partial collectives.
+/// Step 8, per shard of a group (with its placements): its events and
+/// partial collectives.
 #[pyfunction]
-#[pyo3(signature = (shape, pieces_, labels, placements, phase=None))]
+#[pyo3(signature = (shape, shards, labels, placements, phase=None))]
 pub(crate) fn sharded_events<'py>(
     py: Python<'py>,
     shape: Vec<u8>,
-    pieces_: Vec<Vec<u8>>,
+    shards: Vec<Vec<Vec<u8>>>,
     labels: Vec<u8>,
-    placements: Vec<u8>,
+    placements: Vec<Vec<u8>>,
     phase: Option<String>,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let bytes = detached(py, None, move || {
-        let shape = Shape::decode(&shape)?;
-        Ok(shard_events(
-            &shape,
-            pieces(pieces_)?,
-            &labels,
-            &placements,
-            phase.as_deref(),
-        )?
-        .encode())
-    })?;
-    Ok(PyBytes::new(py, &bytes))
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    each_shard(py, shape, shards, move |shape, k, p| {
+        let at = placements.get(k).map_or(&[][..], Vec::as_slice);
+        Ok(shard_events(shape, p, &labels, at, phase.as_deref())?.encode())
+    })
 }
 
 /// What the client keeps between the job-wide steps.
@@ -171,6 +179,7 @@ struct State {
     source: String,
     stats: CacheStats,
     placed: Option<Placed>,
+    events: Vec<ShardEvents>,
 }
 
 /// The job's event order as `(shard, index)`, the ambiguous count and the
@@ -237,6 +246,7 @@ impl PyShardedImport {
                     source: String::new(),
                     stats,
                     placed: None,
+                    events: Vec::new(),
                 }
             }))
         })?;
@@ -300,12 +310,24 @@ impl PyShardedImport {
             .collect())
     }
 
+    /// Step 8's results, in shard order, a group at a time (each decoded as
+    /// it comes, so the client holds the shards' events once).
+    fn add_events(&self, py: Python<'_>, events: Vec<Vec<u8>>) -> PyResult<()> {
+        let decoded = detached(py, None, move || {
+            events
+                .iter()
+                .map(|b| ShardEvents::decode(b))
+                .collect::<CoreResult<Vec<_>>>()
+        })?;
+        self.lock().events.extend(decoded);
+        Ok(())
+    }
+
     /// Step 9: the import from every shard's events, as
     /// `import_kineto_partials` returns it.
     fn assemble<'py>(
         &self,
         py: Python<'py>,
-        events: Vec<Vec<u8>>,
     ) -> PyResult<(PyTrace, Bound<'py, PyDict>, Bound<'py, PyList>)> {
         let mut state = self.lock();
         let Some((order, ambiguous, origin)) = state.placed.take() else {
@@ -314,16 +336,13 @@ impl PyShardedImport {
             ));
         };
         let source = std::mem::take(&mut state.source);
+        let events = std::mem::take(&mut state.events);
         let state = &*state;
         let job = detached(py, None, || {
-            let shards = events
-                .iter()
-                .map(|b| ShardEvents::decode(b))
-                .collect::<CoreResult<Vec<_>>>()?;
             assemble(
                 &state.frame,
                 state.facts,
-                &shards,
+                events,
                 &order,
                 ambiguous,
                 origin,

@@ -22,6 +22,10 @@ impl Writer {
         self.u64(s.len() as u64);
         self.0.extend_from_slice(s.as_bytes());
     }
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
+        self.u64(b.len() as u64);
+        self.0.extend_from_slice(b);
+    }
     pub(crate) fn strs(&mut self, list: &[String]) {
         self.u64(list.len() as u64);
         for s in list {
@@ -59,6 +63,11 @@ impl<'a> Reader<'a> {
         let out = &self.bytes[self.at..end];
         self.at = end;
         Ok(out)
+    }
+    /// Length-prefixed bytes.
+    pub(crate) fn bytes(&mut self) -> Result<Vec<u8>> {
+        let n = self.count(1)?;
+        Ok(self.take(n)?.to_vec())
     }
     /// Every byte not read yet.
     pub(crate) fn rest(&mut self) -> &'a [u8] {

@@ -226,32 +226,6 @@ impl TraceBuilder {
         mine.canonical.extend_from_slice(&theirs.canonical);
     }
 
-    /// A builder that goes on from a loaded trace: its members and events
-    /// kept, events spanned in its input moved into the builder's own
-    /// buffer (so [`TraceBuilder::finish`] needs no input back).
-    #[must_use]
-    pub fn from_loaded(mut trace: Trace) -> Self {
-        if trace.events.spans.iter().any(|s| s.in_raw) {
-            let shift = trace.events.canonical.len() as u64;
-            let raw = std::mem::take(&mut trace.raw);
-            if shift == 0 {
-                trace.events.canonical = raw;
-            } else {
-                trace.events.canonical.extend_from_slice(&raw);
-            }
-            for s in &mut trace.events.spans {
-                if s.in_raw {
-                    s.start += shift;
-                    s.in_raw = false;
-                }
-            }
-        }
-        let index = (trace.signatures.iter().enumerate())
-            .map(|(i, sig)| (sig.clone(), i as u32))
-            .collect();
-        Self { trace, index }
-    }
-
     /// The finished trace. `raw` is the input that spanned events refer to
     /// (kept only when some event does); a missing `format` member is set to
     /// `commcanary.trace.v1`.

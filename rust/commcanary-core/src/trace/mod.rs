@@ -14,10 +14,12 @@
 
 mod builder;
 mod load;
+mod part;
 
 pub use builder::{EventExtras, EventTiming, TraceBuilder};
 
 pub use load::{LoadOptions, load, load_bytes, load_owned};
+pub use part::{decode_part, encode_part};
 
 use sha2::{Digest, Sha256};
 

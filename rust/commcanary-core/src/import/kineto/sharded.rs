@@ -42,25 +42,7 @@ use super::profile::{GroupDecl, RankProfile};
 use super::shard::{add_votes, root, thread_labels, union_groups};
 use crate::error::Result;
 use crate::import::bytes::{Reader, Writer, corrupt};
-use crate::json::JsonLimits;
-use crate::trace::{LoadOptions, TraceBuilder, load_owned};
-
-/// Reading bounds for what the steps made themselves.
-fn unbounded() -> LoadOptions {
-    LoadOptions {
-        max_input_bytes: u64::MAX,
-        json: JsonLimits {
-            max_items: u64::MAX,
-            max_string_bytes: usize::MAX,
-            max_number_chars: usize::MAX,
-            ..JsonLimits::default()
-        },
-        max_events: u64::MAX,
-        max_ranks: usize::MAX,
-        max_field_items: u64::MAX,
-        ..LoadOptions::default()
-    }
-}
+use crate::trace::{Trace, TraceBuilder, decode_part, encode_part};
 
 /// What a shard's steps need of the job: each slot's rank, clock shift and
 /// group map, and the groups. No calls: a few words per rank.
@@ -759,14 +741,12 @@ fn decode_placements(bytes: &[u8]) -> Result<(f64, Vec<Placement>)> {
     Ok((origin, placements))
 }
 
-/// A shard's events, written: each event's canonical JSON (in the shard's
-/// event order), and its partial collectives with their sweep keys.
-#[derive(Debug, Clone, PartialEq)]
+/// A shard's events, written (in the shard's event order, as a trace of
+/// those events), and its partial collectives with their sweep keys.
+#[derive(Debug, Clone)]
 pub struct ShardEvents {
-    /// The events' canonical JSON, one after another.
-    pub json: Vec<u8>,
-    /// Where each event ends in `json`.
-    pub ends: Vec<u64>,
+    /// The events.
+    pub events: Trace,
     /// Partial collectives, each with the key of the call that opened it.
     pub partial: Vec<(SweepKey, PartialCollective)>,
 }
@@ -775,13 +755,8 @@ impl ShardEvents {
     /// As bytes.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer(Vec::with_capacity(
-            self.json.len() + self.ends.len() * 8 + 64,
-        ));
-        w.u64(self.ends.len() as u64);
-        self.ends.iter().for_each(|&e| w.u64(e));
-        w.u64(self.json.len() as u64);
-        w.0.extend_from_slice(&self.json);
+        let mut w = Writer(Vec::new());
+        w.bytes(&encode_part(&self.events));
         w.u64(self.partial.len() as u64);
         for ((at, slot, call), p) in &self.partial {
             w.f64(*at);
@@ -805,16 +780,7 @@ impl ShardEvents {
     /// Bytes that are not encoded events.
     pub fn decode(bytes: &[u8]) -> Result<Self> {
         let mut r = Reader::new(bytes);
-        let ends = (0..r.count(8)?)
-            .map(|_| r.u64())
-            .collect::<Result<Vec<_>>>()?;
-        let n = r.count(1)?;
-        let json = r.take(n)?.to_vec();
-        if ends.windows(2).any(|w| w[0] > w[1])
-            || ends.last().is_some_and(|&e| e as usize != json.len())
-        {
-            return Err(corrupt());
-        }
+        let events = decode_part(&r.bytes()?)?;
         let mut partial = Vec::new();
         for _ in 0..r.count(72)? {
             let key = (r.f64()?, r.u64()? as usize, r.u64()? as usize);
@@ -843,16 +809,7 @@ impl ShardEvents {
         if !r.done() {
             return Err(corrupt());
         }
-        Ok(Self {
-            json,
-            ends,
-            partial,
-        })
-    }
-
-    fn event(&self, k: usize) -> &[u8] {
-        let start = if k == 0 { 0 } else { self.ends[k - 1] as usize };
-        &self.json[start..self.ends[k] as usize]
+        Ok(Self { events, partial })
     }
 }
 
@@ -877,23 +834,13 @@ pub fn shard_events(
     if prepared.len() != placements.len() {
         return Err(corrupt());
     }
-    let trace =
+    let events =
         write_prepared(&job, &instances, &prepared, &placements, fallback_phase).finish(Vec::new());
-    let mut json = Vec::new();
-    let mut ends = Vec::with_capacity(trace.events.len());
-    for i in 0..trace.events.len() {
-        json.extend_from_slice(trace.canonical_json(i));
-        ends.push(json.len() as u64);
-    }
     let partial = partials_in_sweep_order(&job, &instances, origin)
         .into_iter()
         .map(|(k, p)| (keys[k], p))
         .collect();
-    Ok(ShardEvents {
-        json,
-        ends,
-        partial,
-    })
+    Ok(ShardEvents { events, partial })
 }
 
 /// The import from the framed job's heads and every shard's events: the
@@ -906,34 +853,22 @@ pub fn shard_events(
 pub fn assemble(
     frame: &AlignedJob,
     facts: CallFacts,
-    shards: &[ShardEvents],
+    shards: Vec<ShardEvents>,
     order: &[(usize, usize)],
     ambiguous: u64,
     origin: f64,
     options: &JobOptions,
 ) -> Result<JobImport> {
-    let mut document = b"{\"events\":[".to_vec();
-    for (n, &(s, k)) in order.iter().enumerate() {
-        let event = shards
-            .get(s)
-            .filter(|e| k < e.ends.len())
-            .ok_or_else(corrupt)?
-            .event(k);
-        if n > 0 {
-            document.push(b',');
-        }
-        document.extend_from_slice(event);
+    let mut b = TraceBuilder::new();
+    let mut remaps: Vec<Vec<Option<u32>>> = vec![Vec::new(); shards.len()];
+    for &(s, k) in order {
+        let shard = (shards.get(s))
+            .filter(|e| k < e.events.events.len())
+            .ok_or_else(corrupt)?;
+        b.push_from(&shard.events, k, &mut remaps[s]);
     }
-    document.extend_from_slice(b"],\"format\":");
-    crate::json::canon::write_str(&mut document, crate::trace::TRACE_FORMAT);
-    document.push(b'}');
-    // The events are the shards' own canonical JSON: read back without the
-    // input policy's bounds (the policy bounds inputs, not what was made).
-    let b = TraceBuilder::from_loaded(load_owned(document, &unbounded())?);
-    let mut partial: Vec<(SweepKey, PartialCollective)> = shards
-        .iter()
-        .flat_map(|s| s.partial.iter().cloned())
-        .collect();
+    let mut partial: Vec<(SweepKey, PartialCollective)> =
+        shards.into_iter().flat_map(|s| s.partial).collect();
     partial.sort_by(|(ka, a), (kb, b)| {
         a.start_us
             .total_cmp(&b.start_us)
@@ -1032,7 +967,7 @@ pub fn import_job_sharded(
     assemble(
         &frame,
         facts,
-        &events,
+        events,
         &event_order,
         ambiguous,
         origin,
