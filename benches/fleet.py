@@ -152,15 +152,19 @@ def make_traces(out: Path, count: int) -> list[Path]:
     return paths
 
 
-def measure(cmd: list[str]) -> dict[str, Any]:
-    """Runs ``cmd``; its wall time, exit status, the client's peak RSS and
-    each descendant process's peak RSS (bytes)."""
+def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Runs ``cmd`` (with ``env`` added to this environment); its wall time,
+    exit status, the client's peak RSS and each descendant process's peak
+    RSS (bytes)."""
+    import os
     import tempfile
 
     start = time.perf_counter()
     # Files, not pipes: a command that prints a long table must never block on a full pipe.
     with tempfile.TemporaryFile(mode="w+") as out_file, tempfile.TemporaryFile(mode="w+") as err_file:
-        proc = subprocess.Popen(cmd, stdout=out_file, stderr=err_file, text=True)
+        proc = subprocess.Popen(
+            cmd, stdout=out_file, stderr=err_file, text=True, env={**os.environ, **(env or {})}
+        )
         root = psutil.Process(proc.pid)
         peaks: dict[int, int] = {}
         names: dict[int, str] = {}
@@ -211,6 +215,12 @@ def main() -> int:
     parser.add_argument(
         "--skip", default="", help="Comma-separated stages to skip: import, hang, stragglers, compile."
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="Rounds of the import plans' comparison (single, sharded, gather).",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     work = args.workdir
@@ -245,6 +255,31 @@ def main() -> int:
             [*CLI, "import-kineto", str(work / "job"), "--no-cache"],
             (work / "import-single.json", work / "import-dask.json"),
         )
+        # The two plans on a cluster and the single process, interleaved
+        # round by round (this host's speed drifts between runs): medians.
+        cmd = [*CLI, "import-kineto", str(work / "job"), "--no-cache", "-o", str(work / "import-plan.json")]
+        runs: dict[str, list[dict[str, Any]]] = {"single": [], "sharded": [], "gather": []}
+        for _ in range(args.repeat):
+            runs["single"].append(measure(cmd))
+            runs["sharded"].append(measure([*cmd, *dask]))
+            runs["gather"].append(measure([*cmd, *dask], env={"COMMCANARY_IMPORT_PLAN": "gather"}))
+        walls = {k: sorted(r["wall_s"] for r in v)[len(v) // 2] for k, v in runs.items()}
+        results["import_plans"] = {
+            k: {
+                "wall_s": sorted(r["wall_s"] for r in v),
+                "median_s": walls[k],
+                "client_peak": max(r["client_peak"] for r in v),
+                "worker_peak": max((w for r in v for w in r["worker_peaks"][: args.workers]), default=0),
+            }
+            for k, v in runs.items()
+        }
+        for k in ("sharded", "gather"):
+            plan = results["import_plans"][k]
+            print(
+                f"import, {k:7} plan: median {walls[k]:.1f} s against single {walls['single']:.1f} s "
+                f"(ratio {walls[k] / walls['single']:.2f}, {args.repeat} rounds), client {gib(plan['client_peak'])}, "
+                f"worker {gib(plan['worker_peak'])}"
+            )
     if "stragglers" not in skip:
         compare(
             "stragglers",
