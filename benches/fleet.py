@@ -261,7 +261,7 @@ def main() -> int:
         runs: dict[str, list[dict[str, Any]]] = {"single": [], "sharded": [], "gather": []}
         for _ in range(args.repeat):
             runs["single"].append(measure(cmd))
-            runs["sharded"].append(measure([*cmd, *dask]))
+            runs["sharded"].append(measure([*cmd, *dask], env={"COMMCANARY_IMPORT_PLAN": "sharded"}))
             runs["gather"].append(measure([*cmd, *dask], env={"COMMCANARY_IMPORT_PLAN": "gather"}))
         walls = {k: sorted(r["wall_s"] for r in v)[len(v) // 2] for k, v in runs.items()}
         results["import_plans"] = {
@@ -334,7 +334,7 @@ def main() -> int:
         for stage in results.values():
             if isinstance(stage, dict):
                 for side in ("single", "dask"):
-                    if isinstance(stage.get(side), dict):
+                    if isinstance(stage.get(side), dict) and "stderr" in stage[side]:
                         stage[side].pop("stdout", None)
                         stage[side]["stderr"] = stage[side]["stderr"][-500:]
         args.json.write_text(json.dumps(results, indent=1))

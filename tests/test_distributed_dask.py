@@ -134,10 +134,12 @@ def invoke(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+@pytest.mark.parametrize("plan", ["sharded", "gather", "auto"])
 @pytest.mark.parametrize("job", KINETO_JOBS, ids=lambda p: p.name)
 def test_import_kineto_on_the_cluster_writes_the_same_bytes(
-    cluster: Cluster, job: Path, tmp_path: Path
+    cluster: Cluster, job: Path, plan: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COMMCANARY_IMPORT_PLAN", plan)
     here, there = tmp_path / "here.json", tmp_path / "there.json"
     code, out = invoke("import-kineto", str(job), "-o", str(here), "--no-cache")
     assert code == 0, out
@@ -553,6 +555,7 @@ def test_the_import_plan_and_its_bytes(
         return result
 
     monkeypatch.setattr(dist, "_import_sharded", spy)
+    monkeypatch.setenv(dist.IMPORT_PLAN_VAR, "sharded")
     here, there = tmp_path / "here.json", tmp_path / "there.json"
     code, out = invoke("import-kineto", str(job), "-o", str(here), "--no-cache")
     code2, out2 = invoke(
@@ -565,9 +568,12 @@ def test_the_import_plan_and_its_bytes(
 
 
 @pytest.mark.parametrize("extra", [[], ["--strict"], ["--phase", "serve", "--workload-name", "tp3"]])
-def test_a_rank_missing_on_the_sharded_plan(cluster: Cluster, tmp_path: Path, extra: list[str]) -> None:
+def test_a_rank_missing_on_the_sharded_plan(
+    cluster: Cluster, tmp_path: Path, extra: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Three of four ranks: partial collectives listed (or refused with
     --strict) exactly as the single-process import does."""
+    monkeypatch.setenv("COMMCANARY_IMPORT_PLAN", "sharded")
     job = tmp_path / "job"
     job.mkdir()
     for r in range(3):
@@ -583,3 +589,18 @@ def test_a_rank_missing_on_the_sharded_plan(cluster: Cluster, tmp_path: Path, ex
         assert there.read_bytes() == here.read_bytes()
     else:
         assert not there.exists()
+
+
+def test_the_plan_is_gather_while_the_merge_fits_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a forced plan, a job whose merge fits in half the memory
+    available here is gathered (the faster plan), a larger one sharded."""
+    from commcanary.distributed import GATHER_PEAK_PER_PROFILE_BYTE, IMPORT_PLAN_VAR, choose_plan
+
+    monkeypatch.delenv(IMPORT_PLAN_VAR, raising=False)
+    gib = 1 << 30
+    assert choose_plan(gib // GATHER_PEAK_PER_PROFILE_BYTE, available_bytes=4 * gib) == "gather"
+    assert choose_plan(gib, available_bytes=4 * gib) == "sharded"
+    assert choose_plan(10**6) == "gather"  # this machine, a small job
+    for forced in ("gather", "sharded"):
+        monkeypatch.setenv(IMPORT_PLAN_VAR, forced)
+        assert choose_plan(10**15, available_bytes=1) == forced

@@ -144,22 +144,25 @@ def read_ranks(calls: list[tuple[str, str, int | None, str | None]]) -> list[Ran
             if local is None:
                 out.append(((None, None, f"{label}: {missing}", "parsed"), None, None))
                 continue
-            fp, profile, error, served, head, sets = _core.kineto_rank(
-                local, label, rank=rank, cache_dir=cache_dir
-            )
-        out.append(((fp, profile, error, served), head, sets))
+            partial, head, sets = _core.kineto_rank(local, label, rank=rank, cache_dir=cache_dir)
+        out.append((partial, head, sets))
     return out
 
 
-def heads_of(batch: list[RankRead]) -> list[tuple[KinetoPartial, int, bytes]]:
-    """What the client frames the job from: per file, its partial with the
-    head in the profile's place, the head's flags and the named sets."""
-    out: list[tuple[KinetoPartial, int, bytes]] = []
-    for (fingerprint, _, error, served), head, sets in batch:
-        if head is None or sets is None:
-            out.append(((fingerprint, None, error, served), 0, b""))
+#: What the client frames a job from, per file: its partial with the head in
+#: the profile's place, the head's flags, the named candidate sets, and the
+#: size of the profile that stays on the worker.
+RankHead = tuple[KinetoPartial, int, bytes, int]
+
+
+def heads_of(batch: list[RankRead]) -> list[RankHead]:
+    """Each file's :data:`RankHead`."""
+    out: list[RankHead] = []
+    for (fingerprint, profile, error, served), head, sets in batch:
+        if profile is None or head is None or sets is None:
+            out.append(((fingerprint, None, error, served), 0, b"", 0))
         else:
-            out.append(((fingerprint, head[:-1], error, served), head[-1], sets))
+            out.append(((fingerprint, head[:-1], error, served), head[-1], sets, len(profile)))
     return out
 
 

@@ -34,8 +34,9 @@ fn pieces(list: Vec<Vec<u8>>) -> CoreResult<Vec<Piece>> {
 }
 
 /// One file of a job read (as `kineto_partial` reads it) with what the
-/// sharded plan takes as the rank is read: `(fingerprint, profile, error,
-/// served, head, named candidate sets)`, the last two `None` on an error.
+/// sharded plan takes as the rank is read: `(partial, head, named candidate
+/// sets)`, the partial as `kineto_partial` returns it, the other two `None`
+/// on an error.
 #[pyfunction]
 #[pyo3(signature = (path, label, *, rank=None, cache_dir=None))]
 #[allow(clippy::type_complexity)]
@@ -46,10 +47,12 @@ pub(crate) fn kineto_rank<'py>(
     rank: Option<i64>,
     cache_dir: Option<PathBuf>,
 ) -> PyResult<(
-    Option<Bound<'py, PyBytes>>,
-    Option<Bound<'py, PyBytes>>,
-    Option<String>,
-    &'static str,
+    (
+        Option<Bound<'py, PyBytes>>,
+        Option<Bound<'py, PyBytes>>,
+        Option<String>,
+        &'static str,
+    ),
     Option<Bound<'py, PyBytes>>,
     Option<Bound<'py, PyBytes>>,
 )> {
@@ -70,14 +73,15 @@ pub(crate) fn kineto_rank<'py>(
     let fp = fingerprint.as_ref().ok().map(|f| PyBytes::new(py, f));
     Ok(match read {
         Ok((bytes, served, h, sets)) => (
-            fp,
-            Some(PyBytes::new(py, &bytes)),
-            None,
-            served.name(),
+            (fp, Some(PyBytes::new(py, &bytes)), None, served.name()),
             Some(PyBytes::new(py, &h)),
             Some(PyBytes::new(py, &sets)),
         ),
-        Err(e) => (fp, None, Some(e.message().to_owned()), "parsed", None, None),
+        Err(e) => (
+            (fp, None, Some(e.message().to_owned()), "parsed"),
+            None,
+            None,
+        ),
     })
 }
 
