@@ -224,7 +224,11 @@ def test_relative_paths_name_the_clients_files(
     assert outputs[0] == outputs[1]
 
 
-def test_a_worker_killed_mid_import_changes_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("plan", ["sharded", "gather"])
+def test_a_worker_killed_mid_import_changes_nothing(
+    tmp_path: Path, plan: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMMCANARY_IMPORT_PLAN", plan)
     marker = tmp_path / "crashed"
     c = start_cluster(tmp_path / "dask", env={"COMMCANARY_INJECT_WORKER_CRASH": str(marker)})
     try:

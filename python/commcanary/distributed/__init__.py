@@ -402,6 +402,10 @@ def _import_sharded(
     ]
     holders: list[list[int]] = [[] for _ in range(count)]  # shard -> batches with pieces of it
     ids = client.gather([client.submit(_tasks.shard_ids, split, pure=False) for split in splits])
+    for read in reads:
+        # The ranks are cut: the workers keep the pieces, not the profiles
+        # too (Dask reads a rank again should a worker holding its pieces die).
+        read.release()
     for b, shard_list in enumerate(ids):
         for shard in shard_list:
             holders[shard].append(b)
