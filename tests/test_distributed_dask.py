@@ -537,17 +537,17 @@ def test_a_url_without_a_cluster_is_a_usage_error(tmp_path: Path) -> None:
         (FIXTURES / "kineto" / "gloo_tp4_decode", True),
         (FIXTURES / "kineto" / "gloo_w4_ddp_straggler" / "markers", True),
         (FIXTURES / "kineto" / "gloo_w4_ddp_straggler" / "nomarkers", False),
-        (FIXTURES / "hang" / "gloo_w4_rank_sigkill", False),
+        (FIXTURES / "hang" / "gloo_w4_rank_sigkill", True),
     ],
     ids=lambda v: v.name if isinstance(v, Path) else str(v),
 )
 def test_the_import_plan_and_its_bytes(
     cluster: Cluster, job: Path, sharded: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A job with step markers and one file per rank is aligned and written
-    shard by shard on the workers; one without markers (steps recovered from
-    the whole sequence) or with ranks in several windows is merged here.
-    Either way, the single-process bytes."""
+    """A job with step markers is aligned and written shard by shard on the
+    workers (a rank's windows joined on a worker first); one without markers
+    (steps recovered from the whole sequence) is merged here. Either way,
+    the single-process bytes."""
     import commcanary.distributed as dist
 
     plans: list[bool] = []

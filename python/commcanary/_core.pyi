@@ -104,6 +104,7 @@ __all__ = [
     "import_kineto_partials",
     "job_timeline",
     "judge_runs",
+    "kineto_join",
     "kineto_partial",
     "kineto_rank",
     "load_trace",
@@ -402,6 +403,7 @@ def import_kineto_partials(
     clock_offsets: dict[int, float] | None = None,
     strict: bool = False,
 ) -> tuple[Trace, JobCounts, list[PartialCollective]]: ...
+def kineto_join(profiles: list[bytes], labels: list[str]) -> bytes: ...
 def kineto_rank(
     path: str, label: str, *, rank: int | None = None, cache_dir: str | None = None
 ) -> tuple[tuple[bytes | None, bytes | None, str | None, str], bytes | None, bytes | None]: ...
@@ -424,7 +426,7 @@ class ShardedImport:
     def frame(
         labels: list[str],
         heads: KinetoPartials,
-        flags: list[int],
+        facts: list[bytes],
         *,
         workload_name: str = ...,
         phase: str | None = None,
@@ -432,7 +434,7 @@ class ShardedImport:
         strict: bool = False,
     ) -> ShardedImport | None: ...
     def shape(self) -> bytes: ...
-    def slot_files(self) -> list[int]: ...
+    def slot_files(self) -> list[list[int]]: ...
     def shard_map(self, named: list[bytes]) -> tuple[list[int], int]: ...
     def labels(self, votes: list[bytes]) -> bytes: ...
     def place(self, prepared: list[bytes]) -> list[bytes]: ...

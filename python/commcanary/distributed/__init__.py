@@ -373,33 +373,47 @@ def _import_sharded(
     ``None`` when the job is not for the plan, or when merging it here fits
     (:func:`choose_plan`)."""
     heads = _core.KinetoPartials()
-    flags: list[int] = []
+    facts: list[bytes] = []
     named: list[bytes] = []
     where: list[tuple[int, int]] = []  # file -> (batch, index in it)
     profile_bytes = 0
     head_futures = [client.submit(_tasks.heads_of, future, pure=False) for future in reads]
     for b, future in enumerate(head_futures):
-        for i, (partial, flag, sets, size) in enumerate(_release(future)):
+        for i, (partial, fact, sets, size) in enumerate(_release(future)):
             heads.add(labels[len(where)], partial)
-            flags.append(flag)
+            facts.append(fact)
             named.append(sets)
             profile_bytes += size
             where.append((b, i))
     if choose_plan(profile_bytes) == "gather":
         return None
-    framed = _core.ShardedImport.frame(labels, heads, flags, **options)
+    framed = _core.ShardedImport.frame(labels, heads, facts, **options)
     if framed is None:
         return None
     shape = bytes(framed.shape())
     entries: list[list[tuple[int, int]]] = [[] for _ in reads]
-    for slot, file in enumerate(framed.slot_files()):
-        b, i = where[file]
-        entries[b].append((slot, i))
+    windows: list[tuple[int, list[int]]] = []  # a rank in several files: its slot, its files
+    for slot, files in enumerate(framed.slot_files()):
+        if len(files) == 1:
+            b, i = where[files[0]]
+            entries[b].append((slot, i))
+        else:
+            windows.append((slot, files))
     of_group, count = framed.shard_map(named)
     splits = [
         client.submit(_tasks.batch_split, shape, r, e, of_group, count, pure=False)
         for r, e in zip(reads, entries, strict=True)
     ]
+    for slot, files in windows:
+        # The rank's windows joined on a worker, then cut like any rank.
+        joined = client.submit(
+            _tasks.join_files,
+            [reads[where[f][0]] for f in files],
+            [where[f][1] for f in files],
+            [labels[f] for f in files],
+            pure=False,
+        )
+        splits.append(client.submit(_tasks.split_one, shape, slot, joined, of_group, count, pure=False))
     holders: list[list[int]] = [[] for _ in range(count)]  # shard -> batches with pieces of it
     ids = client.gather([client.submit(_tasks.shard_ids, split, pure=False) for split in splits])
     for read in reads:

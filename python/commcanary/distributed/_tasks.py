@@ -150,9 +150,13 @@ def read_ranks(calls: list[tuple[str, str, int | None, str | None]]) -> list[Ran
 
 
 #: What the client frames a job from, per file: its partial with the head in
-#: the profile's place, the head's flags, the named candidate sets, and the
-#: size of the profile that stays on the worker.
-RankHead = tuple[KinetoPartial, int, bytes, int]
+#: the profile's place, the head's facts (its last :data:`HEAD_FACTS_BYTES`),
+#: the named candidate sets, and the size of the profile that stays on the
+#: worker.
+RankHead = tuple[KinetoPartial, bytes, bytes, int]
+
+#: Bytes of the facts (span, flags) that end an encoded head.
+HEAD_FACTS_BYTES = 17
 
 
 def heads_of(batch: list[RankRead]) -> list[RankHead]:
@@ -160,9 +164,10 @@ def heads_of(batch: list[RankRead]) -> list[RankHead]:
     out: list[RankHead] = []
     for (fingerprint, profile, error, served), head, sets in batch:
         if profile is None or head is None or sets is None:
-            out.append(((fingerprint, None, error, served), 0, b"", 0))
+            out.append(((fingerprint, None, error, served), b"", b"", 0))
         else:
-            out.append(((fingerprint, head[:-1], error, served), head[-1], sets, len(profile)))
+            cut = len(head) - HEAD_FACTS_BYTES
+            out.append(((fingerprint, head[:cut], error, served), head[cut:], sets, len(profile)))
     return out
 
 
@@ -178,6 +183,23 @@ def batch_split(
     out: dict[int, list[bytes]] = {}
     ranks = [(slot, _profile(batch, i)) for slot, i in entries]
     for shard, piece in _core.sharded_split(shape, ranks, of_group, shards):
+        out.setdefault(shard, []).append(bytes(piece))
+    return out
+
+
+def join_files(batches: list[list[RankRead]], indices: list[int], labels: list[str]) -> bytes:
+    """A rank's files (``indices[k]`` of ``batches[k]``, in the order the
+    client's frame joined them) joined into the rank's profile."""
+    profiles = [_profile(batch, i) for batch, i in zip(batches, indices, strict=True)]
+    return bytes(_core.kineto_join(profiles, labels))
+
+
+def split_one(
+    shape: bytes, slot: int, profile: bytes, of_group: list[int], shards: int
+) -> dict[int, list[bytes]]:
+    """A joined rank cut into pieces, by shard."""
+    out: dict[int, list[bytes]] = {}
+    for shard, piece in _core.sharded_split(shape, [(slot, profile)], of_group, shards):
         out.setdefault(shard, []).append(bytes(piece))
     return out
 

@@ -137,7 +137,8 @@ mod _core {
     };
     #[pymodule_export]
     use super::sharded::{
-        PyShardedImport, kineto_rank, sharded_events, sharded_prepare, sharded_split, sharded_votes,
+        PyShardedImport, kineto_join, kineto_rank, sharded_events, sharded_prepare, sharded_split,
+        sharded_votes,
     };
     #[pymodule_export]
     use super::signing::{

@@ -11,12 +11,12 @@ use commcanary_core::error::Result as CoreResult;
 use commcanary_core::import::kineto::job::CallFacts;
 use std::path::PathBuf;
 
+use commcanary_core::import::kineto::job::join_profiles;
 use commcanary_core::import::kineto::read_one;
 use commcanary_core::import::kineto::sharded::{
     Piece, Shape, ShardEvents, ShardPrepared, assemble, encode_head, encode_named_sets,
-    encode_placements, encode_votes, frame, frame_heads, head, labels_from_votes,
-    own_candidate_sets, place_shards, sets_by_index, shard_events, shard_map, shard_prepare,
-    shard_votes, split,
+    encode_placements, encode_votes, frame, frame_heads, labels_from_votes, own_candidate_sets,
+    place_shards, sets_by_index, shard_events, shard_map, shard_prepare, shard_votes, split,
 };
 use commcanary_core::import::kineto::{
     AlignedJob, CacheStats, JobOptions, codec, profiles_from_partials,
@@ -59,14 +59,8 @@ pub(crate) fn kineto_rank<'py>(
     let (fingerprint, read) = detached(py, None, move || {
         let (fingerprint, profile) = read_one(&path, &label, rank, cache_dir.as_deref());
         let read = profile.map(|(p, served)| {
-            let (h, facts, markers) = head(&p);
             let sets = encode_named_sets(&own_candidate_sets(&p));
-            (
-                codec::encode(&p),
-                served,
-                encode_head(&h, facts, markers),
-                sets,
-            )
+            (codec::encode(&p), served, encode_head(&p), sets)
         });
         Ok((fingerprint, read))
     })?;
@@ -83,6 +77,23 @@ pub(crate) fn kineto_rank<'py>(
             None,
         ),
     })
+}
+
+/// A rank's files' profiles (in the order `ShardedImport.slot_files` gives)
+/// joined into the rank's profile, on a worker: the windows of one rank.
+#[pyfunction]
+pub(crate) fn kineto_join<'py>(
+    py: Python<'py>,
+    profiles: Vec<Vec<u8>>,
+    labels: Vec<String>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = detached(py, None, move || {
+        let decoded = (profiles.iter())
+            .map(|b| codec::decode(b))
+            .collect::<CoreResult<Vec<_>>>()?;
+        Ok(codec::encode(&join_profiles(decoded, &labels)?))
+    })?;
+    Ok(PyBytes::new(py, &bytes))
 }
 
 /// Step 4, on the worker holding a batch of ranks: each `(slot, profile)`
@@ -176,7 +187,8 @@ pub(crate) fn sharded_events<'py>(
 struct State {
     frame: AlignedJob,
     facts: CallFacts,
-    slot_files: Vec<usize>,
+    slot_files: Vec<Vec<usize>>,
+    files: u64,
     options: JobOptions,
     shape: Vec<u8>,
     groups: usize,
@@ -207,24 +219,25 @@ impl PyShardedImport {
 
 #[pymethods]
 impl PyShardedImport {
-    /// Step 1: the heads (a `KinetoPartials` of what `profile_head` gave,
-    /// less its last byte, which is `flags`), checked as the one-process
-    /// import checks its files; `None` when the job is not for the sharded
-    /// plan (a rank in several files, no step markers).
+    /// Step 1: the files' heads (a `KinetoPartials` of the heads
+    /// `kineto_rank` gave, less their last `HEAD_FACTS_BYTES`, which are
+    /// `facts`), checked and each rank's windows joined as the one-process
+    /// import does; `None` when no call lies in a `ProfilerStep`.
     #[staticmethod]
-    #[pyo3(signature = (labels, heads, flags, *, workload_name="kineto-import".to_owned(), phase=None, clock_offsets=None, strict=false))]
+    #[pyo3(signature = (labels, heads, facts, *, workload_name="kineto-import".to_owned(), phase=None, clock_offsets=None, strict=false))]
     #[allow(clippy::too_many_arguments)]
     fn frame(
         py: Python<'_>,
         labels: Vec<String>,
         heads: PyRef<'_, PyKinetoPartials>,
-        flags: Vec<u8>,
+        facts: Vec<Vec<u8>>,
         workload_name: String,
         phase: Option<String>,
         clock_offsets: Option<HashMap<i64, f64>>,
         strict: bool,
     ) -> PyResult<Option<Self>> {
         let source = labels.join(", ");
+        let files = labels.len() as u64;
         let heads = heads.take();
         let framed = detached(py, None, move || {
             let options = JobOptions::requested(
@@ -236,7 +249,7 @@ impl PyShardedImport {
                 strict,
             )?;
             let (profiles, stats) = profiles_from_partials(heads, &labels)?;
-            let heads = frame_heads(profiles, flags)?;
+            let heads = frame_heads(profiles, &facts)?;
             let framed = frame(heads, &labels, &options.clock_offsets_us)?;
             Ok(framed.map(|(frame, facts, slot_files)| {
                 let shape = Shape::of(&frame);
@@ -246,6 +259,7 @@ impl PyShardedImport {
                     frame,
                     facts,
                     slot_files,
+                    files,
                     options,
                     source: String::new(),
                     stats,
@@ -268,7 +282,7 @@ impl PyShardedImport {
     }
 
     /// The file (index into the labels) of each slot.
-    fn slot_files(&self) -> Vec<usize> {
+    fn slot_files(&self) -> Vec<Vec<usize>> {
         self.lock().slot_files.clone()
     }
 
@@ -350,6 +364,7 @@ impl PyShardedImport {
                 &order,
                 ambiguous,
                 origin,
+                state.files,
                 &state.options,
             )
         })?;

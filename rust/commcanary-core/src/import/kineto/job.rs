@@ -432,25 +432,45 @@ pub fn describe(p: &PartialCollective) -> String {
     )
 }
 
+/// When a file's calls ran, µs on its host's clock: first arrival, last
+/// end (what orders a rank's windows and finds two that overlap).
+#[must_use]
+pub fn window_span(p: &RankProfile) -> (f64, f64) {
+    let base = p.epoch_ns as f64 / 1000.0;
+    let first = p.calls.first().map_or(f64::INFINITY, |c| c.arrival);
+    let last = p
+        .calls
+        .iter()
+        .map(|c| c.end)
+        .fold(f64::NEG_INFINITY, f64::max);
+    (first + base, last + base)
+}
+
 /// Joins the files of each rank (in time order); refuses a rank whose files
 /// overlap in time (the same rank given twice).
 fn join_windows(
     profiles: Vec<RankProfile>,
     labels: &[String],
 ) -> Result<(Vec<RankProfile>, Vec<String>)> {
-    let spans: Vec<(f64, f64)> = profiles
-        .iter()
-        .map(|p| {
-            let base = p.epoch_ns as f64 / 1000.0;
-            let first = p.calls.first().map_or(f64::INFINITY, |c| c.arrival);
-            let last = p
-                .calls
-                .iter()
-                .map(|c| c.end)
-                .fold(f64::NEG_INFINITY, f64::max);
-            (first + base, last + base)
-        })
-        .collect();
+    let spans: Vec<(f64, f64)> = profiles.iter().map(window_span).collect();
+    join_spanned(profiles, &spans, labels).map(|(p, l, _)| (p, l))
+}
+
+/// Ranks joined from files: one profile and label per rank, and each rank's
+/// files (indices into what was given), in the order joined.
+pub type Joined = (Vec<RankProfile>, Vec<String>, Vec<Vec<usize>>);
+
+/// [`join_windows`] with each file's [`window_span`] given (the profiles'
+/// calls are not read, so heads without calls join as their ranks' files
+/// do); also each joined rank's files, in the order joined.
+///
+/// # Errors
+/// A rank whose files overlap in time, or disagree on the rank.
+pub fn join_spanned(
+    profiles: Vec<RankProfile>,
+    spans: &[(f64, f64)],
+    labels: &[String],
+) -> Result<Joined> {
     let mut order: Vec<usize> = (0..profiles.len()).collect();
     order.sort_by(|&a, &b| {
         profiles[a]
@@ -461,6 +481,7 @@ fn join_windows(
     let mut taken: Vec<Option<RankProfile>> = profiles.into_iter().map(Some).collect();
     let mut out: Vec<RankProfile> = Vec::new();
     let mut out_labels: Vec<String> = Vec::new();
+    let mut files: Vec<Vec<usize>> = Vec::new();
     let mut previous: Option<(i64, f64, usize)> = None;
     for i in order {
         let p = taken[i].take().unwrap_or_default();
@@ -475,16 +496,38 @@ fn join_windows(
                 joined
                     .concat(p)
                     .map_err(|e| Error::invalid(format!("{}: {}", labels[i], e.message())))?;
+                if let Some(f) = files.last_mut() {
+                    f.push(i);
+                }
                 previous = Some((rank, end.max(spans[i].1), i));
             }
             _ => {
                 previous = Some((p.rank, spans[i].1, i));
                 out.push(p);
                 out_labels.push(labels[i].clone());
+                files.push(vec![i]);
             }
         }
     }
-    Ok((out, out_labels))
+    Ok((out, out_labels, files))
+}
+
+/// A rank's files' profiles joined in the order given (what
+/// [`join_spanned`] says), as the one-process import joins them.
+///
+/// # Errors
+/// No profile, or files that disagree on the rank.
+pub fn join_profiles(profiles: Vec<RankProfile>, labels: &[String]) -> Result<RankProfile> {
+    let mut it = profiles.into_iter().zip(labels);
+    let Some((mut joined, _)) = it.next() else {
+        return Err(Error::invalid("no file to join"));
+    };
+    for (p, label) in it {
+        joined
+            .concat(p)
+            .map_err(|e| Error::invalid(format!("{label}: {}", e.message())))?;
+    }
+    Ok(joined)
 }
 
 /// World sizes agree and every rank is below it.

@@ -37,7 +37,9 @@ use super::events::{
     PartialCollective, Placement, Prepared, first_arrival, order_of_events,
     partials_in_sweep_order, place, prepare, write_prepared,
 };
-use super::job::{AlignedJob, CallFacts, JobImport, JobOptions, JobTail, finish_import, frame_job};
+use super::job::{
+    AlignedJob, CallFacts, JobImport, JobOptions, JobTail, finish_import, frame_job, join_profiles,
+};
 use super::profile::{GroupDecl, RankProfile};
 use super::shard::{add_votes, root, thread_labels, union_groups};
 use crate::error::Result;
@@ -151,11 +153,26 @@ impl Shape {
     }
 }
 
-/// A rank's head: its profile without calls, names or phases, what its
-/// calls say job-wide ([`CallFacts`]), and whether any lies in a
-/// `ProfilerStep`.
+/// What a rank's file says job-wide besides its head: its calls' facts,
+/// whether any lies in a `ProfilerStep`, and when they ran
+/// ([`super::job::window_span`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeadFacts {
+    /// Ends measured, device kernels.
+    pub facts: CallFacts,
+    /// Some call lies in a `ProfilerStep`.
+    pub markers: bool,
+    /// First arrival and last end, µs on the host's clock.
+    pub span: (f64, f64),
+}
+
+/// Bytes of [`HeadFacts`] at the end of an encoded head.
+pub const HEAD_FACTS_BYTES: usize = 17;
+
+/// A file's head as bytes: its profile without calls, names or phases (the
+/// cache's codec), then its [`HeadFacts`] in [`HEAD_FACTS_BYTES`].
 #[must_use]
-pub fn head(p: &RankProfile) -> (RankProfile, CallFacts, bool) {
+pub fn encode_head(p: &RankProfile) -> Vec<u8> {
     let facts = CallFacts::of(std::slice::from_ref(p));
     let markers = p.calls.iter().any(|c| c.step >= 0);
     let head = RankProfile {
@@ -164,77 +181,91 @@ pub fn head(p: &RankProfile) -> (RankProfile, CallFacts, bool) {
         phases: Vec::new(),
         ..p.clone_without_calls()
     };
-    (head, facts, markers)
+    let mut out = codec::encode(&head);
+    out.extend_from_slice(&head_facts_bytes(HeadFacts {
+        facts,
+        markers,
+        span: super::job::window_span(p),
+    }));
+    out
 }
 
-/// A head as bytes.
-#[must_use]
-pub fn encode_head(head: &RankProfile, facts: CallFacts, markers: bool) -> Vec<u8> {
-    let mut out = codec::encode(head);
-    out.push(u8::from(facts.ends_measured) | u8::from(facts.device) << 1 | u8::from(markers) << 2);
-    out
+fn head_facts_bytes(h: HeadFacts) -> Vec<u8> {
+    let mut w = Writer(Vec::with_capacity(HEAD_FACTS_BYTES));
+    w.f64(h.span.0);
+    w.f64(h.span.1);
+    w.0.push(
+        u8::from(h.facts.ends_measured) | u8::from(h.facts.device) << 1 | u8::from(h.markers) << 2,
+    );
+    w.0
+}
+
+/// [`HeadFacts`] from their [`HEAD_FACTS_BYTES`] bytes.
+///
+/// # Errors
+/// Bytes that are not encoded facts.
+pub fn head_facts(bytes: &[u8]) -> Result<HeadFacts> {
+    if bytes.len() != HEAD_FACTS_BYTES || bytes[16] > 7 {
+        return Err(corrupt());
+    }
+    let mut r = Reader::new(&bytes[..16]);
+    let span = (r.f64()?, r.f64()?);
+    let flags = bytes[16];
+    Ok(HeadFacts {
+        facts: CallFacts {
+            ends_measured: flags & 1 != 0,
+            device: flags & 2 != 0,
+        },
+        markers: flags & 4 != 0,
+        span,
+    })
 }
 
 /// A head from [`encode_head`]'s bytes.
 ///
 /// # Errors
 /// Bytes that are not an encoded head.
-pub fn decode_head(bytes: &[u8]) -> Result<(RankProfile, CallFacts, bool)> {
-    let (&flags, profile) = bytes.split_last().ok_or_else(corrupt)?;
-    with_flags(codec::decode(profile)?, flags)
+pub fn decode_head(bytes: &[u8]) -> Result<(RankProfile, HeadFacts)> {
+    let cut = bytes
+        .len()
+        .checked_sub(HEAD_FACTS_BYTES)
+        .ok_or_else(corrupt)?;
+    Ok((codec::decode(&bytes[..cut])?, head_facts(&bytes[cut..])?))
 }
 
-/// A head from its profile and [`encode_head`]'s flags byte.
+/// The heads of `profiles` (calls absent) with their facts' bytes, one each.
 ///
 /// # Errors
-/// A flags byte no head has.
-pub fn with_flags(profile: RankProfile, flags: u8) -> Result<(RankProfile, CallFacts, bool)> {
-    if flags > 7 {
-        return Err(corrupt());
-    }
-    let facts = CallFacts {
-        ends_measured: flags & 1 != 0,
-        device: flags & 2 != 0,
-    };
-    Ok((profile, facts, flags & 4 != 0))
-}
-
-/// The heads of `profiles` (calls absent) with their flags bytes, one each.
-///
-/// # Errors
-/// Not one flags byte per profile, or a byte no head has.
+/// Not one facts' bytes per profile, or bytes no head has.
 pub fn frame_heads(
     profiles: Vec<RankProfile>,
-    flags: Vec<u8>,
-) -> Result<Vec<(RankProfile, CallFacts, bool)>> {
-    if flags.len() != profiles.len() {
+    facts: &[Vec<u8>],
+) -> Result<Vec<(RankProfile, HeadFacts)>> {
+    if facts.len() != profiles.len() {
         return Err(corrupt());
     }
-    (profiles.into_iter().zip(flags))
-        .map(|(p, f)| with_flags(p, f))
+    (profiles.into_iter().zip(facts))
+        .map(|(p, f)| Ok((p, head_facts(f)?)))
         .collect()
 }
 
-/// The framed job (calls absent) and, per slot, the index of its file in
-/// `heads`; `None` when the job is not for this plan: a rank given by
-/// several files, or no call in a `ProfilerStep`.
+/// A framed job, its calls' facts, and each slot's files.
+pub type Framed = (AlignedJob, CallFacts, Vec<Vec<usize>>);
+
+/// The framed job (calls absent; each rank's windows joined as the
+/// one-process import joins them) and, per slot, its files' indices in
+/// `heads` in the order joined; `None` when no call lies in a
+/// `ProfilerStep` (steps are then recovered from the whole job).
 ///
 /// # Errors
-/// What [`frame_job`] refuses: world sizes or groups that disagree.
+/// What the one-process import refuses: overlapping windows of a rank,
+/// world sizes or groups that disagree.
 pub fn frame(
-    heads: Vec<(RankProfile, CallFacts, bool)>,
+    heads: Vec<(RankProfile, HeadFacts)>,
     labels: &[String],
     clock_offsets_us: &FxHashMap<i64, f64>,
-) -> Result<Option<(AlignedJob, CallFacts, Vec<usize>)>> {
-    if !heads.iter().any(|h| h.2) {
-        return Ok(None);
-    }
-    let mut order: Vec<usize> = (0..heads.len()).collect();
-    order.sort_by_key(|&i| heads[i].0.rank);
-    if order
-        .windows(2)
-        .any(|w| heads[w[0]].0.rank == heads[w[1]].0.rank)
-    {
+) -> Result<Option<Framed>> {
+    if !heads.iter().any(|h| h.1.markers) {
         return Ok(None);
     }
     let facts = heads.iter().fold(
@@ -242,18 +273,15 @@ pub fn frame(
             ends_measured: true,
             device: false,
         },
-        |f, h| f.and(h.1),
+        |f, h| f.and(h.1.facts),
     );
-    let mut taken: Vec<Option<RankProfile>> = heads.into_iter().map(|h| Some(h.0)).collect();
-    let profiles = order
-        .iter()
-        .map(|&i| taken[i].take().unwrap_or_default())
-        .collect();
-    let labels = order.iter().map(|&i| labels[i].clone()).collect();
+    let spans: Vec<(f64, f64)> = heads.iter().map(|h| h.1.span).collect();
+    let profiles = heads.into_iter().map(|h| h.0).collect();
+    let (profiles, labels, files) = super::job::join_spanned(profiles, &spans, labels)?;
     Ok(Some((
         frame_job(profiles, labels, clock_offsets_us)?,
         facts,
-        order,
+        files,
     )))
 }
 
@@ -845,11 +873,13 @@ pub fn shard_events(
 
 /// The import from the framed job's heads and every shard's events: the
 /// events in the job's order (`order` from [`place_shards`]), the partial
-/// collectives in time order, and the job's members and checks, as
+/// collectives in time order, and the job's members and checks (`files`:
+/// how many were read), as
 /// [`super::job::import_job`] writes them.
 ///
 /// # Errors
 /// Nothing importable, or (with `strict`) a partial collective.
+#[allow(clippy::too_many_arguments)]
 pub fn assemble(
     frame: &AlignedJob,
     facts: CallFacts,
@@ -857,6 +887,7 @@ pub fn assemble(
     order: &[(usize, usize)],
     ambiguous: u64,
     origin: f64,
+    files: u64,
     options: &JobOptions,
 ) -> Result<JobImport> {
     let mut b = TraceBuilder::new();
@@ -880,7 +911,7 @@ pub fn assemble(
         profiles: &frame.profiles,
         groups: &frame.groups,
         epoch: frame.epoch,
-        files: frame.profiles.len() as u64,
+        files,
         facts,
         ambiguous,
         origin,
@@ -906,20 +937,22 @@ pub fn import_job_sharded(
 ) -> Result<Option<JobImport>> {
     let heads: Vec<_> = profiles
         .iter()
-        .map(|p| {
-            let (h, f, m) = head(p);
-            decode_head(&encode_head(&h, f, m))
-        })
+        .map(|p| decode_head(&encode_head(p)))
         .collect::<Result<_>>()?;
-    let Some((frame, facts, order)) = frame(heads, labels, &options.clock_offsets_us)? else {
+    let Some((frame, facts, files)) = frame(heads, labels, &options.clock_offsets_us)? else {
         return Ok(None);
     };
     let shape = Shape::decode(&Shape::of(&frame).encode())?;
     let mut taken: Vec<Option<RankProfile>> = profiles.into_iter().map(Some).collect();
-    let mut ranks: Vec<RankProfile> = order
-        .iter()
-        .map(|&i| taken[i].take().unwrap_or_default())
-        .collect();
+    let mut ranks: Vec<RankProfile> = Vec::with_capacity(files.len());
+    for of_slot in &files {
+        let parts: Vec<RankProfile> = of_slot
+            .iter()
+            .map(|&i| taken[i].take().unwrap_or_default())
+            .collect();
+        let names: Vec<String> = of_slot.iter().map(|&i| labels[i].clone()).collect();
+        ranks.push(join_profiles(parts, &names)?);
+    }
     let named: Vec<Vec<u8>> = ranks
         .iter()
         .map(|p| encode_named_sets(&own_candidate_sets(p)))
@@ -971,6 +1004,7 @@ pub fn import_job_sharded(
         &event_order,
         ambiguous,
         origin,
+        labels.len() as u64,
         options,
     )
     .map(Some)

@@ -50,7 +50,14 @@ fn fixture_jobs_align_the_same_sharded() {
         assert!(!aligned.instances.is_empty());
         assert_eq!(align_sharded(&job), align(&job));
         let held: usize = shards(&job).iter().map(Shard::len).sum();
-        assert_eq!(held, aligned.profiles.iter().map(|p| p.calls.len()).sum());
+        assert_eq!(
+            held,
+            aligned
+                .profiles
+                .iter()
+                .map(|p| p.calls.len())
+                .sum::<usize>()
+        );
     }
 }
 

@@ -79,33 +79,52 @@ fn fixture_jobs_import_the_same_bytes_sharded() {
 }
 
 #[test]
-fn jobs_without_markers_or_with_windows_are_not_for_the_plan() {
+fn jobs_without_markers_are_not_for_the_plan() {
     let ranks = ["rank0.json", "rank1.json", "rank2.json", "rank3.json"];
     let labels: Vec<String> = ranks.iter().map(|r| (*r).to_owned()).collect();
     let ps = profiles("kineto/gloo_w4_ddp_straggler/nomarkers", &ranks);
-    assert!(
-        import_job_sharded(ps, &labels, &options(None))
-            .unwrap()
-            .is_none()
-    );
+    let sharded = import_job_sharded(ps, &labels, &options(None));
+    assert!(sharded.unwrap().is_none());
+}
+
+#[test]
+fn windows_join_and_a_rank_given_twice_is_refused_as_in_one_process() {
+    let windows = [
+        "rank0.window1.json",
+        "rank0.window2.json",
+        "rank1.window1.json",
+        "rank1.window2.json",
+        "rank1.window3.json",
+        "rank2.window1.json",
+        "rank2.window2.json",
+        "rank2.window3.json",
+        "rank3.window1.json",
+        "rank3.window2.json",
+        "rank3.window3.json",
+    ];
+    let labels: Vec<String> = windows.iter().map(|r| (*r).to_owned()).collect();
+    let mut ps = profiles("hang/gloo_w4_rank_sigkill", &windows);
+    assert!(ps.iter().any(|p| p.calls.iter().any(|c| c.step >= 0)));
+    assert!(same_as_one_process(ps.clone(), &labels, &options(None)));
+    // In another file order the windows join the same.
+    ps.reverse();
+    let rev: Vec<String> = labels.iter().rev().cloned().collect();
+    assert!(same_as_one_process(ps, &rev, &options(None)));
+    let ranks = ["rank0.json", "rank1.json", "rank2.json", "rank3.json"];
     let mut twice = profiles("kineto/gloo_tp4_decode", &ranks);
     twice.push(twice[0].clone());
-    let mut l = labels.clone();
+    let mut l: Vec<String> = ranks.iter().map(|r| (*r).to_owned()).collect();
     l.push("again".to_owned());
-    assert!(
-        import_job_sharded(twice, &l, &options(None))
-            .unwrap()
-            .is_none()
-    );
+    assert!(!same_as_one_process(twice, &l, &options(None)));
 }
 
 #[test]
 fn messages_round_trip_and_refuse_damage() {
     let ps = profiles("kineto/gloo_tp4_decode", &["rank0.json", "rank1.json"]);
-    let (h, f, m) = head(&ps[1]);
-    let bytes = encode_head(&h, f, m);
-    let back = decode_head(&bytes).unwrap();
-    assert_eq!(encode_head(&back.0, back.1, back.2), bytes);
+    let bytes = encode_head(&ps[1]);
+    let (back, facts) = decode_head(&bytes).unwrap();
+    assert!(back.calls.is_empty() && facts.markers);
+    assert_eq!(facts.span, crate::import::kineto::job::window_span(&ps[1]));
     for cut in [0, 1, bytes.len() / 2] {
         assert!(decode_head(&bytes[..cut]).is_err());
     }
