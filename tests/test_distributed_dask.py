@@ -195,9 +195,9 @@ def test_a_file_the_workers_cannot_see(tmp_path: Path) -> None:
     """The client sees the job; the worker, in a mount namespace where the
     job's directory is an empty file system, does not: one line naming the
     file and the worker, nothing written."""
-    job = tmp_path / "shared" / "job"
+    job = tmp_path / "storage" / "job"
     shutil.copytree(KINETO_JOBS[0], job)
-    c = start_cluster(tmp_path / "dask", workers=1, hide=tmp_path / "shared")
+    c = start_cluster(tmp_path / "dask", workers=1, hide=tmp_path / "storage")
     try:
         out = tmp_path / "t.json"
         code, text = invoke("import-kineto", str(job), "-o", str(out), "--no-cache", "--cluster", c.address)

@@ -75,15 +75,17 @@ def _filesystem(url: str) -> tuple[Any, str]:
 def list_url(url: str, suffixes: tuple[str, ...], *, directories: bool = True) -> list[str]:
     """The files ``url`` names (see the module's rule; without
     ``directories``, a URL that is not a glob names one file whatever its
-    name), as URLs, sorted by name; :class:`InputError` for a file that
-    does not exist, a directory or glob without such files, or storage
-    that cannot be listed."""
+    name, taken unchecked), as URLs, sorted by name; :class:`InputError`
+    for a file that does not exist, a directory or glob without such files,
+    or storage that cannot be listed."""
     fs, path = _filesystem(url)
     try:
         if _GLOB.search(path):
             found = [p for p in fs.glob(path) if str(p).endswith(suffixes)]
             what = "matches no"
-        elif path.endswith(suffixes) or not directories:
+        elif not directories:
+            return [url]  # one file, whatever its name: the caller checks it exists
+        elif path.endswith(suffixes):
             if not fs.exists(path):
                 raise InputError(f"{url} does not exist")
             return [url]

@@ -35,6 +35,7 @@
 
 pub mod analysis;
 pub mod behavior;
+pub(crate) mod byte_form;
 pub mod canary;
 pub mod compile;
 pub mod document;

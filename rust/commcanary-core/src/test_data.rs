@@ -24,3 +24,19 @@ pub(crate) fn fixture_bytes(rel: &str) -> Vec<u8> {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .to_vec()
 }
+
+/// The per-rank window files of the `hang/gloo_w4_rank_sigkill` fixture
+/// (ranks 1 to 3 in three profiling windows, rank 0 in two).
+pub(crate) const SIGKILL_WINDOWS: [&str; 11] = [
+    "rank0.window1.json",
+    "rank0.window2.json",
+    "rank1.window1.json",
+    "rank1.window2.json",
+    "rank1.window3.json",
+    "rank2.window1.json",
+    "rank2.window2.json",
+    "rank2.window3.json",
+    "rank3.window1.json",
+    "rank3.window2.json",
+    "rank3.window3.json",
+];

@@ -143,28 +143,47 @@ pub(crate) fn remote_reads((dump_labels, dumps, trace_labels, traces): ReadsArg)
 /// order.
 #[pyfunction]
 #[pyo3(signature = (path, label, *, rank=None, cache_dir=None))]
-#[allow(clippy::type_complexity)]
 pub(crate) fn kineto_partial<'py>(
     py: Python<'py>,
     path: PathBuf,
     label: String,
     rank: Option<i64>,
     cache_dir: Option<PathBuf>,
-) -> PyResult<(
+) -> PyResult<PartialOut<'py>> {
+    read_partial(py, path, label, rank, cache_dir, |_| ()).map(|(partial, _)| partial)
+}
+
+/// A file's partial as Python gets it: fingerprint, profile, error, served.
+pub(crate) type PartialOut<'py> = (
     Option<Bound<'py, PyBytes>>,
     Option<Bound<'py, PyBytes>>,
     Option<String>,
     &'static str,
-)> {
-    let (fingerprint, profile) = detached(py, None, move || {
+);
+
+/// One file read (`read_one`, the interpreter released) into its partial,
+/// and what `extra` takes from its profile before it is encoded (`None` on
+/// the file's error).
+pub(crate) fn read_partial<'py, T: Send>(
+    py: Python<'py>,
+    path: PathBuf,
+    label: String,
+    rank: Option<i64>,
+    cache_dir: Option<PathBuf>,
+    extra: impl Fn(&commcanary_core::import::kineto::RankProfile) -> T + Send,
+) -> PyResult<(PartialOut<'py>, Option<T>)> {
+    let (fingerprint, read) = detached(py, None, move || {
         let (fingerprint, profile) = read_one(&path, &label, rank, cache_dir.as_deref());
-        let profile = profile.map(|(p, served)| (codec::encode(&p), served));
-        Ok((fingerprint, profile))
+        let read = profile.map(|(p, served)| (codec::encode(&p), served, extra(&p)));
+        Ok((fingerprint, read))
     })?;
     let fp = fingerprint.as_ref().ok().map(|f| PyBytes::new(py, f));
-    Ok(match profile {
-        Ok((bytes, served)) => (fp, Some(PyBytes::new(py, &bytes)), None, served.name()),
-        Err(e) => (fp, None, Some(e.message().to_owned()), "parsed"),
+    Ok(match read {
+        Ok((bytes, served, more)) => (
+            (fp, Some(PyBytes::new(py, &bytes)), None, served.name()),
+            Some(more),
+        ),
+        Err(e) => ((fp, None, Some(e.message().to_owned()), "parsed"), None),
     })
 }
 

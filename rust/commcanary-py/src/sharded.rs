@@ -12,7 +12,6 @@ use commcanary_core::import::kineto::job::CallFacts;
 use std::path::PathBuf;
 
 use commcanary_core::import::kineto::job::join_profiles;
-use commcanary_core::import::kineto::read_one;
 use commcanary_core::import::kineto::sharded::{
     Piece, Shape, ShardEvents, ShardPrepared, assemble, encode_head, encode_named_sets,
     encode_placements, encode_votes, frame, frame_heads, labels_from_votes, own_candidate_sets,
@@ -24,7 +23,7 @@ use commcanary_core::import::kineto::{
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use crate::distributed::PyKinetoPartials;
+use crate::distributed::{PartialOut, PyKinetoPartials, read_partial};
 use crate::errors::detached;
 use crate::import::job_result;
 use crate::trace::PyTrace;
@@ -47,35 +46,20 @@ pub(crate) fn kineto_rank<'py>(
     rank: Option<i64>,
     cache_dir: Option<PathBuf>,
 ) -> PyResult<(
-    (
-        Option<Bound<'py, PyBytes>>,
-        Option<Bound<'py, PyBytes>>,
-        Option<String>,
-        &'static str,
-    ),
+    PartialOut<'py>,
     Option<Bound<'py, PyBytes>>,
     Option<Bound<'py, PyBytes>>,
 )> {
-    let (fingerprint, read) = detached(py, None, move || {
-        let (fingerprint, profile) = read_one(&path, &label, rank, cache_dir.as_deref());
-        let read = profile.map(|(p, served)| {
-            let sets = encode_named_sets(&own_candidate_sets(&p));
-            (codec::encode(&p), served, encode_head(&p), sets)
-        });
-        Ok((fingerprint, read))
+    let (partial, more) = read_partial(py, path, label, rank, cache_dir, |p| {
+        (encode_head(p), encode_named_sets(&own_candidate_sets(p)))
     })?;
-    let fp = fingerprint.as_ref().ok().map(|f| PyBytes::new(py, f));
-    Ok(match read {
-        Ok((bytes, served, h, sets)) => (
-            (fp, Some(PyBytes::new(py, &bytes)), None, served.name()),
-            Some(PyBytes::new(py, &h)),
+    Ok(match more {
+        Some((head, sets)) => (
+            partial,
+            Some(PyBytes::new(py, &head)),
             Some(PyBytes::new(py, &sets)),
         ),
-        Err(e) => (
-            (fp, None, Some(e.message().to_owned()), "parsed"),
-            None,
-            None,
-        ),
+        None => (partial, None, None),
     })
 }
 

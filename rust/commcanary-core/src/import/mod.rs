@@ -13,7 +13,6 @@
 //!   (PyTorch Flight Recorder dumps); it never runs or imports anything.
 //! * [`flight_recorder`] — PyTorch Flight Recorder dumps (pickle or JSON).
 
-pub(crate) mod bytes;
 pub mod cache;
 pub mod flight_recorder;
 pub mod kineto;

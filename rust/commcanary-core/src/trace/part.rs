@@ -8,8 +8,8 @@
 //! checked, before anything is allocated or used.
 
 use super::{Events, Signature, Span, Trace, TraceBuilder, flag};
+use crate::byte_form::{Reader, Writer, corrupt};
 use crate::error::Result;
-use crate::import::bytes::{Reader, Writer, corrupt};
 
 fn write_opt_bytes(w: &mut Writer, v: Option<&[u8]>) {
     match v {

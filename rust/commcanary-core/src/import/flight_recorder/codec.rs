@@ -4,8 +4,8 @@
 //! exactly: `decode(encode(d)) == d`.
 
 use super::{EntryState, FrDump, FrEntry, PgConfig, PgStatus};
+use crate::byte_form::{Reader, Writer, corrupt};
 use crate::error::Result;
-use crate::import::bytes::{Reader, Writer, corrupt};
 use crate::import::stacks::Frame;
 
 /// The canonical ops an entry can name (see `entry::canonical_op`).

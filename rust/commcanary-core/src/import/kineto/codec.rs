@@ -9,8 +9,8 @@
 
 use super::ops::Kind;
 use super::profile::{Call, FileFacts, GroupDecl, ProfileCounts, RankProfile};
+use crate::byte_form::{Reader, Writer, corrupt};
 use crate::error::Result;
-use crate::import::bytes::{Reader, Writer, corrupt};
 
 const KINDS: [Kind; 11] = [
     Kind::AllReduce,

@@ -31,7 +31,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::align::{Instance, Job, SweepKey, ThreadVotes};
+use super::align::{Candidates, Instance, Job, SweepKey, ThreadVotes};
 use super::codec;
 use super::events::{
     PartialCollective, Placement, Prepared, first_arrival, order_of_events,
@@ -42,8 +42,8 @@ use super::job::{
 };
 use super::profile::{GroupDecl, RankProfile};
 use super::shard::{add_votes, root, thread_labels, union_groups};
+use crate::byte_form::{Reader, Writer, corrupt};
 use crate::error::Result;
-use crate::import::bytes::{Reader, Writer, corrupt};
 use crate::trace::{Trace, TraceBuilder, decode_part, encode_part};
 
 /// What a shard's steps need of the job: each slot's rank, clock shift and
@@ -292,17 +292,8 @@ pub fn frame(
 /// group has none here (the job's assumed world group then joins nothing).
 #[must_use]
 pub fn own_candidate_sets(p: &RankProfile) -> Vec<Vec<String>> {
-    let shifts = [0.0];
-    let slot_of_rank: FxHashMap<i64, usize> = std::iter::once((p.rank, 0)).collect();
-    let group_maps = [(0..p.groups.len()).collect::<Vec<usize>>()];
-    let job = Job {
-        profiles: std::slice::from_ref(p),
-        shifts: &shifts,
-        groups: &p.groups,
-        slot_of_rank: &slot_of_rank,
-        group_maps: &group_maps,
-    };
-    let cands = super::align::candidates(&job);
+    let own: Vec<usize> = (0..p.groups.len()).collect();
+    let cands = rank_candidates(p, &p.groups, &own);
     let mut sets: Vec<Vec<u32>> = (0..p.calls.len())
         .map(|i| cands.of(0, i).to_vec())
         .collect();
@@ -316,6 +307,23 @@ pub fn own_candidate_sets(p: &RankProfile) -> Vec<Vec<String>> {
                 .collect()
         })
         .collect()
+}
+
+/// The candidate groups (indices into `groups`) of `p`'s calls, `group_map`
+/// taking its own group indices to those: what the whole job's matcher
+/// gives the rank, from a job of the rank alone (candidates read only the
+/// rank, its calls, the groups and its map).
+fn rank_candidates(p: &RankProfile, groups: &[GroupDecl], group_map: &[usize]) -> Candidates {
+    let shifts = [0.0];
+    let slot_of_rank: FxHashMap<i64, usize> = std::iter::once((p.rank, 0)).collect();
+    let group_maps = [group_map.to_vec()];
+    super::align::candidates(&Job {
+        profiles: std::slice::from_ref(p),
+        shifts: &shifts,
+        groups,
+        slot_of_rank: &slot_of_rank,
+        group_maps: &group_maps,
+    })
 }
 
 /// Named candidate sets as bytes.
@@ -452,23 +460,16 @@ pub fn split(
     {
         return Err(corrupt());
     }
-    let calls = profile.calls.len();
-    let mut profiles = shape.blank_profiles();
-    profiles[slot] = profile;
-    let slot_of_rank = shape.slot_of_rank();
-    let of_call: Vec<u32> = {
-        let job = shape.job(&profiles, &slot_of_rank);
-        let cands = super::align::candidates(&job);
-        (0..calls)
-            .map(|i| {
-                cands
-                    .of(slot, i)
-                    .first()
-                    .map_or(shards - 1, |&g| shard_of_group[g as usize])
-            })
-            .collect()
-    };
-    let mut whole = std::mem::take(&mut profiles[slot]);
+    let cands = rank_candidates(&profile, &shape.groups, &shape.group_maps[slot]);
+    let of_call: Vec<u32> = (0..profile.calls.len())
+        .map(|i| {
+            cands
+                .of(0, i)
+                .first()
+                .map_or(shards - 1, |&g| shard_of_group[g as usize])
+        })
+        .collect();
+    let mut whole = profile;
     let all = std::mem::take(&mut whole.calls);
     let mut by_shard: std::collections::BTreeMap<u32, (Vec<usize>, Vec<super::profile::Call>)> =
         std::collections::BTreeMap::new();

@@ -27,19 +27,7 @@ fn fixture_job(dir: &str, files: &[&str]) -> crate::import::kineto::job::Aligned
 #[test]
 fn fixture_jobs_align_the_same_sharded() {
     let ranks = ["rank0.json", "rank1.json", "rank2.json", "rank3.json"];
-    let windows = [
-        "rank0.window1.json",
-        "rank0.window2.json",
-        "rank1.window1.json",
-        "rank1.window2.json",
-        "rank1.window3.json",
-        "rank2.window1.json",
-        "rank2.window2.json",
-        "rank2.window3.json",
-        "rank3.window1.json",
-        "rank3.window2.json",
-        "rank3.window3.json",
-    ];
+    let windows = crate::test_data::SIGKILL_WINDOWS;
     let jobs = [
         fixture_job("kineto/gloo_tp4_decode", &ranks),
         fixture_job("kineto/gloo_w4_ddp_straggler/markers", &ranks),

@@ -89,19 +89,7 @@ fn jobs_without_markers_are_not_for_the_plan() {
 
 #[test]
 fn windows_join_and_a_rank_given_twice_is_refused_as_in_one_process() {
-    let windows = [
-        "rank0.window1.json",
-        "rank0.window2.json",
-        "rank1.window1.json",
-        "rank1.window2.json",
-        "rank1.window3.json",
-        "rank2.window1.json",
-        "rank2.window2.json",
-        "rank2.window3.json",
-        "rank3.window1.json",
-        "rank3.window2.json",
-        "rank3.window3.json",
-    ];
+    let windows = crate::test_data::SIGKILL_WINDOWS;
     let labels: Vec<String> = windows.iter().map(|r| (*r).to_owned()).collect();
     let mut ps = profiles("hang/gloo_w4_rank_sigkill", &windows);
     assert!(ps.iter().any(|p| p.calls.iter().any(|c| c.step >= 0)));

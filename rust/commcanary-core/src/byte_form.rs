@@ -1,6 +1,6 @@
-//! The byte form the per-file partials share (the Kineto profile codec, the
-//! Flight Recorder dump codec): little-endian fixed-width numbers,
-//! length-prefixed strings and lists. Reading is total: every length is
+//! The byte form the core's messages share (the Kineto profile codec, the
+//! Flight Recorder dump codec, the sharded import's messages, trace parts):
+//! little-endian fixed-width numbers, length-prefixed strings and lists. Reading is total: every length is
 //! bounded by the bytes that remain before anything is allocated.
 
 use crate::error::{Error, Result};
