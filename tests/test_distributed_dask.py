@@ -129,17 +129,27 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c.stop()
 
 
+def use_plan(monkeypatch: pytest.MonkeyPatch, plan: str) -> None:
+    """Forces the import's plan: ``gather``, ``sharded`` (shards whole),
+    ``ranges`` (sharded, each shard cut into one range per step), ``auto``."""
+    monkeypatch.setenv("COMMCANARY_IMPORT_PLAN", "sharded" if plan == "ranges" else plan)
+    if plan == "ranges":
+        monkeypatch.setenv("COMMCANARY_IMPORT_RANGES", "100000")
+    else:
+        monkeypatch.setenv("COMMCANARY_IMPORT_RANGES", "1")
+
+
 def invoke(*args: str) -> tuple[int, str]:
     result = runner.invoke(app, list(args))
     return result.exit_code, result.output
 
 
-@pytest.mark.parametrize("plan", ["sharded", "gather", "auto"])
+@pytest.mark.parametrize("plan", ["sharded", "ranges", "gather", "auto"])
 @pytest.mark.parametrize("job", KINETO_JOBS, ids=lambda p: p.name)
 def test_import_kineto_on_the_cluster_writes_the_same_bytes(
     cluster: Cluster, job: Path, plan: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COMMCANARY_IMPORT_PLAN", plan)
+    use_plan(monkeypatch, plan)
     here, there = tmp_path / "here.json", tmp_path / "there.json"
     code, out = invoke("import-kineto", str(job), "-o", str(here), "--no-cache")
     assert code == 0, out
@@ -224,11 +234,11 @@ def test_relative_paths_name_the_clients_files(
     assert outputs[0] == outputs[1]
 
 
-@pytest.mark.parametrize("plan", ["sharded", "gather"])
+@pytest.mark.parametrize("plan", ["ranges", "gather"])
 def test_a_worker_killed_mid_import_changes_nothing(
     tmp_path: Path, plan: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COMMCANARY_IMPORT_PLAN", plan)
+    use_plan(monkeypatch, plan)
     marker = tmp_path / "crashed"
     c = start_cluster(tmp_path / "dask", env={"COMMCANARY_INJECT_WORKER_CRASH": str(marker)})
     try:
@@ -571,13 +581,14 @@ def test_the_import_plan_and_its_bytes(
         assert there.read_bytes() == here.read_bytes()
 
 
+@pytest.mark.parametrize("plan", ["sharded", "ranges"])
 @pytest.mark.parametrize("extra", [[], ["--strict"], ["--phase", "serve", "--workload-name", "tp3"]])
 def test_a_rank_missing_on_the_sharded_plan(
-    cluster: Cluster, tmp_path: Path, extra: list[str], monkeypatch: pytest.MonkeyPatch
+    cluster: Cluster, tmp_path: Path, extra: list[str], plan: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Three of four ranks: partial collectives listed (or refused with
     --strict) exactly as the single-process import does."""
-    monkeypatch.setenv("COMMCANARY_IMPORT_PLAN", "sharded")
+    use_plan(monkeypatch, plan)
     job = tmp_path / "job"
     job.mkdir()
     for r in range(3):

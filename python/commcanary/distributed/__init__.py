@@ -56,6 +56,11 @@ __all__ = ["check_workers", "cluster", "evidence_reads", "import_kineto", "kinet
 #: plan takes); unset or ``auto``, :func:`choose_plan` picks it.
 IMPORT_PLAN_VAR = "COMMCANARY_IMPORT_PLAN"
 
+#: A whole number forces how many ranges of steps the sharded plan cuts
+#: each shard into (at most the job's steps); unset, the plan picks from the
+#: job's size and the cluster's threads (``ranges::range_count``).
+IMPORT_RANGES_VAR = "COMMCANARY_IMPORT_RANGES"
+
 #: The client's peak while it merges a job, per byte of the profiles it
 #: gathers (measured at 1,024 ranks: 0.92 GiB for 157 MB of profiles).
 GATHER_PEAK_PER_PROFILE_BYTE = 6
@@ -400,8 +405,10 @@ def _import_sharded(
         else:
             windows.append((slot, files))
     of_group, count = framed.shard_map(named)
+    bounds = framed.range_bounds(profile_bytes, count, _threads(client), _forced_ranges())
+    per_shard = len(bounds) + 1
     splits = [
-        client.submit(_tasks.batch_split, shape, r, e, of_group, count, pure=False)
+        client.submit(_tasks.batch_split, shape, r, e, of_group, count, bounds, pure=False)
         for r, e in zip(reads, entries, strict=True)
     ]
     for slot, files in windows:
@@ -413,50 +420,73 @@ def _import_sharded(
             [labels[f] for f in files],
             pure=False,
         )
-        splits.append(client.submit(_tasks.split_one, shape, slot, joined, of_group, count, pure=False))
-    holders: list[list[int]] = [[] for _ in range(count)]  # shard -> batches with pieces of it
+        splits.append(
+            client.submit(_tasks.split_one, shape, slot, joined, of_group, count, bounds, pure=False)
+        )
+    holders: dict[int, list[int]] = {}  # unit id -> batches with pieces of it
     ids = client.gather([client.submit(_tasks.shard_ids, split, pure=False) for split in splits])
     for read in reads:
         # The ranks are cut: the workers keep the pieces, not the profiles
         # too (Dask reads a rank again should a worker holding its pieces die).
         read.release()
-    for b, shard_list in enumerate(ids):
-        for shard in shard_list:
-            holders[shard].append(b)
-    shards = [s for s in range(count) if holders[s]]
-    per_task = max(1, -(-len(shards) // (8 * _threads(client))))
-    groups = [shards[i : i + per_task] for i in range(0, len(shards), per_task)]
-    # A group's task gets the splits of the batches holding its shards (Dask
-    # runs it where most of them are and keeps the copies it moved).
-    group_splits = [[splits[b] for b in sorted({b for s in g for b in holders[s]})] for g in groups]
+    for b, id_list in enumerate(ids):
+        for unit_id in id_list:
+            holders.setdefault(unit_id, []).append(b)
 
-    def on_groups(task: Any, *extra: Any, per_group: list[Any] | None = None) -> Iterator[list[Any]]:
-        """``task`` on each group of shards (with ``per_group[k]`` for group
-        ``k``); each group's results, in order, as they are ready."""
-        futures = [
-            client.submit(
-                task,
-                shape,
-                group_splits[k],
-                g,
-                *extra,
-                *([] if per_group is None else [per_group[k]]),
-                pure=False,
+    def submit_units(
+        task: Any, units: list[list[int]], *extra: Any, per_unit: list[Any] | None = None
+    ) -> list[Any]:
+        """``task`` submitted on every unit (a unit: the ids of its ranges),
+        a few units a Dask task (with ``per_unit[k]`` for unit ``k``): the
+        tasks' futures, each giving its units' results in order. A task gets
+        the splits of the batches holding its units' pieces (Dask runs it
+        where most of them are and keeps the copies it moved)."""
+        per_task = max(1, -(-len(units) // (8 * _threads(client))))
+        futures = []
+        for i in range(0, len(units), per_task):
+            group = units[i : i + per_task]
+            batches = sorted({b for unit in group for u in unit for b in holders[u]})
+            more = [] if per_unit is None else [per_unit[i : i + per_task]]
+            futures.append(
+                client.submit(task, shape, [splits[b] for b in batches], group, *extra, *more, pure=False)
             )
-            for k, g in enumerate(groups)
-        ]
-        return (_release(f) for f in futures)
+        return futures
 
-    votes = [v for results in on_groups(_tasks.shards_votes) for v in results]
+    def on_units(task: Any, units: list[list[int]], *extra: Any) -> list[Any]:
+        """Each unit's result of ``task``, in order."""
+        return [result for future in submit_units(task, units, *extra) for result in _release(future)]
+
+    def settled(units: list[list[int]], task: Any, *extra: Any) -> tuple[list[list[int]], list[bytes]]:
+        """Each unit's result once every unit's end is clean: a unit whose
+        matching read past its end merged with the next, and run again
+        (``ranges::settle``, in the core)."""
+        results: list[tuple[bytes, bytes]] = on_units(task, units, *extra)
+        while True:
+            merged_units, merged = _core.ShardedImport.settle(units, [c for _, c in results], per_shard)
+            if not merged:
+                return units, [r for r, _ in results]
+            earlier = {unit[0]: result for unit, result in zip(units, results, strict=True)}
+            again = dict(zip(merged, on_units(task, [merged_units[i] for i in merged], *extra), strict=True))
+            results = [again[i] if i in again else earlier[unit[0]] for i, unit in enumerate(merged_units)]
+            units = merged_units
+
+    units, votes = settled([[u] for u in sorted(holders)], _tasks.shards_votes)
     labels_bytes = bytes(framed.labels(votes))
-    prepared = [p for results in on_groups(_tasks.shards_prepare, labels_bytes) for p in results]
-    # The placements come back in shard order, as the shards went in.
-    placements = iter(framed.place(prepared))
-    placed = [[bytes(next(placements)) for _ in g] for g in groups]
-    for events in on_groups(_tasks.shards_events, labels_bytes, options["phase"], per_group=placed):
-        framed.add_events(events)  # decoded as each group's arrive, the bytes let go
+    units, prepared = settled(units, _tasks.shards_prepare, labels_bytes)
+    # The placements come back in unit order, as the units went in.
+    placements = [bytes(p) for p in framed.place(prepared)]
+    for future in submit_units(
+        _tasks.shards_events, units, labels_bytes, options["phase"], per_unit=placements
+    ):
+        framed.add_events(_release(future))  # decoded as each task's arrive, the bytes let go
     result: tuple[Any, Any, Any] = framed.assemble()
     return result
+
+
+def _forced_ranges() -> int | None:
+    """The ranges :data:`IMPORT_RANGES_VAR` forces, if any."""
+    raw = os.environ.get(IMPORT_RANGES_VAR, "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
 def _where(path: str | os.PathLike[str]) -> str:

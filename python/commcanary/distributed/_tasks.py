@@ -155,8 +155,8 @@ def read_ranks(calls: list[tuple[str, str, int | None, str | None]]) -> list[Ran
 #: worker.
 RankHead = tuple[KinetoPartial, bytes, bytes, int]
 
-#: Bytes of the facts (span, flags) that end an encoded head.
-HEAD_FACTS_BYTES = 17
+#: Bytes of the facts (span, steps, flags) that end an encoded head.
+HEAD_FACTS_BYTES = 33
 
 
 def heads_of(batch: list[RankRead]) -> list[RankHead]:
@@ -177,13 +177,19 @@ def partials_of(batch: list[RankRead]) -> list[KinetoPartial]:
 
 
 def batch_split(
-    shape: bytes, batch: list[RankRead], entries: list[tuple[int, int]], of_group: list[int], shards: int
+    shape: bytes,
+    batch: list[RankRead],
+    entries: list[tuple[int, int]],
+    of_group: list[int],
+    shards: int,
+    bounds: list[int],
 ) -> dict[int, list[bytes]]:
-    """Every rank of the batch cut into pieces, gathered by shard."""
+    """Every rank of the batch cut into pieces, gathered by unit (a range of
+    steps of a shard)."""
     out: dict[int, list[bytes]] = {}
     ranks = [(slot, _profile(batch, i)) for slot, i in entries]
-    for shard, piece in _core.sharded_split(shape, ranks, of_group, shards):
-        out.setdefault(shard, []).append(bytes(piece))
+    for unit, piece in _core.sharded_split(shape, ranks, of_group, shards, bounds):
+        out.setdefault(unit, []).append(bytes(piece))
     return out
 
 
@@ -195,39 +201,45 @@ def join_files(batches: list[list[RankRead]], indices: list[int], labels: list[s
 
 
 def split_one(
-    shape: bytes, slot: int, profile: bytes, of_group: list[int], shards: int
+    shape: bytes, slot: int, profile: bytes, of_group: list[int], shards: int, bounds: list[int]
 ) -> dict[int, list[bytes]]:
-    """A joined rank cut into pieces, by shard."""
+    """A joined rank cut into pieces, by unit."""
     out: dict[int, list[bytes]] = {}
-    for shard, piece in _core.sharded_split(shape, [(slot, profile)], of_group, shards):
-        out.setdefault(shard, []).append(bytes(piece))
+    for unit, piece in _core.sharded_split(shape, [(slot, profile)], of_group, shards, bounds):
+        out.setdefault(unit, []).append(bytes(piece))
     return out
 
 
 def shard_ids(split: dict[int, list[bytes]]) -> list[int]:
-    """The shards a batch has pieces for."""
+    """The units a batch has pieces for."""
     return sorted(split)
 
 
-#: The splits of the batches holding a group of shards' pieces.
+#: The splits of the batches holding a group of units' pieces.
 Splits = list[dict[int, list[bytes]]]
 
-
-def shards_votes(shape: bytes, splits: Splits, shards: list[int]) -> list[bytes]:
-    """Each shard's first-pass votes."""
-    return [bytes(b) for b in _core.sharded_votes(shape, [_pieces(splits, s) for s in shards])]
+#: A unit: the ids of the ranges it runs together.
+Unit = list[int]
 
 
-def shards_prepare(shape: bytes, splits: Splits, shards: list[int], labels: bytes) -> list[bytes]:
-    """Each shard's second pass, its complete instances to place."""
-    return [bytes(b) for b in _core.sharded_prepare(shape, [_pieces(splits, s) for s in shards], labels)]
+def shards_votes(shape: bytes, splits: Splits, units: list[Unit]) -> list[tuple[bytes, bytes]]:
+    """Each unit's first-pass votes and its check."""
+    return [(bytes(v), bytes(c)) for v, c in _core.sharded_votes(shape, [_pieces(splits, u) for u in units])]
+
+
+def shards_prepare(
+    shape: bytes, splits: Splits, units: list[Unit], labels: bytes
+) -> list[tuple[bytes, bytes]]:
+    """Each unit's second pass, its complete instances to place, and its check."""
+    pieces = [_pieces(splits, u) for u in units]
+    return [(bytes(p), bytes(c)) for p, c in _core.sharded_prepare(shape, pieces, labels)]
 
 
 def shards_events(
-    shape: bytes, splits: Splits, shards: list[int], labels: bytes, phase: str | None, placements: list[bytes]
+    shape: bytes, splits: Splits, units: list[Unit], labels: bytes, phase: str | None, placements: list[bytes]
 ) -> list[bytes]:
-    """Each shard's events at its placements."""
-    pieces = [_pieces(splits, s) for s in shards]
+    """Each unit's events at its placements."""
+    pieces = [_pieces(splits, u) for u in units]
     return [bytes(b) for b in _core.sharded_events(shape, pieces, labels, placements, phase)]
 
 
@@ -238,6 +250,6 @@ def _profile(batch: list[RankRead], i: int) -> bytes:
     return profile
 
 
-def _pieces(splits: Splits, shard: int) -> list[bytes]:
-    """A shard's pieces, in batch order (the order of their slots)."""
-    return [piece for split in splits for piece in split.get(shard, [])]
+def _pieces(splits: Splits, unit: Unit) -> list[bytes]:
+    """A unit's pieces, every range's of every batch."""
+    return [piece for split in splits for unit_id in unit for piece in split.get(unit_id, [])]

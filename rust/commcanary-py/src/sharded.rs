@@ -12,6 +12,7 @@ use commcanary_core::import::kineto::job::CallFacts;
 use std::path::PathBuf;
 
 use commcanary_core::import::kineto::job::join_profiles;
+use commcanary_core::import::kineto::ranges::{self, UnitCheck};
 use commcanary_core::import::kineto::sharded::{
     Piece, Shape, ShardEvents, ShardPrepared, assemble, encode_head, encode_named_sets,
     encode_placements, encode_votes, frame, frame_heads, labels_from_votes, own_candidate_sets,
@@ -81,7 +82,8 @@ pub(crate) fn kineto_join<'py>(
 }
 
 /// Step 4, on the worker holding a batch of ranks: each `(slot, profile)`
-/// cut into one piece per shard, as `(shard, piece)` in rank order.
+/// cut into one piece per unit (a range of steps of a shard), as `(unit,
+/// piece)` in rank order.
 #[pyfunction]
 pub(crate) fn sharded_split<'py>(
     py: Python<'py>,
@@ -89,13 +91,14 @@ pub(crate) fn sharded_split<'py>(
     ranks: Vec<(usize, Vec<u8>)>,
     shard_of_group: Vec<u32>,
     shards: u32,
+    bounds: Vec<i64>,
 ) -> PyResult<Vec<(u32, Bound<'py, PyBytes>)>> {
     let cut = detached(py, None, move || {
         let shape = Shape::decode(&shape)?;
         let mut out = Vec::new();
         for (slot, profile) in ranks {
             let p = codec::decode(&profile)?;
-            for (s, piece) in split(&shape, slot, p, &shard_of_group, shards)? {
+            for (s, piece) in split(&shape, slot, p, &shard_of_group, shards, &bounds)? {
                 out.push((s, piece.encode()));
             }
         }
@@ -107,46 +110,62 @@ pub(crate) fn sharded_split<'py>(
         .collect())
 }
 
-fn each_shard<'py>(
+fn each_shard<'py, T: Send>(
     py: Python<'py>,
     shape: Vec<u8>,
     shards: Vec<Vec<Vec<u8>>>,
-    step: impl Fn(&Shape, usize, Vec<Piece>) -> CoreResult<Vec<u8>> + Send,
-) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-    let out = detached(py, None, move || {
+    step: impl Fn(&Shape, usize, Vec<Piece>) -> CoreResult<T> + Send,
+) -> PyResult<Vec<T>> {
+    detached(py, None, move || {
         let shape = Shape::decode(&shape)?;
         (shards.into_iter().enumerate())
             .map(|(k, list)| step(&shape, k, pieces(list)?))
             .collect::<CoreResult<Vec<_>>>()
-    })?;
-    Ok(out.iter().map(|b| PyBytes::new(py, b)).collect())
+    })
 }
 
-/// Step 5, per shard of a group (each its pieces): the first pass's thread
-/// votes.
+fn as_bytes<'py>(py: Python<'py>, out: &[Vec<u8>]) -> Vec<Bound<'py, PyBytes>> {
+    out.iter().map(|b| PyBytes::new(py, b)).collect()
+}
+
+/// A unit's result and its check, as bytes.
+type Checked<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>);
+
+fn checked<'py>(py: Python<'py>, out: &[(Vec<u8>, UnitCheck)]) -> Vec<Checked<'py>> {
+    out.iter()
+        .map(|(b, c)| (PyBytes::new(py, b), PyBytes::new(py, &c.encode())))
+        .collect()
+}
+
+/// Step 5, per unit of a group (each its pieces): the first pass's thread
+/// votes and the unit's check, as `(votes, check)`.
 #[pyfunction]
 pub(crate) fn sharded_votes<'py>(
     py: Python<'py>,
     shape: Vec<u8>,
     shards: Vec<Vec<Vec<u8>>>,
-) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-    each_shard(py, shape, shards, |shape, _, p| {
-        Ok(encode_votes(&shard_votes(shape, p)?))
-    })
+) -> PyResult<Vec<Checked<'py>>> {
+    let out = each_shard(py, shape, shards, |shape, _, p| {
+        let (votes, check) = shard_votes(shape, p)?;
+        Ok((encode_votes(&votes), check))
+    })?;
+    Ok(checked(py, &out))
 }
 
-/// Step 6, per shard of a group: the second pass, the complete instances to
-/// order.
+/// Step 6, per unit of a group: the second pass, the complete instances to
+/// order, and the unit's check, as `(prepared, check)`.
 #[pyfunction]
 pub(crate) fn sharded_prepare<'py>(
     py: Python<'py>,
     shape: Vec<u8>,
     shards: Vec<Vec<Vec<u8>>>,
     labels: Vec<u8>,
-) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-    each_shard(py, shape, shards, move |shape, _, p| {
-        Ok(shard_prepare(shape, p, &labels)?.encode())
-    })
+) -> PyResult<Vec<Checked<'py>>> {
+    let out = each_shard(py, shape, shards, move |shape, _, p| {
+        let (prepared, check) = shard_prepare(shape, p, &labels)?;
+        Ok((prepared.encode(), check))
+    })?;
+    Ok(checked(py, &out))
 }
 
 /// Step 8, per shard of a group (with its placements): its events and
@@ -161,10 +180,11 @@ pub(crate) fn sharded_events<'py>(
     placements: Vec<Vec<u8>>,
     phase: Option<String>,
 ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-    each_shard(py, shape, shards, move |shape, k, p| {
+    let out = each_shard(py, shape, shards, move |shape, k, p| {
         let at = placements.get(k).map_or(&[][..], Vec::as_slice);
         Ok(shard_events(shape, p, &labels, at, phase.as_deref())?.encode())
-    })
+    })?;
+    Ok(as_bytes(py, &out))
 }
 
 /// What the client keeps between the job-wide steps.
@@ -172,6 +192,7 @@ struct State {
     frame: AlignedJob,
     facts: CallFacts,
     slot_files: Vec<Vec<usize>>,
+    steps: (i64, i64),
     files: u64,
     options: JobOptions,
     shape: Vec<u8>,
@@ -235,7 +256,7 @@ impl PyShardedImport {
             let (profiles, stats) = profiles_from_partials(heads, &labels)?;
             let heads = frame_heads(profiles, &facts)?;
             let framed = frame(heads, &labels, &options.clock_offsets_us)?;
-            Ok(framed.map(|(frame, facts, slot_files)| {
+            Ok(framed.map(|(frame, facts, slot_files, steps)| {
                 let shape = Shape::of(&frame);
                 State {
                     groups: shape.groups.len(),
@@ -243,6 +264,7 @@ impl PyShardedImport {
                     frame,
                     facts,
                     slot_files,
+                    steps,
                     files,
                     options,
                     source: String::new(),
@@ -277,6 +299,42 @@ impl PyShardedImport {
         detached(py, None, move || {
             let sets = sets_by_index(&groups, &named)?;
             shard_map(groups.len(), sets.iter().map(Vec::as_slice))
+        })
+    }
+
+    /// Each range's first step but the first's, for `range_count` ranges a
+    /// shard (`None`: as many as the job's `profile_bytes` over its `shards`
+    /// and the cluster's `threads` want, `ranges::range_count`).
+    #[pyo3(signature = (profile_bytes, shards, threads, range_count=None))]
+    fn range_bounds(
+        &self,
+        profile_bytes: u64,
+        shards: u32,
+        threads: u32,
+        range_count: Option<u32>,
+    ) -> Vec<i64> {
+        let steps = self.lock().steps;
+        let count = range_count
+            .unwrap_or_else(|| ranges::range_count(steps, profile_bytes, shards, threads));
+        ranges::range_bounds(steps, count)
+    }
+
+    /// The units (their ids, in order) after a round of checks (one
+    /// `sharded_votes` or `sharded_prepare` check a unit), with `per_shard`
+    /// ranges a shard: `(units, merged)`, `merged` the indices of the units
+    /// to run again.
+    #[staticmethod]
+    fn settle(
+        py: Python<'_>,
+        units: Vec<Vec<u32>>,
+        checks: Vec<Vec<u8>>,
+        per_shard: u32,
+    ) -> PyResult<(Vec<Vec<u32>>, Vec<usize>)> {
+        detached(py, None, move || {
+            let checks = (checks.iter())
+                .map(|c| UnitCheck::decode(c))
+                .collect::<CoreResult<Vec<_>>>()?;
+            ranges::settle(&units, &checks, per_shard)
         })
     }
 

@@ -178,15 +178,45 @@ struct Sweep<'j, 'a> {
     cands: &'j Candidates,
     assigned: Vec<Vec<bool>>,
     cursor: Vec<usize>,
+    /// Per slot, the index of its fence: a call past the calls being
+    /// matched (the next call of the rank's in the whole job), which only a
+    /// partner search reads, to tell whether the whole job's search would
+    /// stop there. Empty: no fences.
+    fences: &'j [Option<usize>],
+    /// Some partner search would have gone on past a fence (or matched it).
+    ran_on: bool,
+}
+
+/// One matching pass over calls that end at fences: its instances, the key
+/// of the call that opened each (in key order), and whether some partner
+/// search would have read past a fence, where the whole job's matching can
+/// differ from this one.
+pub(super) struct Swept {
+    /// The instances, in key order.
+    pub instances: Vec<Instance>,
+    /// The key of each instance's opening call.
+    pub keys: Vec<SweepKey>,
+    /// A partner search reached past a fence.
+    pub ran_on: bool,
 }
 
 /// One matching pass: the instances, each with the key of the call that
 /// opened it, in key order.
 pub(super) fn sweep(job: &Job<'_>, cands: &Candidates) -> (Vec<Instance>, Vec<SweepKey>) {
+    let swept = sweep_fenced(job, cands, &[]);
+    (swept.instances, swept.keys)
+}
+
+/// [`sweep`] over every call but the fences (per slot, the index of its
+/// fence, when it has one).
+pub(super) fn sweep_fenced(job: &Job<'_>, cands: &Candidates, fences: &[Option<usize>]) -> Swept {
+    let fence_of = |slot: usize| fences.get(slot).copied().flatten();
     let mut order: Vec<(f64, usize, usize)> = Vec::new();
     for (slot, p) in job.profiles.iter().enumerate() {
         for (i, c) in p.calls.iter().enumerate() {
-            order.push((c.arrival + job.shifts[slot], slot, i));
+            if fence_of(slot) != Some(i) {
+                order.push((c.arrival + job.shifts[slot], slot, i));
+            }
         }
     }
     order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
@@ -199,8 +229,10 @@ pub(super) fn sweep(job: &Job<'_>, cands: &Candidates) -> (Vec<Instance>, Vec<Sw
             .map(|p| vec![false; p.calls.len()])
             .collect(),
         cursor: vec![0; job.profiles.len()],
+        fences,
+        ran_on: false,
     };
-    let mut out = Vec::new();
+    let mut instances = Vec::new();
     let mut keys = Vec::new();
     for &(at, slot, i) in &order {
         if s.assigned[slot][i] {
@@ -210,10 +242,14 @@ pub(super) fn sweep(job: &Job<'_>, cands: &Candidates) -> (Vec<Instance>, Vec<Sw
         for m in &instance.members {
             s.assigned[m.slot][m.call] = true;
         }
-        out.push(instance);
+        instances.push(instance);
         keys.push((at, slot, i));
     }
-    (out, keys)
+    Swept {
+        instances,
+        keys,
+        ran_on: s.ran_on,
+    }
 }
 
 impl Sweep<'_, '_> {
@@ -305,8 +341,24 @@ impl Sweep<'_, '_> {
         (found, all)
     }
 
-    /// The first unmatched call of `ms` that is `c`'s partner on `g`.
+    /// The first unmatched call of `ms` that is `c`'s partner on `g`. A
+    /// search that would match the rank's fence, or read on past it, ends
+    /// there and marks the sweep as having run on.
     fn find(&mut self, ms: usize, g: usize, slot: usize, c: &Call) -> Option<usize> {
+        let fence = self.fences.get(ms).copied().flatten();
+        match self.search(ms, g, slot, c) {
+            Some(found) if found.is_none() || found != fence => found,
+            _ => {
+                self.ran_on = true;
+                None
+            }
+        }
+    }
+
+    /// The whole job's partner search on `ms`, up to its fence: `None` when
+    /// it reaches the fence and would go on past it, else its answer.
+    #[allow(clippy::option_option)]
+    fn search(&mut self, ms: usize, g: usize, slot: usize, c: &Call) -> Option<Option<usize>> {
         let calls = &self.job.profiles[ms].calls;
         while self.cursor[ms] < calls.len() && self.assigned[ms][self.cursor[ms]] {
             self.cursor[ms] += 1;
@@ -331,22 +383,25 @@ impl Sweep<'_, '_> {
                 && c.end_measured
                 && p.arrival + ps > c.end + cs + MATCH_TOLERANCE_US
             {
-                return None;
+                return Some(None);
             }
             if same_instance(c, ranks.0, p, ranks.1, group)
                 && consistent_in_time(c, cs, ranks.0, p, ps, ranks.1, group)
             {
-                return Some(j);
+                return Some(Some(j));
             }
             if cand.len() == 1 && !c.kind.is_p2p() {
-                return None;
+                return Some(None);
             }
             seen += 1;
             if seen >= SCAN_LIMIT {
-                return None;
+                return Some(None);
             }
         }
-        None
+        if self.fences.get(ms).copied().flatten().is_some() {
+            return None;
+        }
+        Some(None)
     }
 }
 

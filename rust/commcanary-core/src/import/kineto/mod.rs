@@ -31,6 +31,7 @@ mod header;
 pub mod job;
 pub mod ops;
 pub mod profile;
+pub mod ranges;
 mod scan;
 pub mod shard;
 pub mod sharded;

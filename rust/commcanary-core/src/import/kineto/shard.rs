@@ -28,7 +28,8 @@
 use rustc_hash::FxHashMap;
 
 use super::align::{
-    Instance, Job, Member, SweepKey, ThreadVotes, candidates, restrict_threads, sweep, thread_votes,
+    Instance, Job, Member, SweepKey, ThreadVotes, candidates, restrict_threads, sweep_fenced,
+    thread_votes,
 };
 use super::profile::RankProfile;
 
@@ -166,9 +167,16 @@ pub fn shard_profiles(profiles: &[RankProfile], shard: &Shard) -> Vec<RankProfil
 /// with every other shard's.
 #[must_use]
 pub fn first_pass(job: &Job<'_>) -> ThreadVotes {
+    first_pass_fenced(job, &[]).0
+}
+
+/// [`first_pass`] over calls that end at fences (per slot, the index of its
+/// fence: [`super::ranges`]), and whether some partner search ran past one.
+#[must_use]
+pub fn first_pass_fenced(job: &Job<'_>, fences: &[Option<usize>]) -> (ThreadVotes, bool) {
     let cands = candidates(job);
-    let (first, _) = sweep(job, &cands);
-    thread_votes(job, &first)
+    let swept = sweep_fenced(job, &cands, fences);
+    (thread_votes(job, &swept.instances), swept.ran_on)
 }
 
 /// A shard's second pass under the job's thread labels: its instances and
@@ -178,9 +186,22 @@ pub fn second_pass(
     job: &Job<'_>,
     labels: &FxHashMap<(usize, i64), usize>,
 ) -> (Vec<Instance>, Vec<SweepKey>) {
+    let (instances, keys, _) = second_pass_fenced(job, labels, &[]);
+    (instances, keys)
+}
+
+/// [`second_pass`] over calls that end at fences, and whether some partner
+/// search ran past one.
+#[must_use]
+pub fn second_pass_fenced(
+    job: &Job<'_>,
+    labels: &FxHashMap<(usize, i64), usize>,
+    fences: &[Option<usize>],
+) -> (Vec<Instance>, Vec<SweepKey>, bool) {
     let mut cands = candidates(job);
     restrict_threads(job, labels, &mut cands);
-    sweep(job, &cands)
+    let swept = sweep_fenced(job, &cands, fences);
+    (swept.instances, swept.keys, swept.ran_on)
 }
 
 /// Sums shards' votes.

@@ -41,6 +41,7 @@ use super::job::{
     AlignedJob, CallFacts, JobImport, JobOptions, JobTail, finish_import, frame_job, join_profiles,
 };
 use super::profile::{GroupDecl, RankProfile};
+use super::ranges::{UnitCheck, range_bounds, settle};
 use super::shard::{add_votes, root, thread_labels, union_groups};
 use crate::byte_form::{Reader, Writer, corrupt};
 use crate::error::Result;
@@ -164,10 +165,21 @@ pub struct HeadFacts {
     pub markers: bool,
     /// First arrival and last end, µs on the host's clock.
     pub span: (f64, f64),
+    /// The first and last `ProfilerStep` its calls lie in (−1 when none).
+    pub steps: (i64, i64),
 }
 
 /// Bytes of [`HeadFacts`] at the end of an encoded head.
-pub const HEAD_FACTS_BYTES: usize = 17;
+pub const HEAD_FACTS_BYTES: usize = 33;
+
+/// The first and last step of `calls` (−1 each when none lies in a step).
+fn step_span(calls: &[super::profile::Call]) -> (i64, i64) {
+    let steps = calls.iter().map(|c| c.step).filter(|&s| s >= 0);
+    match (steps.clone().min(), steps.max()) {
+        (Some(a), Some(b)) => (a, b),
+        _ => (-1, -1),
+    }
+}
 
 /// A file's head as bytes: its profile without calls, names or phases (the
 /// cache's codec), then its [`HeadFacts`] in [`HEAD_FACTS_BYTES`].
@@ -186,6 +198,7 @@ pub fn encode_head(p: &RankProfile) -> Vec<u8> {
         facts,
         markers,
         span: super::job::window_span(p),
+        steps: step_span(&p.calls),
     }));
     out
 }
@@ -194,6 +207,8 @@ fn head_facts_bytes(h: HeadFacts) -> Vec<u8> {
     let mut w = Writer(Vec::with_capacity(HEAD_FACTS_BYTES));
     w.f64(h.span.0);
     w.f64(h.span.1);
+    w.i64(h.steps.0);
+    w.i64(h.steps.1);
     w.0.push(
         u8::from(h.facts.ends_measured) | u8::from(h.facts.device) << 1 | u8::from(h.markers) << 2,
     );
@@ -205,12 +220,14 @@ fn head_facts_bytes(h: HeadFacts) -> Vec<u8> {
 /// # Errors
 /// Bytes that are not encoded facts.
 pub fn head_facts(bytes: &[u8]) -> Result<HeadFacts> {
-    if bytes.len() != HEAD_FACTS_BYTES || bytes[16] > 7 {
+    let flags_at = HEAD_FACTS_BYTES - 1;
+    if bytes.len() != HEAD_FACTS_BYTES || bytes[flags_at] > 7 {
         return Err(corrupt());
     }
-    let mut r = Reader::new(&bytes[..16]);
+    let mut r = Reader::new(&bytes[..flags_at]);
     let span = (r.f64()?, r.f64()?);
-    let flags = bytes[16];
+    let steps = (r.i64()?, r.i64()?);
+    let flags = bytes[flags_at];
     Ok(HeadFacts {
         facts: CallFacts {
             ends_measured: flags & 1 != 0,
@@ -218,6 +235,7 @@ pub fn head_facts(bytes: &[u8]) -> Result<HeadFacts> {
         },
         markers: flags & 4 != 0,
         span,
+        steps,
     })
 }
 
@@ -249,8 +267,9 @@ pub fn frame_heads(
         .collect()
 }
 
-/// A framed job, its calls' facts, and each slot's files.
-pub type Framed = (AlignedJob, CallFacts, Vec<Vec<usize>>);
+/// A framed job, its calls' facts, each slot's files, and the job's first
+/// and last step.
+pub type Framed = (AlignedJob, CallFacts, Vec<Vec<usize>>, (i64, i64));
 
 /// The framed job (calls absent; each rank's windows joined as the
 /// one-process import joins them) and, per slot, its files' indices in
@@ -276,12 +295,17 @@ pub fn frame(
         |f, h| f.and(h.1.facts),
     );
     let spans: Vec<(f64, f64)> = heads.iter().map(|h| h.1.span).collect();
+    let steps = (heads.iter().map(|h| h.1.steps).filter(|s| s.0 >= 0))
+        .fold((-1, -1), |(a, b): (i64, i64), s| {
+            (if a < 0 { s.0 } else { a.min(s.0) }, b.max(s.1))
+        });
     let profiles = heads.into_iter().map(|h| h.0).collect();
     let (profiles, labels, files) = super::job::join_spanned(profiles, &spans, labels)?;
     Ok(Some((
         frame_job(profiles, labels, clock_offsets_us)?,
         facts,
         files,
+        steps,
     )))
 }
 
@@ -392,17 +416,21 @@ pub fn shard_map<'s>(
     Ok((of_group, count + 1))
 }
 
-/// A rank's calls on one shard: the profile with only those calls (its
-/// names and phases kept: the events name them), its slot, and each call's
-/// index in the rank's whole profile.
+/// A rank's calls on one unit (a range of a shard's steps,
+/// [`super::ranges`]): the profile with only those calls (its names and
+/// phases kept: the events name them), its slot, and each call's index in
+/// the rank's whole profile. With a fence, the last call is the rank's next
+/// call in the shard after the range, which only partner searches read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Piece {
     /// Slot of the rank.
     pub slot: usize,
-    /// The rank's profile, with the shard's calls only.
+    /// The rank's profile, with the unit's calls only (then its fence).
     pub profile: RankProfile,
     /// Index of each call in the rank's whole profile.
     pub calls: Vec<usize>,
+    /// The last call is the fence.
+    pub fence: bool,
 }
 
 impl Piece {
@@ -411,6 +439,7 @@ impl Piece {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer(Vec::new());
         w.u64(self.slot as u64);
+        w.0.push(u8::from(self.fence));
         w.u64(self.calls.len() as u64);
         self.calls.iter().for_each(|&i| w.u64(i as u64));
         w.0.extend_from_slice(&codec::encode(&self.profile));
@@ -424,24 +453,36 @@ impl Piece {
     pub fn decode(bytes: &[u8]) -> Result<Self> {
         let mut r = Reader::new(bytes);
         let slot = r.u64()? as usize;
+        let fence = match r.take(1)?[0] {
+            0 => false,
+            1 => true,
+            _ => return Err(corrupt()),
+        };
         let n = r.count(8)?;
         let calls = (0..n)
             .map(|_| Ok(r.u64()? as usize))
             .collect::<Result<Vec<_>>>()?;
         let profile = codec::decode(r.rest())?;
-        if profile.calls.len() != calls.len() {
+        if profile.calls.len() != calls.len()
+            || calls.windows(2).any(|w| w[0] >= w[1])
+            || (fence && calls.len() < 2)
+        {
             return Err(corrupt());
         }
         Ok(Self {
             slot,
             profile,
             calls,
+            fence,
         })
     }
 }
 
 /// The rank's calls cut by shard (`shard_of_group` and `shards` from
-/// [`shard_map`]): one piece per shard it has calls on, by shard.
+/// [`shard_map`]) and by range of steps (`bounds`: each range's first step
+/// but the first's, [`super::ranges::range_bounds`]): one piece per unit it
+/// has calls on, by unit id ([`super::ranges::unit_id`], with
+/// `bounds.len() + 1` ranges a shard).
 ///
 /// # Errors
 /// A slot the shape does not have, or a map that is not [`shard_map`]'s.
@@ -451,101 +492,147 @@ pub fn split(
     profile: RankProfile,
     shard_of_group: &[u32],
     shards: u32,
+    bounds: &[i64],
 ) -> Result<Vec<(u32, Piece)>> {
+    let ranges = u32::try_from(bounds.len() + 1).map_err(|_| corrupt())?;
     if slot >= shape.ranks.len()
         || shard_of_group.len() != shape.groups.len()
         || shard_of_group
             .iter()
             .any(|&s| s.saturating_add(1) >= shards)
+        || shards.checked_mul(ranges).is_none()
+        || bounds.windows(2).any(|w| w[0] >= w[1])
     {
         return Err(corrupt());
     }
     let cands = rank_candidates(&profile, &shape.groups, &shape.group_maps[slot]);
-    let of_call: Vec<u32> = (0..profile.calls.len())
-        .map(|i| {
-            cands
-                .of(0, i)
-                .first()
-                .map_or(shards - 1, |&g| shard_of_group[g as usize])
-        })
-        .collect();
+    let range_of = super::ranges::call_ranges(&profile.calls, bounds);
     let mut whole = profile;
     let all = std::mem::take(&mut whole.calls);
-    let mut by_shard: std::collections::BTreeMap<u32, (Vec<usize>, Vec<super::profile::Call>)> =
+    // Per shard, its calls of the rank in order, each with its range.
+    let mut by_shard: std::collections::BTreeMap<u32, Vec<(usize, u32)>> =
         std::collections::BTreeMap::new();
-    for (i, (c, s)) in all.into_iter().zip(of_call).enumerate() {
-        let e = by_shard.entry(s).or_default();
-        e.0.push(i);
-        e.1.push(c);
+    for (i, &range) in range_of.iter().enumerate() {
+        let shard = cands
+            .of(0, i)
+            .first()
+            .map_or(shards - 1, |&g| shard_of_group[g as usize]);
+        by_shard.entry(shard).or_default().push((i, range));
     }
-    Ok(by_shard
-        .into_iter()
-        .map(|(s, (indices, calls))| {
+    let mut out = Vec::new();
+    for (shard, held) in by_shard {
+        let mut start = 0;
+        while start < held.len() {
+            let range = held[start].1;
+            let end = start + held[start..].iter().take_while(|c| c.1 == range).count();
+            // The fence: the rank's next call in the shard.
+            let fenced = held.get(end).map_or(end, |_| end + 1);
+            let indices: Vec<usize> = held[start..fenced].iter().map(|c| c.0).collect();
             let mut p = whole.clone_without_calls();
-            p.calls = calls;
-            (
-                s,
+            p.calls = indices.iter().map(|&i| all[i].clone()).collect();
+            out.push((
+                super::ranges::unit_id(shard, range, ranges),
                 Piece {
                     slot,
                     profile: p,
                     calls: indices,
+                    fence: fenced > end,
                 },
-            )
-        })
-        .collect())
+            ));
+            start = end;
+        }
+    }
+    out.sort_by_key(|(unit, _)| *unit);
+    Ok(out)
 }
 
-/// A shard's job: its pieces' calls in their slots, every other slot empty.
+/// A unit's job: its pieces' calls in their slots (a rank's pieces of
+/// several ranges joined, the last one's fence kept), every other slot
+/// empty.
 struct ShardJob {
     profiles: Vec<RankProfile>,
     indices: Vec<Vec<usize>>,
+    fences: Vec<Option<usize>>,
     slot_of_rank: FxHashMap<i64, usize>,
 }
 
 impl ShardJob {
-    fn new(shape: &Shape, pieces: Vec<Piece>) -> Result<Self> {
+    fn new(shape: &Shape, mut pieces: Vec<Piece>) -> Result<Self> {
         let mut profiles = shape.blank_profiles();
         let mut indices = vec![Vec::new(); profiles.len()];
-        for p in pieces {
-            if p.slot >= profiles.len() || p.profile.rank != shape.ranks[p.slot] {
+        let mut fences = vec![None; profiles.len()];
+        pieces.sort_by_key(|p| (p.slot, p.calls.first().copied()));
+        let mut open = vec![false; profiles.len()]; // the slot's last piece had a fence
+        for mut p in pieces {
+            let slot = p.slot;
+            if slot >= profiles.len() || p.profile.rank != shape.ranks[slot] {
                 return Err(corrupt());
             }
-            indices[p.slot] = p.calls;
-            profiles[p.slot] = p.profile;
+            if indices[slot].is_empty() {
+                profiles[slot] = p.profile.clone_without_calls();
+            } else if open[slot] {
+                // The earlier piece's fence is a call this piece holds (or
+                // one past it): only the last piece's fence stays.
+                indices[slot].pop();
+                profiles[slot].calls.pop();
+            }
+            if indices[slot].last().is_some_and(|&l| p.calls[0] <= l) {
+                return Err(corrupt());
+            }
+            indices[slot].append(&mut p.calls);
+            profiles[slot].calls.append(&mut p.profile.calls);
+            open[slot] = p.fence;
+            fences[slot] = p.fence.then(|| indices[slot].len() - 1);
         }
         Ok(Self {
             profiles,
             indices,
+            fences,
             slot_of_rank: shape.slot_of_rank(),
         })
     }
 
-    /// The second pass: instances (in the shard's call indices) and the
-    /// sweep keys that opened them, in the job's call indices.
+    /// Where its calls lie in the sweep's order, and `ran_on`.
+    fn check(&self, shape: &Shape, ran_on: bool) -> UnitCheck {
+        let keys = (self.profiles.iter().enumerate()).flat_map(|(slot, p)| {
+            let fence = self.fences[slot];
+            (p.calls.iter().enumerate())
+                .filter(move |(i, _)| Some(*i) != fence)
+                .map(move |(i, c)| (c.arrival + shape.shifts[slot], slot, self.indices[slot][i]))
+        });
+        UnitCheck::of(keys, ran_on)
+    }
+
+    /// The second pass: instances (in the unit's call indices) and the
+    /// sweep keys that opened them, in the job's call indices, and whether
+    /// a search ran past a fence.
     fn matched(
         &self,
         shape: &Shape,
         labels: &FxHashMap<(usize, i64), usize>,
-    ) -> (Vec<Instance>, Vec<SweepKey>) {
+    ) -> (Vec<Instance>, Vec<SweepKey>, bool) {
         let job = shape.job(&self.profiles, &self.slot_of_rank);
-        let (instances, keys) = super::shard::second_pass(&job, labels);
+        let (instances, keys, ran_on) =
+            super::shard::second_pass_fenced(&job, labels, &self.fences);
         let keys = keys
             .into_iter()
             .map(|(at, slot, i)| (at, slot, self.indices[slot][i]))
             .collect();
-        (instances, keys)
+        (instances, keys, ran_on)
     }
 }
 
-/// A shard's first pass: its thread votes.
+/// A unit's first pass: its thread votes, and its check.
 ///
 /// # Errors
 /// Pieces that do not fit the shape.
-pub fn shard_votes(shape: &Shape, pieces: Vec<Piece>) -> Result<ThreadVotes> {
+pub fn shard_votes(shape: &Shape, pieces: Vec<Piece>) -> Result<(ThreadVotes, UnitCheck)> {
     let shard = ShardJob::new(shape, pieces)?;
-    Ok(super::shard::first_pass(
+    let (votes, ran_on) = super::shard::first_pass_fenced(
         &shape.job(&shard.profiles, &shard.slot_of_rank),
-    ))
+        &shard.fences,
+    );
+    Ok((votes, shard.check(shape, ran_on)))
 }
 
 /// Thread votes (or labels, with a count of 1) as bytes, sorted.
@@ -680,17 +767,23 @@ impl ShardPrepared {
     }
 }
 
-/// A shard's second pass, its complete instances ready to order.
+/// A unit's second pass, its complete instances ready to order, and its
+/// check.
 ///
 /// # Errors
 /// Pieces or labels that do not fit the shape.
-pub fn shard_prepare(shape: &Shape, pieces: Vec<Piece>, labels: &[u8]) -> Result<ShardPrepared> {
+pub fn shard_prepare(
+    shape: &Shape,
+    pieces: Vec<Piece>,
+    labels: &[u8],
+) -> Result<(ShardPrepared, UnitCheck)> {
     let labels = decode_labels(labels)?;
     let shard = ShardJob::new(shape, pieces)?;
-    let (instances, keys) = shard.matched(shape, &labels);
+    let (instances, keys, ran_on) = shard.matched(shape, &labels);
+    let check = shard.check(shape, ran_on);
     let job = shape.job(&shard.profiles, &shard.slot_of_rank);
     let prepared = prepare(&job, &instances, Some(&keys));
-    Ok(ShardPrepared {
+    let prepared = ShardPrepared {
         events: prepared
             .iter()
             .map(|p| (p.start, p.end, p.group, p.order))
@@ -700,7 +793,8 @@ pub fn shard_prepare(shape: &Shape, pieces: Vec<Piece>, labels: &[u8]) -> Result
             .iter()
             .filter(|i| i.complete && i.ambiguous)
             .count() as u64,
-    })
+    };
+    Ok((prepared, check))
 }
 
 /// Every shard's events placed: the origin, each shard's placements (in its
@@ -857,10 +951,10 @@ pub fn shard_events(
     let labels = decode_labels(labels)?;
     let (origin, placements) = decode_placements(placements)?;
     let shard = ShardJob::new(shape, pieces)?;
-    let (instances, keys) = shard.matched(shape, &labels);
+    let (instances, keys, ran_on) = shard.matched(shape, &labels);
     let job = shape.job(&shard.profiles, &shard.slot_of_rank);
     let prepared = prepare(&job, &instances, Some(&keys));
-    if prepared.len() != placements.len() {
+    if ran_on || prepared.len() != placements.len() {
         return Err(corrupt());
     }
     let events =
@@ -926,7 +1020,40 @@ pub fn assemble(
     )
 }
 
-/// The steps run here, one after another: [`super::job::import_job`]'s
+/// The units' results once every unit's end is clean: `results` (one per
+/// unit, with its check) settled ([`settle`]), each merged unit run again
+/// by `run` until none merges.
+///
+/// # Errors
+/// What `run` returns, or results that are not one per unit.
+pub fn settled<T>(
+    mut units: Vec<Vec<u32>>,
+    mut results: Vec<(T, UnitCheck)>,
+    ranges: u32,
+    run: impl Fn(&[u32]) -> Result<(T, UnitCheck)>,
+) -> Result<(Vec<Vec<u32>>, Vec<T>)> {
+    loop {
+        let checks: Vec<UnitCheck> = results.iter().map(|r| r.1).collect();
+        let (next, merged) = settle(&units, &checks, ranges)?;
+        if merged.is_empty() {
+            return Ok((units, results.into_iter().map(|r| r.0).collect()));
+        }
+        let mut old: FxHashMap<u32, (T, UnitCheck)> =
+            units.iter().map(|u| u[0]).zip(results).collect();
+        results = Vec::with_capacity(next.len());
+        for (i, unit) in next.iter().enumerate() {
+            if merged.contains(&i) {
+                results.push(run(unit)?);
+            } else {
+                results.push(old.remove(&unit[0]).ok_or_else(corrupt)?);
+            }
+        }
+        units = next;
+    }
+}
+
+/// The steps run here, one after another, each shard cut into `ranges`
+/// ranges of steps (at most the job's steps): [`super::job::import_job`]'s
 /// result, or `None` when the job is not for this plan ([`frame`]).
 ///
 /// # Errors
@@ -935,12 +1062,25 @@ pub fn import_job_sharded(
     profiles: Vec<RankProfile>,
     labels: &[String],
     options: &JobOptions,
+    ranges: u32,
 ) -> Result<Option<JobImport>> {
+    Ok(import_in_units(profiles, labels, options, ranges)?.map(|(import, _)| import))
+}
+
+/// [`import_job_sharded`]'s import, and how many units the shards were cut
+/// into and were aligned as once settled.
+fn import_in_units(
+    profiles: Vec<RankProfile>,
+    labels: &[String],
+    options: &JobOptions,
+    ranges: u32,
+) -> Result<Option<(JobImport, (usize, usize))>> {
     let heads: Vec<_> = profiles
         .iter()
         .map(|p| decode_head(&encode_head(p)))
         .collect::<Result<_>>()?;
-    let Some((frame, facts, files)) = frame(heads, labels, &options.clock_offsets_us)? else {
+    let Some((frame, facts, files, steps)) = frame(heads, labels, &options.clock_offsets_us)?
+    else {
         return Ok(None);
     };
     let shape = Shape::decode(&Shape::of(&frame).encode())?;
@@ -960,35 +1100,45 @@ pub fn import_job_sharded(
         .collect();
     let sets = sets_by_index(&shape.groups, &named)?;
     let (of_group, count) = shard_map(shape.groups.len(), sets.iter().map(Vec::as_slice))?;
-    let mut pieces: Vec<Vec<Vec<u8>>> = vec![Vec::new(); count as usize];
+    let bounds = range_bounds(steps, ranges);
+    let per_shard = bounds.len() as u32 + 1;
+    let mut pieces: std::collections::BTreeMap<u32, Vec<Vec<u8>>> = Default::default();
     for (slot, p) in ranks.drain(..).enumerate() {
-        for (s, piece) in split(&shape, slot, p, &of_group, count)? {
-            pieces[s as usize].push(piece.encode());
+        for (u, piece) in split(&shape, slot, p, &of_group, count, &bounds)? {
+            pieces.entry(u).or_default().push(piece.encode());
         }
     }
-    let pieces_of =
-        |s: &Vec<Vec<u8>>| -> Result<Vec<Piece>> { s.iter().map(|b| Piece::decode(b)).collect() };
-    let votes: Vec<Vec<u8>> = pieces
-        .iter()
-        .map(|s| Ok(encode_votes(&shard_votes(&shape, pieces_of(s)?)?)))
-        .collect::<Result<_>>()?;
+    let pieces_of = |unit: &[u32]| -> Result<Vec<Piece>> {
+        unit.iter()
+            .flat_map(|u| pieces.get(u).into_iter().flatten())
+            .map(|b| Piece::decode(b))
+            .collect()
+    };
+    let units: Vec<Vec<u32>> = pieces.keys().map(|&u| vec![u]).collect();
+    let cut = units.len();
+    let votes_of = |unit: &[u32]| -> Result<(Vec<u8>, UnitCheck)> {
+        let (votes, check) = shard_votes(&shape, pieces_of(unit)?)?;
+        Ok((encode_votes(&votes), check))
+    };
+    let first = units.iter().map(|u| votes_of(u)).collect::<Result<_>>()?;
+    let (units, votes) = settled(units, first, per_shard, votes_of)?;
     let labels_bytes = labels_from_votes(votes.iter().map(Vec::as_slice))?;
-    let prepared: Vec<ShardPrepared> = pieces
-        .iter()
-        .map(|s| {
-            ShardPrepared::decode(&shard_prepare(&shape, pieces_of(s)?, &labels_bytes)?.encode())
-        })
-        .collect::<Result<_>>()?;
+    let prepare_of = |unit: &[u32]| -> Result<(ShardPrepared, UnitCheck)> {
+        let (prepared, check) = shard_prepare(&shape, pieces_of(unit)?, &labels_bytes)?;
+        Ok((ShardPrepared::decode(&prepared.encode())?, check))
+    };
+    let second = units.iter().map(|u| prepare_of(u)).collect::<Result<_>>()?;
+    let (units, prepared) = settled(units, second, per_shard, prepare_of)?;
     let (origin, placements, event_order) = place_shards(shape.groups.len(), &prepared);
-    let events: Vec<ShardEvents> = pieces
+    let events: Vec<ShardEvents> = units
         .iter()
         .zip(&placements)
-        .map(|(s, at)| {
+        .map(|(unit, at)| {
             let bytes = encode_placements(origin, at);
             ShardEvents::decode(
                 &shard_events(
                     &shape,
-                    pieces_of(s)?,
+                    pieces_of(unit)?,
                     &labels_bytes,
                     &bytes,
                     options.phase.as_deref(),
@@ -1008,7 +1158,7 @@ pub fn import_job_sharded(
         labels.len() as u64,
         options,
     )
-    .map(Some)
+    .map(|import| Some((import, (cut, units.len()))))
 }
 
 #[cfg(test)]
