@@ -219,7 +219,7 @@ def main() -> int:
         "--repeat",
         type=int,
         default=3,
-        help="Rounds of the import plans' comparison (single, sharded, gather).",
+        help="Rounds of the import plans' comparison (single, sharded, sharded with whole shards, gather).",
     )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -257,12 +257,20 @@ def main() -> int:
         )
         # The two plans on a cluster and the single process, interleaved
         # round by round (this host's speed drifts between runs): medians.
-        cmd = [*CLI, "import-kineto", str(work / "job"), "--no-cache", "-o", str(work / "import-plan.json")]
-        runs: dict[str, list[dict[str, Any]]] = {"single": [], "sharded": [], "gather": []}
+        plans: dict[str, dict[str, str] | None] = {
+            "single": None,
+            "sharded": {"COMMCANARY_IMPORT_PLAN": "sharded"},
+            "whole-shards": {"COMMCANARY_IMPORT_PLAN": "sharded", "COMMCANARY_IMPORT_RANGES": "1"},
+            "gather": {"COMMCANARY_IMPORT_PLAN": "gather"},
+        }
+        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in plans}
+        same: dict[str, bool] = {k: True for k in plans}
         for _ in range(args.repeat):
-            runs["single"].append(measure(cmd))
-            runs["sharded"].append(measure([*cmd, *dask], env={"COMMCANARY_IMPORT_PLAN": "sharded"}))
-            runs["gather"].append(measure([*cmd, *dask], env={"COMMCANARY_IMPORT_PLAN": "gather"}))
+            for k, env in plans.items():
+                out = work / f"import-{k}.json"
+                cmd = [*CLI, "import-kineto", str(work / "job"), "--no-cache", "-o", str(out)]
+                runs[k].append(measure(cmd) if env is None else measure([*cmd, *dask], env=env))
+                same[k] = same[k] and out.read_bytes() == (work / "import-single.json").read_bytes()
         walls = {k: sorted(r["wall_s"] for r in v)[len(v) // 2] for k, v in runs.items()}
         results["import_plans"] = {
             k: {
@@ -273,12 +281,14 @@ def main() -> int:
             }
             for k, v in runs.items()
         }
-        for k in ("sharded", "gather"):
+        for k in plans:
+            results["import_plans"][k]["same_bytes"] = same[k]
+        for k in ("sharded", "whole-shards", "gather"):
             plan = results["import_plans"][k]
             print(
-                f"import, {k:7} plan: median {walls[k]:.1f} s against single {walls['single']:.1f} s "
+                f"import, {k:12} plan: median {walls[k]:.1f} s against single {walls['single']:.1f} s "
                 f"(ratio {walls[k] / walls['single']:.2f}, {args.repeat} rounds), client {gib(plan['client_peak'])}, "
-                f"worker {gib(plan['worker_peak'])}"
+                f"worker {gib(plan['worker_peak'])}, same bytes every round: {same[k]}"
             )
     if "stragglers" not in skip:
         compare(
