@@ -10,7 +10,7 @@ PY_SRC := python tests benches fuzz
 # extra, `dask` and `arrow` extras (light; the distributed and Arrow tests), as
 # scripts/dev_packages.py prints them (scripts/test.sh installs the same list
 # plus torch and fuzz).
-DEV_PACKAGES = $(shell python3 scripts/dev_packages.py dask arrow | sed 's/.*/"&"/')
+DEV_PACKAGES = $(shell python3 scripts/dev_packages.py dask arrow server | sed 's/.*/"&"/')
 
 # Quick benchmark options; override, e.g. `make bench BENCH_ARGS="--repeat 3"`.
 BENCH_ARGS ?=

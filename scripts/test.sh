@@ -11,12 +11,15 @@ cd "$(dirname "$0")/.."
 STARTED=$SECONDS
 stage() { echo "== $1 (at $((SECONDS - STARTED)) s)"; }
 
-# A headless browser for the HTML report tests (Debian's chromium).
-if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+# A headless browser for the HTML report tests (Debian's chromium), and
+# PostgreSQL for the server's tests (they start their own cluster with
+# initdb; no system service is used).
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1 \
+    || ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
     SUDO=""
     if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver postgresql >/dev/null
 fi
 
 VENV=target/test-venv
@@ -31,8 +34,9 @@ quietly python -m pip install --upgrade pip
 # The development packages, from pyproject.toml (scripts/dev_packages.py),
 # with the `torch` extra (the real-process tests), the `dask` extra (a real
 # scheduler and workers), the `arrow` extra (pyarrow: Arrow and Parquet) and
-# the `fuzz` extra (atheris, the Python fuzz targets).
-mapfile -t PACKAGES < <(python scripts/dev_packages.py torch dask arrow fuzz)
+# the `server` extra (the team server, tested as a process) and the `fuzz`
+# extra (atheris, the Python fuzz targets).
+mapfile -t PACKAGES < <(python scripts/dev_packages.py torch dask arrow server fuzz)
 quietly python -m pip install "${PACKAGES[@]}"
 # Every test tier runs here: a missing tool (Chromium, torch) stops pytest
 # before any test instead of skipping a tier.

@@ -6,7 +6,9 @@ examples, derandomized so a run is reproducible).
 Tiers (pytest markers, given here, not by each test): ``browser`` (a test
 that uses a ``browser`` fixture: headless Chromium), ``torch`` (the
 ``*_torch.py`` files: real ``torch.distributed`` processes), ``dask`` (the
-``*_dask.py`` files: a real Dask scheduler and workers), ``slow`` (those,
+``*_dask.py`` files: a real Dask scheduler and workers), ``server`` (the
+``test_serve_*.py`` files: the team server as a process, on SQLite and on a
+real PostgreSQL), ``slow`` (those,
 and the tests listed in ``SLOW``), ``conformance`` (the walkthrough
 transcript). A tier whose tool is missing (Chromium and chromedriver, torch, distributed)
 is skipped with the reason; with ``COMMCANARY_TEST_REQUIRE_TOOLS=1`` (what
@@ -17,6 +19,7 @@ test, so no tier is skipped silently. ``make test-quick`` deselects
 
 from __future__ import annotations
 
+import glob
 import gzip
 import importlib.util
 import json
@@ -69,6 +72,7 @@ TIERS = {
     "browser": "headless Chromium and chromedriver (the HTML pages in a real browser)",
     "torch": "torch (real torch.distributed processes; the `torch` extra)",
     "dask": "a real Dask scheduler and workers (the `dask` extra)",
+    "server": "the team server as a process, on SQLite and a real PostgreSQL (the `server` extra, Debian's postgresql)",
     "slow": "runs for tens of seconds (real processes, real jobs)",
     "conformance": "the walkthrough transcript against the installed command line",
 }
@@ -85,6 +89,10 @@ def _missing_tools() -> dict[str, str]:
         missing["browser"] = "chromedriver is not installed (Debian: apt-get install chromium-driver)"
     if importlib.util.find_spec("distributed") is None:
         missing["dask"] = "distributed is not installed (pip install 'commcanary[dask]')"
+    if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("sqlalchemy") is None:
+        missing["server"] = "the server extra is not installed (pip install 'commcanary[server]')"
+    elif not glob.glob("/usr/lib/postgresql/*/bin/initdb") and not shutil.which("initdb"):
+        missing["server"] = "PostgreSQL is not installed (Debian: apt-get install postgresql)"
     if importlib.util.find_spec("torch") is None:
         missing["torch"] = "torch is not installed (pip install 'commcanary[torch]')"
     return missing
@@ -102,6 +110,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.browser)
         if name.endswith("_dask.py"):
             item.add_marker(pytest.mark.dask)
+            item.add_marker(pytest.mark.slow)
+        if name.startswith("test_serve_"):
+            item.add_marker(pytest.mark.server)
             item.add_marker(pytest.mark.slow)
         if name.endswith("_torch.py"):
             item.add_marker(pytest.mark.torch)

@@ -51,6 +51,8 @@ USAGE = {
     "timeline": "TRACE...",
     "keygen": "",
     "sign": "ARTIFACT",
+    "serve": "",
+    "push": "ARTIFACT...",
 }
 
 

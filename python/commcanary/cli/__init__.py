@@ -19,7 +19,7 @@ say. Exit status:
 This module holds the application, the exit codes and the error boundary;
 each command group lives in its own module (:mod:`.compile`, :mod:`.compile_many`, :mod:`.replay`,
 :mod:`.compare`, :mod:`.calibrate`, :mod:`.validate`, :mod:`.verify`, :mod:`.render`, :mod:`.import_`,
-:mod:`.export`, :mod:`.capture`, :mod:`.research`, :mod:`.diagnose`, :mod:`.steps`, :mod:`.timeline`, :mod:`.sign`). Command modules parse
+:mod:`.export`, :mod:`.capture`, :mod:`.research`, :mod:`.diagnose`, :mod:`.steps`, :mod:`.timeline`, :mod:`.sign`, :mod:`.serve`). Command modules parse
 options and print; the library validates values and raises the errors the
 boundary maps. Heavy modules are imported inside commands so
 ``commcanary --help`` stays fast.
@@ -307,6 +307,7 @@ import commcanary.cli.import_ as _import  # noqa: E402
 import commcanary.cli.render as _render  # noqa: E402
 import commcanary.cli.replay as _replay  # noqa: E402
 import commcanary.cli.research as _research  # noqa: E402
+import commcanary.cli.serve as _serve  # noqa: E402
 import commcanary.cli.sign as _sign  # noqa: E402
 import commcanary.cli.steps as _steps  # noqa: E402
 import commcanary.cli.timeline as _timeline  # noqa: E402
@@ -334,3 +335,5 @@ app.command("steps", cls=Command)(_steps.steps_command)
 app.command("keygen", cls=Command)(_sign.keygen_command)
 app.command("sign", cls=Command)(_sign.sign_command)
 app.command("timeline", cls=Command)(_timeline.timeline_command)
+app.command("serve", cls=Command)(_serve.serve_command)
+app.command("push", cls=Command)(_serve.push_command)

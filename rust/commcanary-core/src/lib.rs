@@ -45,6 +45,7 @@ pub mod fault;
 pub mod gate;
 pub mod import;
 pub mod input;
+pub mod inspect;
 pub mod json;
 pub mod limits;
 pub mod output;

@@ -35,6 +35,23 @@ pub fn read_input_file<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'p
     Ok(PyBytes::new(py, &bytes))
 }
 
+/// What a commcanary document file is (plain or gzip, within the input
+/// bound), read by the core's readers (`commcanary_core::inspect`):
+/// `(format, kind, facts)`.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+pub fn inspect_file(
+    py: Python<'_>,
+    path: PathBuf,
+) -> PyResult<(String, &'static str, Vec<(String, String)>)> {
+    let display = path.display().to_string();
+    detached(py, Some(&display), move || {
+        let bytes = read_input(&path, MAX_INPUT_BYTES)?;
+        let found = commcanary_core::inspect::inspect(&bytes)?;
+        Ok((found.format, found.kind, found.facts))
+    })
+}
+
 /// The resource policy in force, as `(name, value)` pairs in documented order.
 #[pyfunction]
 pub fn resource_limits() -> Vec<(&'static str, u64)> {

@@ -122,7 +122,9 @@ mod _core {
         read_clock_offsets,
     };
     #[pymodule_export]
-    use super::inputs::{check_canary, read_input_file, resource_limits, set_resource_limits};
+    use super::inputs::{
+        check_canary, inspect_file, read_input_file, resource_limits, set_resource_limits,
+    };
     #[pymodule_export]
     use super::replay::{
         PyReplayReport, PyReportDocument, algorithm_steps, measured_report, read_report_file,

@@ -1,0 +1,187 @@
+"""Background analyses of raw evidence: a queue in the database, run by a
+thread in the server with the same code as ``commcanary diagnose``.
+
+A queued analysis is taken (``queued`` → ``running``), its evidence laid
+out in a temporary directory under the names it was pushed with, diagnosed,
+and the resulting document kept as an artifact and pushed to the workload
+(``done``), or its error kept (``failed``). An analysis a stopped server
+left ``running`` is queued again at the next start, and a server asked to
+stop finishes the analysis it is running first.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+from sqlalchemy import select, update
+
+from commcanary.errors import CommCanaryError
+from commcanary.server.schema import Analysis, Push
+
+if TYPE_CHECKING:
+    from commcanary.server.app import Context
+
+__all__ = ["ANALYSES", "Analyses"]
+
+log = logging.getLogger("commcanary.server.analyses")
+
+#: What an analysis may be.
+ANALYSES = ("hang", "stragglers")
+_POLL_S = 0.5
+
+
+class Analyses:
+    """The thread that runs queued analyses."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="commcanary-analyses", daemon=True)
+
+    def start(self) -> None:
+        with self.ctx.db.session() as s:
+            s.execute(
+                update(Analysis)
+                .where(Analysis.status == "running")
+                .values(status="queued", progress="requeued")
+            )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=600)
+
+    def queue_depth(self) -> int:
+        with self.ctx.db.session() as s:
+            return len(s.scalars(select(Analysis.id).where(Analysis.status == "queued")).all())
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                ran = self._one()
+            except Exception:  # a bug in one analysis must not stop the queue
+                log.exception("analysis failed")
+                ran = True
+            if not ran:
+                self._stop.wait(_POLL_S)
+
+    def _take(self) -> Analysis | None:
+        with self.ctx.db.session() as s:
+            job = s.scalars(
+                select(Analysis).where(Analysis.status == "queued").order_by(Analysis.id).limit(1)
+            ).first()
+            if job is None:
+                return None
+            taken = s.execute(
+                update(Analysis)
+                .where(Analysis.id == job.id, Analysis.status == "queued")
+                .values(status="running", started_at=time.time(), progress="reading the evidence")
+                .returning(Analysis.id)
+            ).first()
+            return job if taken is not None else None
+
+    def _one(self) -> bool:
+        job = self._take()
+        if job is None:
+            return False
+        try:
+            data, name = self._diagnose(job)
+        except CommCanaryError as exc:
+            self._finish(job.id, status="failed", error=str(exc), progress="")
+            return True
+        self._keep(job, data, name)
+        return True
+
+    def _diagnose(self, job: Analysis) -> tuple[bytes, str]:
+        from commcanary.analysis.hang import diagnose_hang
+        from commcanary.analysis.stragglers import diagnose_stragglers
+
+        push_ids: list[int] = orjson.loads(job.evidence)
+        with self.ctx.db.session() as s:
+            pushes = s.scalars(
+                select(Push).where(Push.id.in_(push_ids), Push.workload_id == job.workload_id)
+            ).all()
+            files = [(p.name, p.digest) for p in pushes]
+        with tempfile.TemporaryDirectory(prefix="analysis-", dir=self.ctx.config.tmp_dir) as d:
+            used: set[str] = set()
+            for name, digest in files:
+                target = Path(d) / _unique(name, used)
+                os.link(self.ctx.store.path_of(digest), target)
+            self._progress(job.id, f"diagnosing {len(files)} file(s)")
+            if job.analysis == "hang":
+                data, name = diagnose_hang(Path(d)).data, "hang.json"
+            else:
+                data, name = diagnose_stragglers(Path(d)).data, "stragglers.json"
+            # The evidence is named as it was pushed, not by the server's
+            # temporary directory (a random name, so the bytes say nothing else).
+            return data.replace(f'"{d}/'.encode(), b'"'), name
+
+    def _keep(self, job: Analysis, data: bytes, name: str) -> None:
+        from commcanary.server.auth import Principal
+        from commcanary.server.ingest import ingest
+        from commcanary.server.schema import User, Workload
+
+        fd, tmp = tempfile.mkstemp(prefix="result-", dir=self.ctx.config.tmp_dir)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        import blake3
+
+        from commcanary.server.store import Received
+
+        received = Received(Path(tmp), blake3.blake3(data).hexdigest(), len(data))
+        with self.ctx.db.session() as s:
+            workload = s.get(Workload, job.workload_id)
+            owner = s.get(User, workload.owner_id) if workload else None
+            if workload is None or owner is None:
+                self.ctx.store.discard(received)
+                s.execute(
+                    update(Analysis)
+                    .where(Analysis.id == job.id)
+                    .values(status="failed", error="the workload is gone")
+                )
+                return
+            principal = Principal(owner.id, owner.name, owner.role, "server")
+            done = ingest(
+                s,
+                self.ctx.store,
+                principal,
+                received,
+                name=name,
+                workload=workload.name,
+                branch=None,
+                commit=None,
+                signature=None,
+            )
+            s.execute(
+                update(Analysis)
+                .where(Analysis.id == job.id)
+                .values(status="done", progress="", finished_at=time.time(), result_push_id=done.push_id)
+            )
+
+    def _progress(self, job_id: int, text: str) -> None:
+        with self.ctx.db.session() as s:
+            s.execute(update(Analysis).where(Analysis.id == job_id).values(progress=text[:255]))
+
+    def _finish(self, job_id: int, *, status: str, error: str | None, progress: str) -> None:
+        with self.ctx.db.session() as s:
+            s.execute(
+                update(Analysis)
+                .where(Analysis.id == job_id)
+                .values(status=status, error=error, progress=progress, finished_at=time.time())
+            )
+
+
+def _unique(name: str, used: set[str]) -> str:
+    candidate, n = name, 1
+    while candidate in used:
+        n += 1
+        candidate = f"{n}-{name}"
+    used.add(candidate)
+    return candidate

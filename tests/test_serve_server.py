@@ -1,0 +1,542 @@
+"""``commcanary serve`` as a real process, on SQLite and on a real
+PostgreSQL (the same tests on both): the first start and its bootstrap
+token, accounts and sessions, API tokens, pushes of documents and raw
+evidence, the background analysis, sharing, the gate history, and the
+refusals (no session, another user's objects, CSRF, a reused bootstrap
+token, traversal in upload names, oversized uploads and gzip bombs, revoked
+tokens, the login rate limit, stored HTML), each asserting that nothing
+leaked or changed. ``commcanary push`` is run against the server too."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from conftest import DATA, FIXTURES
+from server_harness import (
+    ROOT_PASSWORD,
+    USER_PASSWORD,
+    Postgres,
+    Server,
+    create_token,
+    create_user,
+    csrf,
+    postgres_bin,
+    push,
+)
+
+pytest.importorskip("fastapi")
+
+HANG = FIXTURES / "hang" / "gloo_tp4_rank3_skips_allreduce" / "fr_during_hang"
+TRACE = DATA / "gen100.json"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Postgres | None]:
+    if postgres_bin() is None:
+        if os.environ.get("COMMCANARY_TEST_REQUIRE_TOOLS") == "1":
+            pytest.exit("PostgreSQL is not installed (apt-get install postgresql)", returncode=3)
+        yield None
+        return
+    import tempfile
+
+    # Its own directory under /tmp: pytest's are private to this user, and
+    # PostgreSQL runs as the postgres user when the tests run as root.
+    pg = Postgres(Path(tempfile.mkdtemp(prefix="commcanary-pg-")))
+    os.chmod(pg.directory, 0o755)
+    try:
+        pg.start()
+        yield pg
+    finally:
+        pg.stop()
+        shutil.rmtree(pg.directory, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, postgres: Postgres | None) -> str | None:
+    if request.param == "sqlite":
+        return None
+    if postgres is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    return postgres.new_database()
+
+
+@pytest.fixture
+def server(tmp_path: Path, database: str | None) -> Iterator[Server]:
+    s = Server(tmp_path / "data", database).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def comparisons(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, bytes]:
+    """A passing and a failing comparison, made by the command line (the
+    failing candidate replayed at half the bandwidth)."""
+    from commcanary.cli import app
+
+    d = tmp_path_factory.mktemp("cmp")
+    for args in (
+        ["compile", str(TRACE), "-o", str(d / "c.json")],
+        ["replay", str(d / "c.json"), "-o", str(d / "base.json"), "--bandwidth-gbps", "200"],
+        ["replay", str(d / "c.json"), "-o", str(d / "slow.json"), "--bandwidth-gbps", "50"],
+        ["compare", str(d / "base.json"), str(d / "base.json"), "-o", str(d / "pass.json")],
+        ["compare", str(d / "base.json"), str(d / "slow.json"), "-o", str(d / "fail.json")],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code in (0, 1), result.output
+    passing, failing = (d / "pass.json").read_bytes(), (d / "fail.json").read_bytes()
+    assert json.loads(passing)["verdict"] == "pass" and json.loads(failing)["verdict"] == "fail"
+    return passing, failing
+
+
+def objects(server: Server) -> list[Path]:
+    return sorted(p for p in (server.data_dir / "objects").rglob("*") if p.is_file())
+
+
+def leftovers(server: Server) -> list[Path]:
+    return sorted((server.data_dir / "tmp").iterdir())
+
+
+# --- first start ------------------------------------------------------------------------------
+
+
+def test_first_start_bootstrap_token_and_setup(server: Server) -> None:
+    token_file = server.data_dir / "bootstrap-token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    token = token_file.read_text().strip()
+    assert str(token_file) in server.output() and token not in server.output()
+    c = server.client()
+    assert c.get("/").headers["location"] == "/setup"
+    page = c.get("/setup")
+    # A short password is refused; the token stays.
+    r = c.post("/setup", data={"csrf": csrf(page.text), "token": token, "name": "root", "password": "short"})
+    assert r.status_code == 422 and token_file.exists()
+    # A wrong token is refused.
+    page = c.get("/setup")
+    r = c.post(
+        "/setup",
+        data={"csrf": csrf(page.text), "token": "x" + token, "name": "root", "password": ROOT_PASSWORD},
+    )
+    assert r.status_code == 403 and token_file.exists()
+    page = c.get("/setup")
+    r = c.post(
+        "/setup", data={"csrf": csrf(page.text), "token": token, "name": "root", "password": ROOT_PASSWORD}
+    )
+    assert r.status_code == 303 and not token_file.exists()
+    assert "root (root)" in c.get("/workloads").text
+    # The token, used again (a fresh browser): refused, nothing changes.
+    other = server.client()
+    assert other.get("/setup").status_code == 404
+    login_page = other.get("/login")  # a form's valid (double-submit) CSRF token
+    r = other.post(
+        "/setup",
+        data={"csrf": csrf(login_page.text), "token": token, "name": "evil", "password": ROOT_PASSWORD},
+    )
+    assert r.status_code == 403
+    assert server.login("root", ROOT_PASSWORD).get("/users").text.count("<tr>") == 2  # header + root
+    # Restarted, the server does not write a new token.
+    server.stop()
+    server.start()
+    assert not token_file.exists()
+
+
+# --- every route without a session or a token ---------------------------------------------------
+
+PAGES = [
+    "/workloads",
+    "/workloads/1",
+    "/workloads/1/pushes/1",
+    "/workloads/1/pushes/1/raw",
+    "/workloads/1/pushes/1/view",
+    "/workloads/1/gate?branch=main",
+    "/canaries",
+    "/users",
+    "/settings/tokens",
+]
+FORMS = ["/logout", "/workloads/1/share", "/users", "/settings/tokens", "/settings/tokens/1/revoke"]
+API_GET = [
+    "/api/v1/workloads",
+    "/api/v1/workloads/1",
+    "/api/v1/workloads/1/pushes/1/raw",
+    "/api/v1/workloads/1/gate?branch=main",
+    "/api/v1/analyses/1",
+    "/api/v1/openapi.json",
+]
+
+
+def test_every_route_refuses_an_anonymous_caller(server: Server) -> None:
+    root = server.setup()
+    token = create_token(root)
+    assert push(server, token, TRACE.read_bytes(), workload="w", name="t.json").status_code == 201
+    before = objects(server)
+    anon = server.client()
+    for path in PAGES:
+        r = anon.get(path)
+        assert r.status_code == 303 and r.headers["location"].startswith("/login?next="), path
+    for path in FORMS:
+        r = anon.post(
+            path, data={"csrf": "x", "name": "mallory", "password": USER_PASSWORD, "user": "mallory"}
+        )
+        assert r.status_code in (303, 403) and "mallory" not in r.text, path
+    for path in API_GET:
+        r = anon.get(path)
+        assert r.status_code == 401 and "t.json" not in r.text, path
+    for bad in ("Bearer nope", "Basic cm9vdDp4", "Bearer  x y", "bearer"):
+        assert httpx.get(f"{server.url}/api/v1/workloads", headers={"Authorization": bad}).status_code == 401
+    r = httpx.post(
+        f"{server.url}/api/v1/artifacts", params={"workload": "w", "name": "x.json"}, content=b"{}"
+    )
+    assert r.status_code == 401
+    r = anon.post("/api/v1/workloads/1/analyses", json={"analysis": "hang", "pushes": [1]})
+    assert r.status_code == 401
+    assert objects(server) == before
+    assert "mallory" not in root.get("/users").text
+    # A session may not write through the API (no CSRF there): a token may.
+    r = root.post("/api/v1/artifacts", params={"workload": "w", "name": "x.json"}, content=TRACE.read_bytes())
+    assert r.status_code == 403
+
+
+# --- accounts, tokens, pushes, sharing ----------------------------------------------------------
+
+
+def test_users_tokens_pushes_and_sharing(server: Server) -> None:
+    root = server.setup()
+    create_user(root, "alice")
+    create_user(root, "bob")
+    alice, bob = server.login("alice", USER_PASSWORD), server.login("bob", USER_PASSWORD)
+    assert bob.get("/users").status_code == 404  # not an admin
+    token = create_token(alice, "ci")
+    assert token not in alice.get("/settings/tokens").text  # shown once
+    r = push(
+        server,
+        token,
+        TRACE.read_bytes(),
+        workload="job-a",
+        name="gen100.json",
+        branch="main",
+        commit="abc123",
+    )
+    assert r.status_code == 201, r.text
+    answer = r.json()
+    assert answer["kind"] == "trace" and answer["created_workload"]
+    wid, pid = answer["workload_id"], answer["push_id"]
+    stored = objects(server)
+    assert [p.name for p in stored] == [answer["digest"]]
+    assert stored[0].read_bytes() == TRACE.read_bytes()
+    # The same bytes again: kept once, pushed twice.
+    assert push(server, token, TRACE.read_bytes(), workload="job-a", name="again.json").status_code == 201
+    assert objects(server) == stored
+    page = alice.get(f"/workloads/{wid}")
+    assert page.status_code == 200 and "gen100.json" in page.text and "again.json" in page.text
+    assert alice.get(f"/workloads/{wid}/pushes/{pid}/raw").content == TRACE.read_bytes()
+    # Bob sees nothing of it: every object id answers as if it did not exist.
+    for path in (
+        f"/workloads/{wid}",
+        f"/workloads/{wid}/pushes/{pid}",
+        f"/workloads/{wid}/pushes/{pid}/raw",
+        f"/workloads/{wid}/gate?branch=main",
+    ):
+        r = bob.get(path)
+        assert r.status_code == 404 and "gen100" not in r.text, path
+    assert "job-a" not in bob.get("/workloads").text
+    bob_token = create_token(bob)
+    headers = {"Authorization": f"Bearer {bob_token}"}
+    for path in (
+        f"/api/v1/workloads/{wid}",
+        f"/api/v1/workloads/{wid}/pushes/{pid}/raw",
+        f"/api/v1/workloads/{wid}/gate?branch=main",
+    ):
+        assert httpx.get(server.url + path, headers=headers).status_code == 404, path
+    assert httpx.get(f"{server.url}/api/v1/workloads", headers=headers).json() == []
+    r = httpx.post(
+        f"{server.url}/api/v1/workloads/{wid}/analyses",
+        headers=headers,
+        json={"analysis": "hang", "pushes": [pid]},
+    )
+    assert r.status_code == 404
+    # Bob may not share Alice's workload with himself.
+    r = bob.post(f"/workloads/{wid}/share", data={"csrf": csrf(bob.get("/workloads").text), "user": "bob"})
+    assert r.status_code == 404
+    assert bob.get(f"/workloads/{wid}").status_code == 404
+    # Alice shares it: now Bob sees it.
+    r = alice.post(f"/workloads/{wid}/share", data={"csrf": csrf(page.text), "user": "bob"})
+    assert r.status_code == 303
+    assert bob.get(f"/workloads/{wid}").status_code == 200
+    assert [w["name"] for w in httpx.get(f"{server.url}/api/v1/workloads", headers=headers).json()] == [
+        "job-a"
+    ]
+    # Root (an admin) sees every workload.
+    assert "job-a" in root.get("/workloads").text
+    # A revoked token is refused from then on.
+    tokens_page = alice.get("/settings/tokens")
+    revoke = re.search(r'action="(/settings/tokens/\d+/revoke)"', tokens_page.text)
+    assert revoke
+    assert alice.post(revoke.group(1), data={"csrf": csrf(tokens_page.text)}).status_code == 303
+    r = push(server, token, b'{"format": "x"}', workload="job-a", name="late.json")
+    assert r.status_code == 401
+    assert (
+        httpx.get(f"{server.url}/api/v1/workloads", headers={"Authorization": f"Bearer {token}"}).status_code
+        == 401
+    )
+    # Logging out ends the session for good.
+    logout = alice.post("/logout", data={"csrf": csrf(alice.get("/workloads").text)})
+    assert logout.status_code == 303
+    assert alice.get("/workloads").status_code == 303
+
+
+def test_forms_without_a_csrf_token_change_nothing(server: Server) -> None:
+    root = server.setup()
+    page = root.get("/users").text
+    for data in ({}, {"csrf": "wrong"}, {"csrf": csrf(page) + "x"}):
+        r = root.post("/users", data={**data, "name": "mallory", "password": USER_PASSWORD, "role": "admin"})
+        assert r.status_code == 403
+        r = root.post("/settings/tokens", data={**data, "name": "stolen"})
+        assert r.status_code == 403
+        r = root.post("/logout", data=data)
+        assert r.status_code == 403
+    assert "mallory" not in root.get("/users").text
+    assert "stolen" not in root.get("/settings/tokens").text
+    # The login form checks its own (double-submit) token.
+    c = server.client()
+    c.get("/login")
+    r = c.post("/login", data={"csrf": "forged", "name": "root", "password": ROOT_PASSWORD})
+    assert r.status_code == 403 and "commcanary_session" not in r.headers.get("set-cookie", "")
+
+
+def test_logins_are_rate_limited(server: Server) -> None:
+    server.setup()
+    c = server.client()
+    codes = []
+    for i in range(50):
+        page = c.get("/login")
+        r = c.post(
+            "/login", data={"csrf": csrf(page.text), "name": "root", "password": f"wrong password {i}"}
+        )
+        codes.append(r.status_code)
+    assert set(codes[:10]) == {401}
+    assert set(codes[10:]) == {429}
+    # Within the window even the right password is refused.
+    page = c.get("/login")
+    r = c.post("/login", data={"csrf": csrf(page.text), "name": "root", "password": ROOT_PASSWORD})
+    assert r.status_code == 429 and "commcanary_session" not in r.headers.get("set-cookie", "")
+
+
+# --- uploads ---------------------------------------------------------------------------------------
+
+
+def test_upload_names_oversize_bombs_and_bad_documents(tmp_path: Path, database: str | None) -> None:
+    server = Server(tmp_path / "data", database, ["--max-upload-bytes", str(4 << 20)]).start()
+    try:
+        root = server.setup()
+        token = create_token(root)
+        r = push(server, token, TRACE.read_bytes(), workload="w", name="../../../../etc/cron.d/evil.json")
+        assert r.status_code == 201
+        page = root.get(f"/workloads/{r.json()['workload_id']}").text
+        assert "evil.json" in page and "../" not in page and "etc" not in page
+        assert not Path("/etc/cron.d/evil.json").exists()
+        assert all(server.data_dir in p.parents for p in objects(server))
+        before = objects(server)
+        # Over the size limit: refused as it arrives.
+        r = push(server, token, b"x" * (5 << 20), workload="w", name="big.json")
+        assert r.status_code == 413
+        # A gzip bomb: 4 MiB that inflates to 4 GiB.
+        bomb = tmp_path / "bomb.json.gz"
+        with gzip.open(bomb, "wb", compresslevel=9) as f:
+            block = b"\0" * (1 << 20)
+            for _ in range(4096):
+                f.write(block)
+        assert bomb.stat().st_size < (4 << 20)
+        r = push(server, token, bomb.read_bytes(), workload="w", name="bomb.json.gz")
+        assert r.status_code == 413, r.text
+        # A document its reader refuses: the field named, nothing kept.
+        doc = json.loads(TRACE.read_bytes())
+        del doc["events"]
+        r = push(server, token, json.dumps(doc).encode(), workload="w", name="broken.json")
+        assert r.status_code == 422 and "broken.json" in r.text
+        r = push(server, token, b"\x00\x01binary", workload="w", name="blob.bin")
+        assert r.status_code == 422
+        for bad in (
+            {"workload": "<script>"},
+            {"workload": "w", "branch": "a b"},
+            {"workload": "w", "commit": "$(x)"},
+        ):
+            r = httpx.post(
+                f"{server.url}/api/v1/artifacts",
+                params={"name": "t.json", **bad},
+                content=TRACE.read_bytes(),
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            assert r.status_code == 422, bad
+        assert objects(server) == before and leftovers(server) == []
+    finally:
+        server.stop()
+
+
+def test_stored_html_is_rendered_escaped(server: Server) -> None:
+    root = server.setup()
+    token = create_token(root)
+    hang = json.loads(_diagnosed_hang())
+    hang["summary"] = "<script>alert(1)</script>"
+    hang["root"][0]["reason"] = '"><img src=x onerror=alert(2)>'
+    r = push(server, token, json.dumps(hang).encode(), workload="w", name="hang.json")
+    assert r.status_code == 201, r.text
+    wid, pid = r.json()["workload_id"], r.json()["push_id"]
+    view = root.get(f"/workloads/{wid}/pushes/{pid}/view")
+    assert view.status_code == 200
+    assert "<script>alert" not in view.text and "<img src=x" not in view.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in view.text
+    assert "script-src" not in view.headers["content-security-policy"]
+    r = root.post(
+        "/users", data={"csrf": csrf(root.get("/users").text), "name": "<b>x</b>", "password": USER_PASSWORD}
+    )
+    assert r.status_code == 422 and "<b>x</b>" not in r.text
+
+
+def run_push(*args: str) -> subprocess.CompletedProcess[str]:
+    """``commcanary push ARGS`` as a process."""
+    return subprocess.run(
+        [sys.executable, "-m", "commcanary", "push", *args], capture_output=True, text=True, check=False
+    )
+
+
+def _diagnosed_hang() -> bytes:
+    from commcanary.analysis.hang import diagnose_hang
+
+    return diagnose_hang(HANG).data
+
+
+# --- raw evidence, the background analysis, commcanary push -------------------------------------
+
+
+def test_push_raw_evidence_and_the_analysis_finds_the_root(server: Server, tmp_path: Path) -> None:
+    root = server.setup()
+    token_file = tmp_path / "token"
+    token_file.write_text(create_token(root) + "\n")
+    files = sorted(HANG.iterdir())
+    out = run_push(
+        *map(str, files), "--server", server.url, "--token-file", str(token_file), "--workload", "tp4-hang"
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("flight recorder dump") == len(files)
+    assert "queued hang analysis" in out.stdout
+    wid = int(re.search(r"/workloads/(\d+)", out.stdout).group(1))  # type: ignore[union-attr]
+    deadline = time.monotonic() + 120
+    while True:
+        page = root.get(f"/workloads/{wid}").text
+        if "status-done" in page or "status-failed" in page or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert "status-done" in page, page
+    result = re.search(rf'href="/workloads/{wid}/pushes/(\d+)">view', page)
+    assert result
+    view = root.get(f"/workloads/{wid}/pushes/{result.group(1)}/view").text
+    assert 'class="row-root"' in view and "rank 3" in view.lower()
+    # The command line's diagnosis, byte for byte, the evidence named as pushed.
+    raw = root.get(f"/workloads/{wid}/pushes/{result.group(1)}/raw").content
+    assert raw == _diagnosed_hang().replace(f'"{HANG}/'.encode(), b'"')
+    # Bad input to push: one line, exit 3.
+    bad = run_push(str(files[0]), "--server", server.url, "--token-file", str(tmp_path / "missing"))
+    assert bad.returncode == 3 and bad.stderr.count("\n") == 1 and "missing" in bad.stderr
+    token_file.write_text("not-a-token\n")
+    refused = run_push(str(files[0]), "--server", server.url, "--token-file", str(token_file))
+    assert refused.returncode == 3 and "401" in refused.stderr
+
+
+# --- the gate history -------------------------------------------------------------------------------
+
+
+def test_gate_history_marks_the_first_failing_commit(
+    server: Server, comparisons: tuple[bytes, bytes]
+) -> None:
+    passing, failing = comparisons
+    root = server.setup()
+    token = create_token(root)
+    verdicts = ["pass"] * 6 + ["fail"] * 4
+    wid = 0
+    for i, v in enumerate(verdicts):
+        r = push(
+            server,
+            token,
+            passing if v == "pass" else failing,
+            workload="lane",
+            name=f"cmp{i}.json",
+            branch="main",
+            commit=f"c{i:02d}",
+        )
+        assert r.status_code == 201 and r.json()["verdict"] == v
+        wid = r.json()["workload_id"]
+    page = root.get(f"/workloads/{wid}/gate", params={"branch": "main"})
+    assert page.status_code == 200
+    assert page.text.count("<circle") == 10
+    assert page.text.count('data-verdict="fail"') == 4
+    assert 'id="first-fail-commit">c06<' in page.text
+    api = httpx.get(
+        f"{server.url}/api/v1/workloads/{wid}/gate",
+        params={"branch": "main"},
+        headers={"Authorization": f"Bearer {token}"},
+    ).json()
+    assert [p["commit"] for p in api] == [f"c{i:02d}" for i in range(10)]
+    assert float(api[-1]["facts"]["delta.p99_pct"]) > float(api[-1]["facts"]["thresholds.p99_threshold_pct"])
+
+
+def test_killed_mid_upload_leaves_nothing_and_resumes_analyses(tmp_path: Path, database: str | None) -> None:
+    server = Server(tmp_path / "data", database).start()
+    root = server.setup()
+    token = create_token(root)
+    r = push(server, token, TRACE.read_bytes(), workload="w", name="t.json")
+    wid = r.json()["workload_id"]
+    ids = [
+        push(server, token, f.read_bytes(), workload="w", name=f.name).json()["push_id"]
+        for f in sorted(HANG.iterdir())
+    ]
+    # An analysis queued, and an upload that never finishes; then SIGKILL.
+    import socket
+
+    r = httpx.post(
+        f"{server.url}/api/v1/workloads/{wid}/analyses",
+        json={"analysis": "hang", "pushes": ids},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert r.status_code == 201
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.sendall(
+        b"POST /api/v1/artifacts?workload=w&name=half.json HTTP/1.1\r\nHost: x\r\n"
+        + f"Authorization: Bearer {token}\r\nContent-Length: 10000000\r\n\r\n".encode()
+        + b"{" * 100000
+    )
+    deadline = time.monotonic() + 10
+    while not leftovers(server) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert leftovers(server), "the upload did not reach the disk"
+    stored = objects(server)
+    server.stop(kill=True)
+    s.close()
+    server.start()
+    try:
+        assert leftovers(server) == []
+        root = server.login("root", ROOT_PASSWORD)
+        page = root.get(f"/workloads/{wid}").text
+        assert "t.json" in page and "half.json" not in page
+        assert all(p in objects(server) for p in stored)
+        # The analysis (queued, running or done when the server died) ends done.
+        deadline = time.monotonic() + 120
+        while "status-done" not in page and time.monotonic() < deadline:
+            time.sleep(0.5)
+            page = root.get(f"/workloads/{wid}").text
+        assert "status-done" in page
+    finally:
+        server.stop()
