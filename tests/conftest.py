@@ -129,3 +129,51 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for tier, reason in missing.items():
             if item.get_closest_marker(tier) is not None:
                 item.add_marker(pytest.mark.skip(reason=f"{tier} tier: {reason}"))
+
+
+# --- the team server (tests/test_serve_*.py; tests/server_harness.py) ----------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Any:
+    """A PostgreSQL cluster for the session (``server_harness.Postgres``),
+    ``None`` where PostgreSQL is not installed."""
+    import tempfile
+
+    from server_harness import Postgres, postgres_bin
+
+    if postgres_bin() is None:
+        yield None
+        return
+    # Its own directory under /tmp: pytest's are private to this user, and
+    # PostgreSQL runs as the postgres user when the tests run as root.
+    pg = Postgres(Path(tempfile.mkdtemp(prefix="commcanary-pg-")))
+    os.chmod(pg.directory, 0o755)
+    try:
+        pg.start()
+        yield pg
+    finally:
+        pg.stop()
+        shutil.rmtree(pg.directory, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, postgres: Any) -> str | None:
+    """The server's database: SQLite in its data directory, or a fresh
+    database on the session's PostgreSQL (the same tests run on both)."""
+    if request.param == "sqlite":
+        return None
+    if postgres is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    url: str = postgres.new_database()
+    return url
+
+
+@pytest.fixture
+def server(tmp_path: Path, database: str | None) -> Any:
+    """``commcanary serve`` running as a process on ``database``."""
+    from server_harness import Server
+
+    s = Server(tmp_path / "data", database).start()
+    yield s
+    s.stop()

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
-import shutil
 import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -29,12 +26,10 @@ from conftest import DATA, FIXTURES
 from server_harness import (
     ROOT_PASSWORD,
     USER_PASSWORD,
-    Postgres,
     Server,
     create_token,
     create_user,
     csrf,
-    postgres_bin,
     push,
 )
 
@@ -43,43 +38,6 @@ pytest.importorskip("fastapi")
 HANG = FIXTURES / "hang" / "gloo_tp4_rank3_skips_allreduce" / "fr_during_hang"
 TRACE = DATA / "gen100.json"
 runner = CliRunner()
-
-
-@pytest.fixture(scope="session")
-def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Postgres | None]:
-    if postgres_bin() is None:
-        if os.environ.get("COMMCANARY_TEST_REQUIRE_TOOLS") == "1":
-            pytest.exit("PostgreSQL is not installed (apt-get install postgresql)", returncode=3)
-        yield None
-        return
-    import tempfile
-
-    # Its own directory under /tmp: pytest's are private to this user, and
-    # PostgreSQL runs as the postgres user when the tests run as root.
-    pg = Postgres(Path(tempfile.mkdtemp(prefix="commcanary-pg-")))
-    os.chmod(pg.directory, 0o755)
-    try:
-        pg.start()
-        yield pg
-    finally:
-        pg.stop()
-        shutil.rmtree(pg.directory, ignore_errors=True)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request: pytest.FixtureRequest, postgres: Postgres | None) -> str | None:
-    if request.param == "sqlite":
-        return None
-    if postgres is None:
-        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
-    return postgres.new_database()
-
-
-@pytest.fixture
-def server(tmp_path: Path, database: str | None) -> Iterator[Server]:
-    s = Server(tmp_path / "data", database).start()
-    yield s
-    s.stop()
 
 
 @pytest.fixture(scope="module")

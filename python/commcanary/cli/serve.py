@@ -94,15 +94,31 @@ def serve_command(
                 f"first start: the one-time setup token is in {config.bootstrap_token_path} (mode 0600); "
                 f"open {url}/setup to set the root password"
             )
+        _structured_logs()
         uvicorn.run(
             app,
             host=host,
             port=port,
             proxy_headers=forwarded_allow_ips is not None,
             forwarded_allow_ips=forwarded_allow_ips,
-            log_level="info",
+            log_config=None,
+            access_log=False,
             timeout_graceful_shutdown=30,
         )
+
+
+def _structured_logs() -> None:
+    """Every log line on stderr as one JSON object (requests, analyses,
+    uvicorn's own lines)."""
+    import logging
+
+    from commcanary.server.metrics import JsonLines
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonLines())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
 
 
 def push_command(

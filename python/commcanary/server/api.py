@@ -10,9 +10,9 @@ import binascii
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
@@ -27,13 +27,16 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/api/v1")
 
+#: An object id in a path: what the schema's ids hold (PostgreSQL's 32-bit integer).
+ObjectId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+
 #: The largest signature header (a detached signature document, base64).
 _MAX_SIGNATURE_HEADER = 8192
 
 
 class PushOut(BaseModel):
-    push_id: int
-    workload_id: int
+    push_id: ObjectId
+    workload_id: ObjectId
     workload: str
     digest: str
     kind: str
@@ -75,16 +78,16 @@ class AnalysisIn(BaseModel):
 
 class AnalysisOut(BaseModel):
     id: int
-    workload_id: int
+    workload_id: ObjectId
     analysis: str
     status: str
     progress: str
     error: str | None
-    result_push_id: int | None
+    result_push_id: ObjectId | None
 
 
 class GatePoint(BaseModel):
-    push_id: int
+    push_id: ObjectId
     commit: str | None
     verdict: str | None
     facts: dict[str, str]
@@ -117,6 +120,17 @@ def openapi(request: Request) -> JSONResponse:
     return JSONResponse(request.app.openapi())
 
 
+def metrics(request: Request) -> Response:
+    """Prometheus metrics (an admin's API token or session)."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    with _ctx(request).db.session() as db:
+        me = _caller(request, db)
+        if not me.is_admin:
+            raise HTTPException(403, "metrics are for admins")
+    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
 @router.post("/artifacts", status_code=201, response_model=PushOut)
 async def push_artifact(
     request: Request,
@@ -136,6 +150,7 @@ async def push_artifact(
         received = await ctx.store.receive(request.stream())
     except TooLarge as exc:
         raise HTTPException(413, str(exc)) from None
+    request.app.state.metrics.uploads.inc(received.size)
 
     def work() -> PushOut:
         from commcanary.server.ingest import ingest
@@ -202,7 +217,7 @@ def list_workloads(request: Request) -> list[WorkloadOut]:
         return out
 
 
-def _visible(db: DbSession, me: Principal, workload_id: int) -> Workload:
+def _visible(db: DbSession, me: Principal, workload_id: ObjectId) -> Workload:
     w = can_see(db, me, workload_id)
     if w is None:
         raise HTTPException(404, "no such workload")
@@ -210,7 +225,7 @@ def _visible(db: DbSession, me: Principal, workload_id: int) -> Workload:
 
 
 @router.get("/workloads/{workload_id}", response_model=WorkloadDetail)
-def get_workload(request: Request, workload_id: int) -> WorkloadDetail:
+def get_workload(request: Request, workload_id: ObjectId) -> WorkloadDetail:
     """A workload and its pushes, newest first."""
     with _ctx(request).db.session() as db:
         me = _caller(request, db)
@@ -226,7 +241,7 @@ def get_workload(request: Request, workload_id: int) -> WorkloadDetail:
 
 
 @router.get("/workloads/{workload_id}/pushes/{push_id}/raw")
-def get_raw(request: Request, workload_id: int, push_id: int) -> FileResponse:
+def get_raw(request: Request, workload_id: ObjectId, push_id: ObjectId) -> FileResponse:
     """A pushed artifact's bytes, as pushed."""
     ctx = _ctx(request)
     with ctx.db.session() as db:
@@ -241,20 +256,23 @@ def get_raw(request: Request, workload_id: int, push_id: int) -> FileResponse:
 
 @router.get("/workloads/{workload_id}/gate", response_model=list[GatePoint])
 def gate_history(
-    request: Request, workload_id: int, branch: Annotated[str, Query(max_length=255)]
+    request: Request, workload_id: ObjectId, branch: Annotated[str, Query(max_length=255)]
 ) -> list[GatePoint]:
     """Every comparison pushed to the workload on ``branch``, oldest first,
     with its verdict, deltas and thresholds."""
+    from commcanary.server.ingest import check_ref
+
     with _ctx(request).db.session() as db:
         me = _caller(request, db)
         _visible(db, me, workload_id)
+        branch = check_ref("branch", branch) or ""
         return [
             GatePoint(push_id=p.id, commit=p.commit, verdict=p.verdict, facts=facts, pushed_at=p.pushed_at)
             for p, facts in comparisons(db, workload_id, branch)
         ]
 
 
-def comparisons(db: DbSession, workload_id: int, branch: str) -> list[tuple[Push, dict[str, str]]]:
+def comparisons(db: DbSession, workload_id: ObjectId, branch: str) -> list[tuple[Push, dict[str, str]]]:
     rows = db.execute(
         select(Push, Artifact)
         .join(Artifact, Artifact.digest == Push.digest)
@@ -265,7 +283,7 @@ def comparisons(db: DbSession, workload_id: int, branch: str) -> list[tuple[Push
 
 
 @router.post("/workloads/{workload_id}/analyses", status_code=201, response_model=AnalysisOut)
-def queue_analysis(request: Request, workload_id: int, body: AnalysisIn) -> AnalysisOut:
+def queue_analysis(request: Request, workload_id: ObjectId, body: AnalysisIn) -> AnalysisOut:
     """Queue a diagnosis (``hang`` or ``stragglers``) of raw evidence pushed
     to the workload; the workload's page shows its progress."""
     import time
@@ -294,7 +312,7 @@ def queue_analysis(request: Request, workload_id: int, body: AnalysisIn) -> Anal
 
 
 @router.get("/analyses/{analysis_id}", response_model=AnalysisOut)
-def get_analysis(request: Request, analysis_id: int) -> AnalysisOut:
+def get_analysis(request: Request, analysis_id: ObjectId) -> AnalysisOut:
     with _ctx(request).db.session() as db:
         me = _caller(request, db)
         job = db.get(Analysis, analysis_id)

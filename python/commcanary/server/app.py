@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 from sqlalchemy import select
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
+
+from commcanary.errors import InputError
 
 from commcanary.server.config import ServerConfig
 from commcanary.server.credentials import CookieSigner, write_bootstrap_token
@@ -94,6 +96,10 @@ def create_app(config: ServerConfig) -> FastAPI:
         openapi_url=None,
     )
     app.state.ctx = ctx
+    from commcanary.server.metrics import Metrics
+
+    metrics = Metrics(ctx)
+    app.state.metrics = metrics
 
     @app.middleware("http")
     async def security_headers(
@@ -107,9 +113,17 @@ def create_app(config: ServerConfig) -> FastAPI:
         response.headers.setdefault("Cache-Control", "no-store")
         return response
 
+    app.middleware("http")(metrics.middleware)
+
+    @app.exception_handler(InputError)
+    async def refused(_request: Request, exc: InputError) -> Response:
+        """What a caller sent that the server does not take: 422, the reason."""
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
     from commcanary.server import api, pages
 
     app.include_router(api.router)
+    app.add_api_route("/metrics", api.metrics, methods=["GET"], include_in_schema=False)
     app.include_router(pages.router)
     return app
 

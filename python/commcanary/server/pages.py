@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from commcanary.errors import InputError
 from commcanary.server import auth
+from commcanary.server.api import ObjectId
 from commcanary.server.credentials import (
     check_password,
     hash_password,
@@ -85,7 +86,10 @@ async def _form(request: Request) -> dict[str, str]:
     if length is not None and (not length.isdigit() or int(length) > MAX_FORM_BYTES):
         raise InputError("the form is too large")
     form = await request.form(max_files=0, max_fields=32, max_part_size=MAX_FORM_BYTES)
-    return {k: v for k, v in form.items() if isinstance(v, str)}
+    fields = {k: v for k, v in form.items() if isinstance(v, str)}
+    if any("\x00" in v for v in fields.values()):
+        raise InputError("a form field holds a NUL character")
+    return fields
 
 
 def _form_caller(request: Request, db: DbSession, form: dict[str, str]) -> auth.Principal | Response:
@@ -295,6 +299,7 @@ def workloads(
         me = _me(request, db)
         if me is None:
             return _to_login(request)
+        q, owner, branch, verdict = (_text(x) for x in (q, owner, branch, verdict))
         query = auth.visible_workloads(me).join(User, User.id == Workload.owner_id)
         if q:
             query = query.where(Workload.name.contains(q[:128], autoescape=True))
@@ -334,8 +339,13 @@ def workloads(
         )
 
 
+def _text(value: str) -> str:
+    """A query parameter as a filter: no NUL (no database stores one)."""
+    return value.replace("\x00", "")
+
+
 def _visible(
-    request: Request, db: DbSession, workload_id: int
+    request: Request, db: DbSession, workload_id: ObjectId
 ) -> tuple[auth.Principal | None, Workload | None]:
     me = _me(request, db)
     if me is None:
@@ -348,7 +358,7 @@ def _not_found(me: auth.Principal | None) -> HTMLResponse:
 
 
 @router.get("/workloads/{workload_id}", include_in_schema=False)
-def workload(request: Request, workload_id: int) -> Response:
+def workload(request: Request, workload_id: ObjectId) -> Response:
     with _ctx(request).db.session() as db:
         me, w = _visible(request, db, workload_id)
         if me is None:
@@ -401,7 +411,7 @@ def workload(request: Request, workload_id: int) -> Response:
 
 
 @router.post("/workloads/{workload_id}/share", include_in_schema=False)
-async def share(request: Request, workload_id: int) -> Response:
+async def share(request: Request, workload_id: ObjectId) -> Response:
     form = await _form(request)
     with _ctx(request).db.session() as db:
         me = _form_caller(request, db, form)
@@ -418,7 +428,9 @@ async def share(request: Request, workload_id: int) -> Response:
     return RedirectResponse(f"/workloads/{workload_id}", status_code=303)
 
 
-def _push(request: Request, db: DbSession, workload_id: int, push_id: int) -> tuple[Any, Any, Any, Any]:
+def _push(
+    request: Request, db: DbSession, workload_id: ObjectId, push_id: ObjectId
+) -> tuple[Any, Any, Any, Any]:
     me, w = _visible(request, db, workload_id)
     if me is None or w is None:
         return me, w, None, None
@@ -435,7 +447,7 @@ VIEWABLE = ("hang diagnosis", "straggler diagnosis", "report")
 
 
 @router.get("/workloads/{workload_id}/pushes/{push_id}", include_in_schema=False)
-def push_page(request: Request, workload_id: int, push_id: int) -> Response:
+def push_page(request: Request, workload_id: ObjectId, push_id: ObjectId) -> Response:
     from commcanary.server.ingest import facts_of
 
     with _ctx(request).db.session() as db:
@@ -470,7 +482,7 @@ def push_page(request: Request, workload_id: int, push_id: int) -> Response:
 
 
 @router.get("/workloads/{workload_id}/pushes/{push_id}/raw", include_in_schema=False)
-def push_raw(request: Request, workload_id: int, push_id: int) -> Response:
+def push_raw(request: Request, workload_id: ObjectId, push_id: ObjectId) -> Response:
     ctx = _ctx(request)
     with ctx.db.session() as db:
         me, _w, p, _a = _push(request, db, workload_id, push_id)
@@ -482,7 +494,7 @@ def push_raw(request: Request, workload_id: int, push_id: int) -> Response:
 
 
 @router.get("/workloads/{workload_id}/pushes/{push_id}/view", include_in_schema=False)
-def push_view(request: Request, workload_id: int, push_id: int) -> Response:
+def push_view(request: Request, workload_id: ObjectId, push_id: ObjectId) -> Response:
     """A document's own page, as ``commcanary`` renders it (its own strict
     Content-Security-Policy: no scripts, no forms)."""
     import orjson
@@ -517,7 +529,7 @@ def push_view(request: Request, workload_id: int, push_id: int) -> Response:
 
 
 @router.get("/workloads/{workload_id}/gate", include_in_schema=False)
-def gate(request: Request, workload_id: int, branch: str = "") -> Response:
+def gate(request: Request, workload_id: ObjectId, branch: str = "") -> Response:
     from commcanary.server.api import comparisons
     from commcanary.server.gate_chart import chart, first_failing
 
@@ -528,7 +540,7 @@ def gate(request: Request, workload_id: int, branch: str = "") -> Response:
         if w is None:
             return _not_found(me)
         points = []
-        for i, (p, facts) in enumerate(comparisons(db, w.id, branch[:255])):
+        for i, (p, facts) in enumerate(comparisons(db, w.id, _text(branch)[:255])):
             points.append(
                 {
                     "index": i,
@@ -678,7 +690,7 @@ async def create_token(request: Request) -> Response:
 
 
 @router.post("/settings/tokens/{token_id}/revoke", include_in_schema=False)
-async def revoke_token(request: Request, token_id: int) -> Response:
+async def revoke_token(request: Request, token_id: ObjectId) -> Response:
     form = await _form(request)
     with _ctx(request).db.session() as db:
         me = _form_caller(request, db, form)
