@@ -21,7 +21,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from commcanary.errors import InputError
-
 from commcanary.server.config import ServerConfig
 from commcanary.server.credentials import CookieSigner, write_bootstrap_token
 from commcanary.server.database import Database
