@@ -250,3 +250,27 @@ def push(
         headers={"Authorization": f"Bearer {token}"},
         timeout=120,
     )
+
+
+def make_comparisons(directory: Path, trace: Path) -> tuple[bytes, bytes]:
+    """A passing and a failing comparison, made by the command line from
+    ``trace`` (the failing candidate replayed at a quarter of the bandwidth)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from commcanary.cli import app
+
+    d = directory
+    for args in (
+        ["compile", str(trace), "-o", str(d / "c.json")],
+        ["replay", str(d / "c.json"), "-o", str(d / "base.json"), "--bandwidth-gbps", "200"],
+        ["replay", str(d / "c.json"), "-o", str(d / "slow.json"), "--bandwidth-gbps", "50"],
+        ["compare", str(d / "base.json"), str(d / "base.json"), "-o", str(d / "pass.json")],
+        ["compare", str(d / "base.json"), str(d / "slow.json"), "-o", str(d / "fail.json")],
+    ):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code in (0, 1), result.output
+    passing, failing = (d / "pass.json").read_bytes(), (d / "fail.json").read_bytes()
+    assert json.loads(passing)["verdict"] == "pass" and json.loads(failing)["verdict"] == "fail"
+    return passing, failing

@@ -30,6 +30,7 @@ from server_harness import (
     create_token,
     create_user,
     csrf,
+    make_comparisons,
     push,
 )
 
@@ -42,23 +43,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def comparisons(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, bytes]:
-    """A passing and a failing comparison, made by the command line (the
-    failing candidate replayed at half the bandwidth)."""
-    from commcanary.cli import app
-
-    d = tmp_path_factory.mktemp("cmp")
-    for args in (
-        ["compile", str(TRACE), "-o", str(d / "c.json")],
-        ["replay", str(d / "c.json"), "-o", str(d / "base.json"), "--bandwidth-gbps", "200"],
-        ["replay", str(d / "c.json"), "-o", str(d / "slow.json"), "--bandwidth-gbps", "50"],
-        ["compare", str(d / "base.json"), str(d / "base.json"), "-o", str(d / "pass.json")],
-        ["compare", str(d / "base.json"), str(d / "slow.json"), "-o", str(d / "fail.json")],
-    ):
-        result = runner.invoke(app, args)
-        assert result.exit_code in (0, 1), result.output
-    passing, failing = (d / "pass.json").read_bytes(), (d / "fail.json").read_bytes()
-    assert json.loads(passing)["verdict"] == "pass" and json.loads(failing)["verdict"] == "fail"
-    return passing, failing
+    return make_comparisons(tmp_path_factory.mktemp("cmp"), TRACE)
 
 
 def objects(server: Server) -> list[Path]:
