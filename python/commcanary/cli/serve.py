@@ -66,6 +66,24 @@ def serve_command(
             "--session-idle", metavar="SECONDS", min=1, help="A session unused this long ends (30 minutes)."
         ),
     ] = 30 * 60,
+    backup_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--backup",
+            metavar="DIR",
+            help="Write a backup of the server (its database and artifacts, consistent while it runs) into DIR, "
+            "a new directory, and exit.",
+        ),
+    ] = None,
+    restore_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--restore",
+            metavar="DIR",
+            help="Restore the backup in DIR into this (new) server's data directory and database, and exit; "
+            "SQLite and PostgreSQL take each other's backups.",
+        ),
+    ] = None,
 ) -> None:
     """Run the team server: workloads, diagnoses and gate history, with accounts."""
     with errors_exit():
@@ -86,6 +104,21 @@ def serve_command(
             max_upload_bytes=max_upload_bytes,
             session_idle_s=session_idle,
         )
+        if backup_dir is not None and restore_dir is not None:
+            fail("--backup and --restore: give one", EXIT_USAGE)
+        if backup_dir is not None or restore_dir is not None:
+            from commcanary.server.backup import backup, restore
+
+            if backup_dir is not None:
+                manifest = backup(config, backup_dir)
+                verb, where = "backed up", backup_dir
+            else:
+                assert restore_dir is not None
+                manifest = restore(config, restore_dir)
+                verb, where = "restored", restore_dir
+            counts = ", ".join(f"{n} {t}" for t, n in manifest["tables"].items())
+            typer.echo(f"{verb} {where}: {counts} (schema {manifest['revision']})")
+            return
         app = create_app(config)
         url = f"http://{host}:{port}"
         typer.echo(f"commcanary serve: {url} (data in {data_dir})")
