@@ -483,3 +483,18 @@ def test_killed_mid_upload_leaves_nothing_and_resumes_analyses(tmp_path: Path, d
         assert "status-done" in page
     finally:
         server.stop()
+
+
+def test_concurrent_first_pushes_to_one_workload(server: Server) -> None:
+    """Pushes racing to make the same workload, and the same bytes, all land."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    token = create_token(server.setup())
+    data = TRACE.read_bytes()
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(
+            pool.map(lambda i: push(server, token, data, workload="race", name=f"t{i}.json"), range(16))
+        )
+    assert [a.status_code for a in answers] == [201] * 16
+    assert len({a.json()["workload_id"] for a in answers}) == 1
+    assert len(objects(server)) == 1

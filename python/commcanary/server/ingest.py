@@ -11,12 +11,14 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
 from commcanary import _core
@@ -27,6 +29,8 @@ from commcanary.server.schema import Artifact, Push, Workload
 from commcanary.server.store import Received, Store
 
 __all__ = ["EVIDENCE_KINDS", "Ingested", "classify", "clean_name", "ingest"]
+
+T = TypeVar("T")
 
 #: Kinds of raw evidence (not commcanary documents).
 EVIDENCE_KINDS = ("flight recorder dump", "profiler trace", "text")
@@ -168,27 +172,25 @@ def ingest(
         raise
     store.keep(received)
     now = time.time()
-    artifact = db.get(Artifact, received.digest)
-    if artifact is None:
-        db.add(
-            Artifact(
-                digest=received.digest,
-                size=received.size,
-                kind=kind,
-                format=fmt,
-                facts=orjson.dumps(facts, option=orjson.OPT_SORT_KEYS).decode(),
-                signed_by=signed_by,
-                stored_at=now,
-            )
-        )
-    elif signed_by and not artifact.signed_by:
+    new_artifact = Artifact(
+        digest=received.digest,
+        size=received.size,
+        kind=kind,
+        format=fmt,
+        facts=orjson.dumps(facts, option=orjson.OPT_SORT_KEYS).decode(),
+        signed_by=signed_by,
+        stored_at=now,
+    )
+    artifact, _ = _get_or_add(db, lambda: db.get(Artifact, received.digest), new_artifact)
+    if signed_by and not artifact.signed_by:
         artifact.signed_by = signed_by
-    row = db.scalar(select(Workload).where(Workload.owner_id == principal.user_id, Workload.name == workload))
-    created = row is None
-    if row is None:
-        row = Workload(name=workload, owner_id=principal.user_id, created_at=now)
-        db.add(row)
-        db.flush()
+    row, created = _get_or_add(
+        db,
+        lambda: db.scalar(
+            select(Workload).where(Workload.owner_id == principal.user_id, Workload.name == workload)
+        ),
+        Workload(name=workload, owner_id=principal.user_id, created_at=now),
+    )
     push = Push(
         workload_id=row.id,
         digest=received.digest,
@@ -203,6 +205,25 @@ def ingest(
     db.add(push)
     db.flush()
     return Ingested(push.id, row.id, received.digest, kind, fmt, facts, signed_by or None, created)
+
+
+def _get_or_add(db: DbSession, find: Callable[[], T | None], new: T) -> tuple[T, bool]:
+    """The row ``find`` gives, or ``new`` added (and whether it was): a
+    concurrent push of the same workload or bytes that wins the insert is
+    found again, not an error."""
+    found = find()
+    if found is not None:
+        return found, False
+    try:
+        with db.begin_nested():
+            db.add(new)
+            db.flush()
+        return new, True
+    except IntegrityError:
+        again = find()
+        if again is None:
+            raise
+        return again, False
 
 
 def facts_of(artifact: Artifact) -> dict[str, Any]:
