@@ -498,3 +498,22 @@ def test_concurrent_first_pushes_to_one_workload(server: Server) -> None:
     assert [a.status_code for a in answers] == [201] * 16
     assert len({a.json()["workload_id"] for a in answers}) == 1
     assert len(objects(server)) == 1
+
+
+def test_a_workload_page_lists_its_pushes_a_hundred_at_a_time(server: Server) -> None:
+    root = server.setup()
+    token = create_token(root)
+    data = TRACE.read_bytes()
+    wid = 0
+    for i in range(105):
+        wid = push(server, token, data, workload="many", name=f"t{i:03d}.json").json()["workload_id"]
+    page = root.get(f"/workloads/{wid}").text
+    assert "105 pushes" in page and page.count("t104.json") == 1 and "t004.json" not in page
+    older = re.search(r'id="older" href="([^"]+)"', page)
+    assert older
+    rest = root.get(older.group(1).replace("&amp;", "&")).text
+    assert (
+        "t004.json" in rest and "t000.json" in rest and "t005.json" not in rest and 'id="older"' not in rest
+    )
+    listed = root.get("/workloads").text
+    assert re.search(r'>many</a></td><td>root</td><td class="num">105<', listed)

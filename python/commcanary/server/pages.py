@@ -43,6 +43,8 @@ VERDICT_CLASS = {
     "stragglers": "warn",
     "none": "pass",
 }
+#: Pushes a workload's page lists at once (then a link to older ones).
+PUSHES_PER_PAGE = 100
 #: The largest form body a page reads, bytes.
 MAX_FORM_BYTES = 64 << 10
 
@@ -307,31 +309,41 @@ def workloads(
             query = query.where(User.name == owner[:64])
         if branch:
             query = query.where(Workload.id.in_(select(Push.workload_id).where(Push.branch == branch[:255])))
+        found = db.execute(
+            query.add_columns(User.name).order_by(Workload.name, Workload.id).limit(1000)
+        ).all()
+        ids = [w.id for w, _ in found]
+        # Per workload, in three queries whatever their number: the pushes'
+        # count and time of the last, and the last verdict given.
+        stats = {
+            wid: (n, last)
+            for wid, n, last in db.execute(
+                select(Push.workload_id, func.count(), func.max(Push.pushed_at))
+                .where(Push.workload_id.in_(ids))
+                .group_by(Push.workload_id)
+            ).all()
+        }
+        judged = (
+            select(func.max(Push.id))
+            .where(Push.workload_id.in_(ids), Push.verdict.is_not(None))
+            .group_by(Push.workload_id)
+        )
+        verdicts = dict(db.execute(select(Push.workload_id, Push.verdict).where(Push.id.in_(judged))).all())
         rows = []
-        for w in db.scalars(query.order_by(Workload.name, Workload.id).limit(1000)).all():
-            last = db.scalars(
-                select(Push).where(Push.workload_id == w.id).order_by(Push.id.desc()).limit(1)
-            ).first()
-            judged = db.scalars(
-                select(Push)
-                .where(Push.workload_id == w.id, Push.verdict.is_not(None))
-                .order_by(Push.id.desc())
-                .limit(1)
-            ).first()
-            last_verdict = judged.verdict if judged else None
+        for w, owner_name in found:
+            last_verdict = verdicts.get(w.id)
             if verdict and last_verdict != verdict:
                 continue
-            count = db.scalar(select(func.count()).select_from(Push).where(Push.workload_id == w.id)) or 0
-            owner_row = db.get(User, w.owner_id)
+            count, last = stats.get(w.id, (0, None))
             rows.append(
                 {
                     "id": w.id,
                     "name": w.name,
-                    "owner": owner_row.name if owner_row else "",
+                    "owner": owner_name,
                     "pushes": count,
                     "verdict": last_verdict,
                     "verdict_class": VERDICT_CLASS.get(last_verdict or "", "inconclusive"),
-                    "last": _when(last.pushed_at if last else w.created_at),
+                    "last": _when(last or w.created_at),
                 }
             )
         return _page(
@@ -358,19 +370,24 @@ def _not_found(me: auth.Principal | None) -> HTMLResponse:
 
 
 @router.get("/workloads/{workload_id}", include_in_schema=False)
-def workload(request: Request, workload_id: ObjectId) -> Response:
+def workload(request: Request, workload_id: ObjectId, before: int = 0) -> Response:
     with _ctx(request).db.session() as db:
         me, w = _visible(request, db, workload_id)
         if me is None:
             return _to_login(request)
         if w is None:
             return _not_found(me)
-        pushes = db.execute(
+        listed = (
             select(Push, Artifact)
             .join(Artifact, Artifact.digest == Push.digest)
             .where(Push.workload_id == w.id)
-            .order_by(Push.id.desc())
-        ).all()
+        )
+        if 0 < before < 2**31:
+            listed = listed.where(Push.id < before)
+        pushes = db.execute(listed.order_by(Push.id.desc()).limit(PUSHES_PER_PAGE + 1)).all()
+        older = pushes[PUSHES_PER_PAGE][0].id + 1 if len(pushes) > PUSHES_PER_PAGE else None
+        pushes = pushes[:PUSHES_PER_PAGE]
+        total = db.scalar(select(func.count()).select_from(Push).where(Push.workload_id == w.id)) or 0
         rows = [
             {
                 "id": p.id,
@@ -385,7 +402,12 @@ def workload(request: Request, workload_id: ObjectId) -> Response:
             }
             for p, a in pushes
         ]
-        branches = sorted({p.branch for p, _ in pushes if p.branch and p.kind == "comparison"})
+        branches = db.scalars(
+            select(Push.branch)
+            .where(Push.workload_id == w.id, Push.kind == "comparison", Push.branch.is_not(None))
+            .distinct()
+            .order_by(Push.branch)
+        ).all()
         analyses = db.scalars(
             select(Analysis).where(Analysis.workload_id == w.id).order_by(Analysis.id.desc())
         ).all()
@@ -407,6 +429,8 @@ def workload(request: Request, workload_id: ObjectId) -> Response:
             analyses=analyses,
             manage=auth.can_manage(me, w),
             shared=shared,
+            total=total,
+            older=older,
         )
 
 
