@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -517,3 +518,35 @@ def test_a_workload_page_lists_its_pushes_a_hundred_at_a_time(server: Server) ->
     )
     listed = root.get("/workloads").text
     assert re.search(r'>many</a></td><td>root</td><td class="num">105<', listed)
+
+
+def test_signed_artifacts_are_verified_and_marked(server: Server, tmp_path: Path) -> None:
+    from commcanary.cli import main
+
+    root = server.setup()
+    token_file = tmp_path / "token"
+    token_file.write_text(create_token(root))
+    key = tmp_path / "key.pem"
+    assert main(["keygen", "-o", str(key)]) == 0
+    trace = tmp_path / "signed.json"
+    shutil.copyfile(TRACE, trace)
+    assert main(["sign", str(trace), "--key", str(key)]) == 0
+    # Signed, but the server trusts no key yet: refused, nothing kept.
+    out = run_push(str(trace), "--server", server.url, "--token-file", str(token_file), "--workload", "s")
+    assert out.returncode == 3 and "trusts no key" in out.stderr
+    assert objects(server) == []
+    shutil.copyfile(key.with_name(key.name + ".pub"), server.data_dir / "trusted-keys.pem")
+    out = run_push(str(trace), "--server", server.url, "--token-file", str(token_file), "--workload", "s")
+    assert out.returncode == 0 and ", signed by " in out.stdout, out.stderr
+    page = root.get("/workloads").text
+    wid = re.search(r'href="/workloads/(\d+)">s<', page)
+    assert wid
+    from commcanary.signing import key_id
+
+    assert key_id(key) in out.stdout and key_id(key) in root.get(f"/workloads/{wid.group(1)}").text
+    # A signature of other bytes: refused.
+    tampered = tmp_path / "tampered.json"
+    tampered.write_bytes(TRACE.read_bytes().replace(b"}", b" }", 1))
+    shutil.copyfile(trace.with_name(trace.name + ".sig"), tampered.with_name(tampered.name + ".sig"))
+    out = run_push(str(tampered), "--server", server.url, "--token-file", str(token_file), "--workload", "s")
+    assert out.returncode == 3 and "signature" in out.stderr
