@@ -6,6 +6,7 @@ refusals and the shard rules."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -303,12 +304,19 @@ def test_ctrl_c_is_forwarded_to_the_program(tmp_path: Path) -> None:
         text=True,
         start_new_session=True,
     )
-    for _ in range(300):
-        if (tmp_path / "ready").exists():
-            break
+    # The program is ready once its handler is set (up to 2 minutes on a
+    # loaded host: an interrupt before that would end it without a record).
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
+    assert (tmp_path / "ready").exists(), "the program never got ready"
     proc.send_signal(signal.SIGINT)  # to capture only: it forwards the interrupt
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
     assert proc.returncode == 0, err
     assert out.startswith("captured trace: x.json")
     assert len(json.loads((tmp_path / "x.json").read_text())["events"]) == 1

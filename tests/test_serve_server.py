@@ -550,3 +550,55 @@ def test_signed_artifacts_are_verified_and_marked(server: Server, tmp_path: Path
     shutil.copyfile(trace.with_name(trace.name + ".sig"), tampered.with_name(tampered.name + ".sig"))
     out = run_push(str(tampered), "--server", server.url, "--token-file", str(token_file), "--workload", "s")
     assert out.returncode == 3 and "signature" in out.stderr
+
+
+def test_system_settings_retention_and_upload_limit(server: Server, tmp_path: Path) -> None:
+    import sqlalchemy
+
+    root = server.setup()
+    token = create_token(root)
+    old = push(server, token, TRACE.read_bytes(), workload="keep", name="old.json").json()
+    kept = push(
+        server,
+        token,
+        (DATA / "hang" / "gloo_tp4_rank3_skips_allreduce.fr.json").read_bytes(),
+        workload="keep",
+        name="new.json",
+    ).json()
+    assert len(objects(server)) == 2
+    # The old push, three days old.
+    url = server.database or f"sqlite:///{server.data_dir / 'commcanary.db'}"
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(
+            sqlalchemy.text("UPDATE pushes SET pushed_at = pushed_at - 3 * 86400 WHERE id = :id"),
+            {"id": old["push_id"]},
+        )
+    engine.dispose()
+    create_user(root, "frank")
+    frank = server.login("frank", USER_PASSWORD)
+    assert frank.get("/settings/system").status_code == 404
+    page = root.get("/settings/system")
+    assert page.status_code == 200
+    r = frank.post(
+        "/settings/system",
+        data={"csrf": csrf(frank.get("/workloads").text), "retention_days": "1", "max_upload_bytes": "4096"},
+    )
+    assert r.status_code == 404
+    for bad in (
+        {"retention_days": "-1", "max_upload_bytes": "4096"},
+        {"retention_days": "1", "max_upload_bytes": "1"},
+    ):
+        r = root.post("/settings/system", data={"csrf": csrf(page.text), **bad})
+        assert r.status_code == 422
+    assert len(objects(server)) == 2
+    r = root.post(
+        "/settings/system", data={"csrf": csrf(page.text), "retention_days": "1", "max_upload_bytes": "4096"}
+    )
+    assert r.status_code == 200 and "removed 1 push(es) and 1 artifact(s)" in r.text
+    remaining = objects(server)
+    assert [p.name for p in remaining] == [kept["digest"]]
+    listed = root.get(f"/workloads/{kept['workload_id']}").text
+    assert "new.json" in listed and "old.json" not in listed
+    # The upload limit from the settings: 4 KiB.
+    assert push(server, token, TRACE.read_bytes(), workload="keep", name="big.json").status_code == 413

@@ -35,6 +35,8 @@ log = logging.getLogger("commcanary.server.analyses")
 #: What an analysis may be.
 ANALYSES = ("hang", "stragglers")
 _POLL_S = 0.5
+#: How often pushes past the retention are deleted, seconds.
+_SWEEP_EVERY_S = 600.0
 
 
 class Analyses:
@@ -63,7 +65,16 @@ class Analyses:
             return len(s.scalars(select(Analysis.id).where(Analysis.status == "queued")).all())
 
     def _run(self) -> None:
+        swept = -_SWEEP_EVERY_S
         while not self._stop.is_set():
+            if time.monotonic() - swept > _SWEEP_EVERY_S:
+                swept = time.monotonic()
+                try:
+                    from commcanary.server.settings import sweep
+
+                    sweep(self.ctx)
+                except Exception:  # a failed sweep is retried at the next one
+                    log.exception("retention sweep failed")
             try:
                 ran = self._one()
             except Exception:  # a bug in one analysis must not stop the queue

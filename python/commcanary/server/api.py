@@ -146,8 +146,9 @@ async def push_artifact(
     ctx = _ctx(request)
     me = await run_in_threadpool(_authenticated_token, request)
     signature = _signature(request.headers.get("x-commcanary-signature"))
+    limit = await run_in_threadpool(_upload_limit, ctx)
     try:
-        received = await ctx.store.receive(request.stream())
+        received = await ctx.store.receive(request.stream(), limit)
     except TooLarge as exc:
         raise HTTPException(413, str(exc)) from None
     request.app.state.metrics.uploads.inc(received.size)
@@ -185,6 +186,13 @@ async def push_artifact(
         raise HTTPException(413, str(exc)) from None
     except InputError as exc:
         raise HTTPException(422, str(exc)) from None
+
+
+def _upload_limit(ctx: Any) -> int:
+    from commcanary.server.settings import load
+
+    with ctx.db.session() as db:
+        return load(db, ctx.config).max_upload_bytes
 
 
 def _authenticated_token(request: Request) -> Principal:

@@ -38,7 +38,7 @@ __all__ = ["BACKUP_FORMAT", "backup", "restore"]
 
 BACKUP_FORMAT = "commcanary.server-backup.v1"
 #: Tables kept, in an order that inserts parents before children.
-TABLES = ("users", "api_tokens", "workloads", "shares", "artifacts", "pushes", "analyses")
+TABLES = ("users", "api_tokens", "workloads", "shares", "artifacts", "pushes", "analyses", "settings")
 _BLOCK = 1 << 20
 
 

@@ -676,6 +676,67 @@ async def create_user(request: Request) -> Response:
     return RedirectResponse("/users", status_code=303)
 
 
+@router.get("/settings/system", include_in_schema=False)
+def system(request: Request) -> Response:
+    ctx = _ctx(request)
+    with ctx.db.session() as db:
+        me = _me(request, db)
+        if me is None:
+            return _to_login(request)
+        if not me.is_admin:
+            return _not_found(me)
+        return _system_page(db, ctx, me)
+
+
+def _system_page(db: DbSession, ctx: Any, me: auth.Principal, status: int = 200, **more: Any) -> HTMLResponse:
+    from commcanary.server.settings import load
+
+    count, size = db.execute(select(func.count(), func.coalesce(func.sum(Artifact.size), 0))).one()
+    storage = Markup(
+        components().kv_table(
+            [
+                ["Artifacts", f"{count:,}"],
+                ["Bytes", f"{size:,}"],
+                ["Data directory", str(ctx.config.data_dir)],
+            ]
+        )
+    )
+    return _page(
+        "system.html.j2",
+        "System settings",
+        me,
+        status=status,
+        s=load(db, ctx.config),
+        storage=storage,
+        ceiling=ctx.config.max_upload_bytes,
+        **more,
+    )
+
+
+@router.post("/settings/system", include_in_schema=False)
+async def save_system(request: Request) -> Response:
+    from commcanary.server.settings import parse, save, sweep
+
+    ctx = _ctx(request)
+    form = await _form(request)
+    with ctx.db.session() as db:
+        me = _form_caller(request, db, form)
+        if isinstance(me, Response):
+            return me
+        if not me.is_admin:
+            return _not_found(me)
+        try:
+            settings = parse(ctx.config, form.get("retention_days", ""), form.get("max_upload_bytes", ""))
+        except InputError as exc:
+            return _system_page(db, ctx, me, status=422, flash=str(exc), flash_kind="error")
+        save(db, settings)
+    pushes, artifacts = sweep(ctx)
+    with ctx.db.session() as db:
+        return _system_page(
+            db, ctx, me, flash=f"Saved. Retention removed {pushes} push(es) and {artifacts} artifact(s)."
+        )
+
+
 @router.get("/settings/tokens", include_in_schema=False)
 def tokens(request: Request) -> Response:
     with _ctx(request).db.session() as db:

@@ -26,6 +26,7 @@ __all__ = [
     "LoginFailure",
     "Push",
     "Session",
+    "Setting",
     "Share",
     "User",
     "Workload",
@@ -129,6 +130,14 @@ class Push(Base):
     commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
     pushed_by: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     pushed_at: Mapped[float] = mapped_column(Float)
+
+
+class Setting(Base):
+    """A system setting changed on the settings page (:mod:`.settings`)."""
+
+    __tablename__ = "settings"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
 
 
 class Analysis(Base):

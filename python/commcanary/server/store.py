@@ -61,9 +61,11 @@ class Store:
             raise ValueError("not a digest")
         return self.config.objects_dir / digest[:2] / digest
 
-    async def receive(self, chunks: AsyncIterator[bytes]) -> Received:
+    async def receive(self, chunks: AsyncIterator[bytes], limit: int | None = None) -> Received:
         """The upload written to a temporary file: :class:`TooLarge` past
-        the size limit (what arrived is removed, nothing more is read)."""
+        ``limit`` (the configured one by default; what arrived is removed,
+        nothing more is read)."""
+        limit = self.config.max_upload_bytes if limit is None else min(limit, self.config.max_upload_bytes)
         fd, name = _temporary(self.config.tmp_dir)
         path = Path(name)
         hasher = blake3.blake3()
@@ -72,10 +74,8 @@ class Store:
             with os.fdopen(fd, "wb") as out:
                 async for chunk in chunks:
                     size += len(chunk)
-                    if size > self.config.max_upload_bytes:
-                        raise TooLarge(
-                            f"the upload is over the limit of {self.config.max_upload_bytes} bytes"
-                        )
+                    if size > limit:
+                        raise TooLarge(f"the upload is over the limit of {limit} bytes")
                     hasher.update(chunk)
                     out.write(chunk)
                 out.flush()
