@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -99,3 +100,31 @@ def test_metrics_logs_and_ids(server: Server) -> None:
     requests = [doc for doc in lines if doc.get("logger") == "commcanary.server.access"]
     assert any(d["route"] == "/api/v1/artifacts" and d["status"] == 201 for d in requests)
     assert all({"ts", "method", "route", "status", "ms"} <= set(d) for d in requests)
+
+
+def test_bodies_read_whole_are_bounded(server: Server) -> None:
+    root = server.setup()
+    token = create_token(root)
+    auth = {"Authorization": f"Bearer {token}"}
+    big = b'{"analysis": "hang", "pushes": [' + b"1," * (1 << 20) + b"1]}"
+    r = httpx.post(
+        f"{server.url}/api/v1/workloads/1/analyses",
+        content=big,
+        headers={**auth, "Content-Type": "application/json"},
+    )
+    assert r.status_code == 413
+
+    def chunks() -> Any:
+        yield b'{"analysis": "hang", '
+        yield b'"pushes": [1]}'
+
+    r = httpx.post(
+        f"{server.url}/api/v1/workloads/1/analyses",
+        content=chunks(),
+        headers={**auth, "Content-Type": "application/json"},
+    )
+    assert r.status_code == 411
+    r = root.post(
+        "/users", content=b"x" * (2 << 20), headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
+    assert r.status_code == 413

@@ -104,7 +104,8 @@ def create_app(config: ServerConfig) -> FastAPI:
     async def security_headers(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
-        response = await call_next(request)
+        refused = _body_refused(request)
+        response = refused if refused is not None else await call_next(request)
         response.headers.setdefault("Content-Security-Policy", SERVER_CSP)
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["X-Frame-Options"] = "DENY"
@@ -125,6 +126,28 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.add_api_route("/metrics", api.metrics, methods=["GET"], include_in_schema=False)
     app.include_router(pages.router)
     return app
+
+
+#: The largest request body anywhere but an upload (forms, JSON), bytes.
+MAX_BODY_BYTES = 1 << 20
+#: The route whose body is an upload (streamed to disk, bounded there).
+UPLOAD_PATH = "/api/v1/artifacts"
+
+
+def _body_refused(request: Request) -> Response | None:
+    """A request whose body would be read into memory whole (a form, JSON)
+    without a length, or longer than :data:`MAX_BODY_BYTES`, is refused
+    before it is read."""
+    if request.method not in ("POST", "PUT", "PATCH") or request.url.path == UPLOAD_PATH:
+        return None
+    length = request.headers.get("content-length")
+    if length is None:
+        if request.headers.get("transfer-encoding"):
+            return JSONResponse({"detail": "a request body needs a Content-Length"}, status_code=411)
+        return None
+    if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+        return JSONResponse({"detail": f"the request body is over {MAX_BODY_BYTES} bytes"}, status_code=413)
+    return None
 
 
 def _version() -> str:
