@@ -387,6 +387,8 @@ def test_push_raw_evidence_and_the_analysis_finds_the_root(server: Server, tmp_p
     assert "status-done" in page, page
     result = re.search(rf'href="/workloads/{wid}/pushes/(\d+)">view', page)
     assert result
+    job = re.findall(r'<div class="label">([^<]+)</div><div class="value">([^<]+)</div>', page)
+    assert job == [("Ranks", "4"), ("Groups", "3"), ("Hang root ranks", "3")], job
     view = root.get(f"/workloads/{wid}/pushes/{result.group(1)}/view").text
     assert 'class="row-root"' in view and "rank 3" in view.lower()
     # The command line's diagnosis, byte for byte, the evidence named as pushed.
@@ -602,3 +604,34 @@ def test_system_settings_retention_and_upload_limit(server: Server, tmp_path: Pa
     assert "new.json" in listed and "old.json" not in listed
     # The upload limit from the settings: 4 KiB.
     assert push(server, token, TRACE.read_bytes(), workload="keep", name="big.json").status_code == 413
+
+
+def test_the_canary_registry_filters_and_idle_sessions(tmp_path: Path, database: str | None) -> None:
+    from commcanary.cli import main
+
+    server = Server(tmp_path / "data", database, ["--session-idle", "3"]).start()
+    try:
+        root = server.setup()
+        token = create_token(root)
+        canary = tmp_path / "c.json"
+        assert main(["compile", str(TRACE), "-o", str(canary)]) == 0
+        r = push(
+            server, token, canary.read_bytes(), workload="lane-a", name="c.json", branch="main", commit="c1"
+        )
+        assert r.status_code == 201 and r.json()["kind"] == "canary"
+        push(server, token, _diagnosed_hang(), workload="job-b", name="hang.json", branch="dev")
+        registry = root.get("/canaries").text
+        assert r.json()["digest"] in registry and "full_source" in registry and "lossless_timing" in registry
+        # The workload list's filters: by name, owner, branch and verdict.
+        names = lambda html: re.findall(r'href="/workloads/\d+">([^<]+)</a>', html)  # noqa: E731
+        assert names(root.get("/workloads").text) == ["job-b", "lane-a"]
+        assert names(root.get("/workloads", params={"q": "lane"}).text) == ["lane-a"]
+        assert names(root.get("/workloads", params={"branch": "dev"}).text) == ["job-b"]
+        assert names(root.get("/workloads", params={"verdict": "hang"}).text) == ["job-b"]
+        assert names(root.get("/workloads", params={"owner": "nobody"}).text) == []
+        assert names(root.get("/workloads", params={"owner": "root", "q": "%"}).text) == []
+        # A session unused past --session-idle ends.
+        time.sleep(4)
+        assert root.get("/workloads").status_code == 303
+    finally:
+        server.stop()

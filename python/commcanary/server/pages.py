@@ -388,6 +388,7 @@ def workload(request: Request, workload_id: ObjectId, before: int = 0) -> Respon
         older = pushes[PUSHES_PER_PAGE][0].id + 1 if len(pushes) > PUSHES_PER_PAGE else None
         pushes = pushes[:PUSHES_PER_PAGE]
         total = db.scalar(select(func.count()).select_from(Push).where(Push.workload_id == w.id)) or 0
+        job = _job_summary(db, w.id)
         rows = [
             {
                 "id": p.id,
@@ -431,7 +432,40 @@ def workload(request: Request, workload_id: ObjectId, before: int = 0) -> Respon
             shared=shared,
             total=total,
             older=older,
+            job=job,
         )
+
+
+#: What a workload's page says of its job, from its newest diagnoses: fact
+#: name in the documents' facts, and the label shown.
+JOB_FACTS = (
+    ("world_size", "Ranks"),
+    ("groups", "Groups"),
+    ("steps", "Steps"),
+    ("root_ranks", "Hang root ranks"),
+)
+
+
+def _job_summary(db: DbSession, workload_id: int) -> list[tuple[str, str]]:
+    """Ranks, groups, steps and the hang's root ranks, each from the newest
+    diagnosis pushed to the workload that gives it."""
+    from commcanary.server.ingest import facts_of
+
+    found: dict[str, str] = {}
+    rows = db.scalars(
+        select(Artifact)
+        .join(Push, Push.digest == Artifact.digest)
+        .where(
+            Push.workload_id == workload_id,
+            Push.kind.in_(("hang diagnosis", "straggler diagnosis", "step recovery")),
+        )
+        .order_by(Push.id.desc())
+        .limit(50)
+    ).all()
+    for artifact in rows:
+        for key, value in facts_of(artifact).items():
+            found.setdefault(key, value)
+    return [(label, found[key]) for key, label in JOB_FACTS if key in found]
 
 
 @router.post("/workloads/{workload_id}/share", include_in_schema=False)
@@ -616,6 +650,10 @@ def canaries(request: Request) -> Response:
                 {
                     "digest": artifact.digest,
                     "sha256": facts.get("sha256", ""),
+                    "workload": facts.get("workload", ""),
+                    "coverage": facts.get("source_coverage", ""),
+                    "timing": facts.get("timing", ""),
+                    "max_gap_error_us": facts.get("max_gap_error_us", ""),
                     "source_events": facts.get("source_events", ""),
                     "signed": artifact.signed_by,
                     "workloads": [],

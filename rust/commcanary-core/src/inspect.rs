@@ -118,6 +118,65 @@ const COMPARISON_THRESHOLDS: [&str; 3] = [
     "p99_threshold_pct",
 ];
 
+/// What a document says of its job and its making, as facts: a canary's
+/// workload, source coverage and timing bounds; a diagnosis' world, groups,
+/// steps and roots.
+fn job_facts(format: &str, root: Value<'_>) -> Vec<(String, String)> {
+    let text = |v: Option<Value<'_>>| -> Option<String> {
+        v.and_then(|v| v.as_str().map(str::to_owned).or_else(|| number_text(v)))
+    };
+    let count = |v: Option<Value<'_>>| {
+        v.filter(|v| v.is_array())
+            .map(|v| v.elements().count().to_string())
+    };
+    let path = |keys: &[&str]| keys.iter().try_fold(root, |v, k| v.get(k));
+    let wanted: Vec<(&str, Option<String>)> = match format {
+        document::CANARY | document::CANARY_LOOP => vec![
+            ("workload", text(path(&["workload", "name"]))),
+            (
+                "source_coverage",
+                text(path(&["compiler", "source_coverage_status"])),
+            ),
+            ("timing", text(path(&["compiler", "fidelity", "mode"]))),
+            (
+                "max_gap_error_us",
+                text(path(&["compiler", "fidelity", "max_gap_error_us"])),
+            ),
+            (
+                "total_gap_error_us",
+                text(path(&["compiler", "fidelity", "total_gap_error_us"])),
+            ),
+            ("canary_events", text(path(&["compiler", "canary_events"]))),
+        ],
+        document::HANG => vec![
+            ("world_size", text(root.get("world_size"))),
+            ("groups", count(root.get("groups"))),
+            (
+                "root_ranks",
+                root.get("root").filter(|v| v.is_array()).map(|r| {
+                    r.elements()
+                        .filter_map(|e| e.get("rank").and_then(|x| x.as_i64()))
+                        .map(|x| x.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }),
+            ),
+        ],
+        document::STRAGGLERS => vec![
+            ("world_size", text(root.get("world"))),
+            ("groups", count(root.get("groups"))),
+            ("steps", count(root.get("steps"))),
+            ("findings", count(root.get("findings"))),
+        ],
+        document::STEPS => vec![("steps", text(root.get("step_count")))],
+        _ => Vec::new(),
+    };
+    wanted
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v)))
+        .collect()
+}
+
 fn invalid(message: impl Into<String>) -> Error {
     Error::invalid(message.into())
 }
@@ -202,6 +261,7 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspected> {
             .ok_or_else(|| invalid(format!("verdict: expected one of {}", allowed.join(", "))))?;
         facts.push(("verdict".into(), verdict.to_owned()));
     }
+    facts.extend(job_facts(&format, root));
     if format == document::COMPARISON {
         for (section, names) in [
             ("delta", &COMPARISON_DELTAS),
@@ -262,6 +322,13 @@ mod tests {
             inspect(no_delta.as_bytes()).unwrap_err().message(),
             "delta: expected dict"
         );
+        let straggling = br#"{"format":"commcanary.stragglers.v1","verdict":"stragglers",
+            "step_source":"ProfilerStep","world":4,"groups":[{},{}],"steps":[1,2,3],"findings":[{}],
+            "ranks":[],"detector":{},"evidence":{},"communication":[]}"#;
+        let got = inspect(straggling).unwrap();
+        assert_eq!(fact(&got, "world_size"), Some("4"));
+        assert_eq!(fact(&got, "groups"), Some("2"));
+        assert_eq!(fact(&got, "steps"), Some("3"));
         let timeline = br#"{"traceEvents":[],"metadata":{"format":"commcanary.timeline.v1"}}"#;
         assert_eq!(inspect(timeline).unwrap().kind, "timeline");
         for bad in [
