@@ -387,6 +387,13 @@ def test_push_raw_evidence_and_the_analysis_finds_the_root(server: Server, tmp_p
     assert "status-done" in page, page
     result = re.search(rf'href="/workloads/{wid}/pushes/(\d+)">view', page)
     assert result
+    # The job's timeline too, for Perfetto, with the hang marked.
+    timeline = re.search(rf'href="/workloads/{wid}/pushes/(\d+)">timeline.json</a></td><td>timeline<', page)
+    assert timeline, page
+    timeline_page = root.get(f"/workloads/{wid}/pushes/{timeline.group(1)}").text
+    assert "ui.perfetto.dev" in timeline_page
+    marks = root.get(f"/workloads/{wid}/pushes/{timeline.group(1)}/raw").content
+    assert b"root: " in marks and b"/analysis-" not in marks
     job = re.findall(r'<div class="label">([^<]+)</div><div class="value">([^<]+)</div>', page)
     assert job == [("Ranks", "4"), ("Groups", "3"), ("Hang root ranks", "3")], job
     view = root.get(f"/workloads/{wid}/pushes/{result.group(1)}/view").text

@@ -103,16 +103,20 @@ class Analyses:
         if job is None:
             return False
         try:
-            data, name = self._diagnose(job)
+            results = self._diagnose(job)
         except CommCanaryError as exc:
             self._finish(job.id, status="failed", error=str(exc), progress="")
             return True
-        self._keep(job, data, name)
+        self._keep(job, results)
         return True
 
-    def _diagnose(self, job: Analysis) -> tuple[bytes, str]:
+    def _diagnose(self, job: Analysis) -> list[tuple[bytes, str]]:
+        """The diagnosis' document, then the job's timeline (Perfetto) with
+        the diagnosis marked on it when the evidence gives one; each with the
+        name it is pushed as."""
         from commcanary.analysis.hang import diagnose_hang
         from commcanary.analysis.stragglers import diagnose_stragglers
+        from commcanary.exporters.timeline import timeline
 
         push_ids: list[int] = orjson.loads(job.evidence)
         with self.ctx.db.session() as s:
@@ -121,37 +125,44 @@ class Analyses:
             ).all()
             files = [(p.name, p.digest) for p in pushes]
         with tempfile.TemporaryDirectory(prefix="analysis-", dir=self.ctx.config.tmp_dir) as d:
+            evidence = Path(d) / "evidence"
+            evidence.mkdir()
             used: set[str] = set()
             for name, digest in files:
-                target = Path(d) / _unique(name, used)
-                os.link(self.ctx.store.path_of(digest), target)
+                os.link(self.ctx.store.path_of(digest), evidence / _unique(name, used))
             self._progress(job.id, f"diagnosing {len(files)} file(s)")
+            hang = None
             if job.analysis == "hang":
-                data, name = diagnose_hang(Path(d)).data, "hang.json"
+                data, name = diagnose_hang(evidence).data, "hang.json"
+                hang = Path(d) / name
+                hang.write_bytes(data)
             else:
-                data, name = diagnose_stragglers(Path(d)).data, "stragglers.json"
+                data, name = diagnose_stragglers(evidence).data, "stragglers.json"
+            results = [(data, name)]
+            self._progress(job.id, "drawing the timeline")
+            try:
+                results.append((timeline(evidence, hang=hang).data, "timeline.json"))
+            except CommCanaryError as exc:  # evidence without calls to draw: the diagnosis stands alone
+                log.info("no timeline", extra={"fields": {"analysis": job.id, "why": str(exc)}})
             # The evidence is named as it was pushed, not by the server's
             # temporary directory (a random name, so the bytes say nothing else).
-            return data.replace(f'"{d}/'.encode(), b'"'), name
+            prefix = f'"{evidence}/'.encode()
+            return [(data.replace(prefix, b'"'), name) for data, name in results]
 
-    def _keep(self, job: Analysis, data: bytes, name: str) -> None:
+    def _keep(self, job: Analysis, results: list[tuple[bytes, str]]) -> None:
+        """Each result kept and pushed to the workload (its owner's), the
+        analysis marked done with the diagnosis' push."""
+        import blake3
+
         from commcanary.server.auth import Principal
         from commcanary.server.ingest import ingest
         from commcanary.server.schema import User, Workload
-
-        fd, tmp = tempfile.mkstemp(prefix="result-", dir=self.ctx.config.tmp_dir)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        import blake3
-
         from commcanary.server.store import Received
 
-        received = Received(Path(tmp), blake3.blake3(data).hexdigest(), len(data))
         with self.ctx.db.session() as s:
             workload = s.get(Workload, job.workload_id)
             owner = s.get(User, workload.owner_id) if workload else None
             if workload is None or owner is None:
-                self.ctx.store.discard(received)
                 s.execute(
                     update(Analysis)
                     .where(Analysis.id == job.id)
@@ -159,21 +170,28 @@ class Analyses:
                 )
                 return
             principal = Principal(owner.id, owner.name, owner.role, "server")
-            done = ingest(
-                s,
-                self.ctx.store,
-                principal,
-                received,
-                name=name,
-                workload=workload.name,
-                branch=None,
-                commit=None,
-                signature=None,
-            )
+            pushed = []
+            for data, name in results:
+                fd, tmp = tempfile.mkstemp(prefix="result-", dir=self.ctx.config.tmp_dir)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                received = Received(Path(tmp), blake3.blake3(data).hexdigest(), len(data))
+                done = ingest(
+                    s,
+                    self.ctx.store,
+                    principal,
+                    received,
+                    name=name,
+                    workload=workload.name,
+                    branch=None,
+                    commit=None,
+                    signature=None,
+                )
+                pushed.append(done.push_id)
             s.execute(
                 update(Analysis)
                 .where(Analysis.id == job.id)
-                .values(status="done", progress="", finished_at=time.time(), result_push_id=done.push_id)
+                .values(status="done", progress="", finished_at=time.time(), result_push_id=pushed[0])
             )
 
     def _progress(self, job_id: int, text: str) -> None:

@@ -40,7 +40,7 @@ pub const STRAGGLERS: &str = "commcanary.stragglers.v1";
 /// Steps recovered from the collective sequence.
 pub const STEPS: &str = "commcanary.steps.v1";
 /// A Chrome-trace timeline (Perfetto, `chrome://tracing`); its `format`
-/// member sits in `metadata`, which Chrome-trace readers ignore.
+/// member sits in `otherData`, which Chrome-trace readers ignore.
 pub const TIMELINE: &str = "commcanary.timeline.v1";
 
 /// A detached Ed25519 signature of an artifact.

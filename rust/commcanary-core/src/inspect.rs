@@ -201,7 +201,7 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspected> {
     let format = match root.get("format").and_then(|f| f.as_str()) {
         Some(f) => f.to_owned(),
         None => root
-            .get("metadata")
+            .get("otherData")
             .and_then(|m| m.get("format"))
             .and_then(|f| f.as_str())
             .filter(|f| *f == document::TIMELINE)
@@ -329,7 +329,7 @@ mod tests {
         assert_eq!(fact(&got, "world_size"), Some("4"));
         assert_eq!(fact(&got, "groups"), Some("2"));
         assert_eq!(fact(&got, "steps"), Some("3"));
-        let timeline = br#"{"traceEvents":[],"metadata":{"format":"commcanary.timeline.v1"}}"#;
+        let timeline = br#"{"traceEvents":[],"otherData":{"format":"commcanary.timeline.v1"}}"#;
         assert_eq!(inspect(timeline).unwrap().kind, "timeline");
         for bad in [
             &b"[1]"[..],
