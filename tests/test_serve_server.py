@@ -642,3 +642,36 @@ def test_the_canary_registry_filters_and_idle_sessions(tmp_path: Path, database:
         assert root.get("/workloads").status_code == 303
     finally:
         server.stop()
+
+
+def test_a_straggler_analysis_keeps_its_per_rank_timeline(server: Server, tmp_path: Path) -> None:
+    from commcanary.analysis.stragglers import diagnose_stragglers
+
+    root = server.setup()
+    token_file = tmp_path / "token"
+    token_file.write_text(create_token(root))
+    job = FIXTURES / "kineto" / "gloo_w4_ddp_straggler" / "markers"
+    ranks = sorted(job.glob("rank*.json.gz"))
+    out = run_push(
+        *map(str, ranks), "--server", server.url, "--token-file", str(token_file), "--workload", "ddp"
+    )
+    assert out.returncode == 0 and "queued stragglers analysis" in out.stdout, out.stderr
+    wid = int(re.search(r"/workloads/(\d+)", out.stdout).group(1))  # type: ignore[union-attr]
+    deadline = time.monotonic() + 180
+    page = ""
+    while "status-done" not in page and "status-failed" not in page and time.monotonic() < deadline:
+        time.sleep(0.5)
+        page = root.get(f"/workloads/{wid}").text
+    assert "status-done" in page, page
+    result = re.search(rf'href="/workloads/{wid}/pushes/(\d+)">view', page)
+    assert result
+    view = root.get(f"/workloads/{wid}/pushes/{result.group(1)}/view").text
+    assert 'class="timeline"' in view
+    expected = diagnose_stragglers(job)
+    raw = root.get(f"/workloads/{wid}/pushes/{result.group(1)}/raw").content
+    assert raw == expected.data.replace(f'"{job}/'.encode(), b'"')
+    # The same document pushed by hand: its page without the member table.
+    r = push(server, create_token(root, "b"), expected.data, workload="by-hand", name="s.json")
+    assert r.status_code == 201 and r.json()["kind"] == "straggler diagnosis"
+    hand = root.get(f"/workloads/{r.json()['workload_id']}/pushes/{r.json()['push_id']}/view")
+    assert hand.status_code == 200 and "Stragglers" in hand.text

@@ -137,7 +137,11 @@ class Analyses:
                 hang = Path(d) / name
                 hang.write_bytes(data)
             else:
-                data, name = diagnose_stragglers(evidence).data, "stragglers.json"
+                report = diagnose_stragglers(evidence)
+                data, name = report.data, "stragglers.json"
+                # Its page with the per-rank timeline, which needs the member
+                # table the document does not carry: kept by the document.
+                self.ctx.store.keep_page(report.data, report.render_html())
             results = [(data, name)]
             self._progress(job.id, "drawing the timeline")
             try:

@@ -9,7 +9,9 @@ A backup is a directory:
   one transaction (a consistent snapshot of a running server);
 * ``objects/AB/DIGEST``: every artifact, checked against its BLAKE3 digest
   as it is copied;
-* ``trusted-keys.pem`` when the server has one.
+* ``trusted-keys.pem`` when the server has one;
+* ``pages/``: the pages of diagnoses the server ran that hold what their
+  documents do not (a straggler diagnosis' per-rank timeline).
 
 Sessions and failed logins are not kept (a restored server starts with
 none); the cookie key is not kept (sessions could not survive it anyway).
@@ -98,6 +100,8 @@ def backup(config: ServerConfig, out: Path) -> dict[str, Any]:
             )
         if config.trusted_keys_path.exists():
             shutil.copyfile(config.trusted_keys_path, out / "trusted-keys.pem")
+        if (config.data_dir / "pages").is_dir():
+            shutil.copytree(config.data_dir / "pages", out / "pages")
         manifest = {
             "format": BACKUP_FORMAT,
             "revision": _revision(db),
@@ -195,6 +199,8 @@ def restore(config: ServerConfig, source: Path) -> dict[str, Any]:
         keys = source / "trusted-keys.pem"
         if keys.exists():
             shutil.copyfile(keys, config.trusted_keys_path)
+        if (source / "pages").is_dir():
+            shutil.copytree(source / "pages", config.data_dir / "pages", dirs_exist_ok=True)
         config.bootstrap_token_path.unlink(missing_ok=True)
         return manifest
     finally:

@@ -574,7 +574,10 @@ def push_view(request: Request, workload_id: ObjectId, push_id: ObjectId) -> Res
     elif p.kind == "straggler diagnosis":
         from commcanary.html_stragglers import render_stragglers
 
-        html = render_stragglers(orjson.loads(data), {})
+        kept = ctx.store.page_of(data)
+        html = (
+            kept.read_text(encoding="utf-8") if kept.exists() else render_stragglers(orjson.loads(data), {})
+        )
     else:
         from commcanary.html import render_report
         from commcanary.replay import Report

@@ -130,6 +130,20 @@ class Store:
                 os.close(dir_fd)
         return target
 
+    def page_of(self, document: bytes) -> Path:
+        """Where the page rendered at analysis time for ``document`` is kept
+        (``pages/``, by the document's digest)."""
+        return self.config.data_dir / "pages" / (blake3.blake3(document).hexdigest() + ".html")
+
+    def keep_page(self, document: bytes, html: str) -> None:
+        """Keeps the page of a diagnosis the server ran, for what only the
+        run had (a straggler diagnosis' member table: its per-rank timeline)."""
+        path = self.page_of(document)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(html, encoding="utf-8")
+        os.replace(partial, path)
+
     @staticmethod
     def discard(received: Received) -> None:
         received.path.unlink(missing_ok=True)
