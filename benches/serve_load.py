@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
@@ -61,7 +62,8 @@ def quantile(values: list[float], q: float) -> float:
 
 
 class RssSampler:
-    """The server's resident memory, sampled every 0.2 s."""
+    """The server's resident memory (its worker processes too), sampled
+    every 0.2 s."""
 
     def __init__(self, pid: int) -> None:
         self.process = psutil.Process(pid)
@@ -72,7 +74,12 @@ class RssSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.samples.append((time.monotonic(), self.process.memory_info().rss))
+                tree = [self.process, *self.process.children(recursive=True)]
+                rss = 0
+                for p in tree:
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        rss += p.memory_info().rss
+                self.samples.append((time.monotonic(), rss))
             except psutil.NoSuchProcess:
                 return
             self._stop.wait(0.2)
@@ -165,10 +172,10 @@ def check_nothing_lost(server: Server, token: str, reports: list[Path], workload
 
 
 def run_one(
-    database: str, reports: list[Path], clients: int, work: Path, pg: Postgres | None
+    database: str, reports: list[Path], clients: int, work: Path, pg: Postgres | None, workers: int
 ) -> dict[str, Any]:
     url = pg.new_database() if database == "postgresql" and pg is not None else None
-    server = Server(work / f"data-{database}", url).start()
+    server = Server(work / f"data-{database}", url, ["--workers", str(workers)]).start()
     try:
         root = server.setup()
         token = create_token(root)
@@ -187,6 +194,7 @@ def run_one(
     page, push = result["page_ms"], result["push_ms"]
     return {
         "database": database,
+        "server_workers": workers,
         "clients": clients,
         "reports": len(reports),
         "wall_s": round(result["wall_s"], 2),
@@ -211,6 +219,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--reports", type=int, default=1000)
     parser.add_argument("--database", choices=("sqlite", "postgresql", "both"), default="both")
+    parser.add_argument("--server-workers", type=int, default=1, help="commcanary serve --workers N.")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
@@ -234,10 +243,10 @@ def main() -> int:
         results = []
         try:
             for database in databases:
-                r = run_one(database, reports, args.clients, work, pg)
+                r = run_one(database, reports, args.clients, work, pg, args.server_workers)
                 results.append(r)
                 print(
-                    f"{database:10} {r['clients']} clients, {r['reports']} pushes in {r['wall_s']} s "
+                    f"{database:10} {r['server_workers']} worker(s), {r['clients']} clients, {r['reports']} pushes in {r['wall_s']} s "
                     f"({r['pushes_per_s']}/s): page p50 {r['page_ms']['p50']} ms, p95 {r['page_ms']['p95']} ms, "
                     f"p99 {r['page_ms']['p99']} ms; push p99 {r['push_ms']['p99']} ms; failed {r['failed']}, "
                     f"lost {r['lost_count']}; server RSS {r['rss_mib_after_tenth']} MiB after a tenth, "

@@ -128,3 +128,26 @@ def test_bodies_read_whole_are_bounded(server: Server) -> None:
         "/users", content=b"x" * (2 << 20), headers={"Content-Type": "application/x-www-form-urlencoded"}
     )
     assert r.status_code == 413
+
+
+def test_several_worker_processes(tmp_path: Path, database: str | None) -> None:
+    """``--workers 2``: each worker process builds the app from the settings
+    the parent hands over; sessions, tokens and pushes are shared through
+    the database."""
+    server = Server(tmp_path / "data", database, ["--workers", "2"]).start()
+    try:
+        root = server.setup()
+        token = create_token(root)
+        for i in range(6):
+            r = push(server, token, (DATA / "gen100.json").read_bytes(), workload="w", name=f"t{i}.json")
+            assert r.status_code == 201
+        for _ in range(6):
+            assert root.get(f"/workloads/{r.json()['workload_id']}").status_code == 200
+        log = server.output()
+        assert "Started parent process" in log
+        # The workers log too: their own JSON lines, from two processes.
+        pids = set(re.findall(r'"message":"Started server process \[(\d+)\]"', log))
+        assert len(pids) == 2, log[-3000:]
+        assert '"logger":"commcanary.server.access"' in log
+    finally:
+        server.stop()

@@ -66,6 +66,17 @@ def serve_command(
             "--session-idle", metavar="SECONDS", min=1, help="A session unused this long ends (30 minutes)."
         ),
     ] = 30 * 60,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            metavar="N",
+            min=1,
+            max=64,
+            help="Worker processes serving requests (each with its own analysis thread; /metrics then counts the "
+            "requests of the process that answers).",
+        ),
+    ] = 1,
     backup_dir: Annotated[
         Path | None,
         typer.Option(
@@ -127,9 +138,21 @@ def serve_command(
                 f"first start: the one-time setup token is in {config.bootstrap_token_path} (mode 0600); "
                 f"open {url}/setup to set the root password"
             )
-        _structured_logs()
+        from commcanary.server.metrics import structured_logs
+
+        structured_logs()
+        target: object = app
+        if workers > 1:
+            import os
+
+            from commcanary.server.app import CONFIG_VAR, config_to_environment
+
+            os.environ[CONFIG_VAR] = config_to_environment(config)
+            target = "commcanary.server.app:app_from_environment"
         uvicorn.run(
-            app,
+            target,  # type: ignore[arg-type]
+            factory=workers > 1,
+            workers=workers if workers > 1 else None,
             host=host,
             port=port,
             proxy_headers=forwarded_allow_ips is not None,
@@ -138,20 +161,6 @@ def serve_command(
             access_log=False,
             timeout_graceful_shutdown=30,
         )
-
-
-def _structured_logs() -> None:
-    """Every log line on stderr as one JSON object (requests, analyses,
-    uvicorn's own lines)."""
-    import logging
-
-    from commcanary.server.metrics import JsonLines
-
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonLines())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
 
 
 def push_command(

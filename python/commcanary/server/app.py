@@ -150,6 +150,35 @@ def _body_refused(request: Request) -> Response | None:
     return None
 
 
+#: How ``commcanary serve --workers N`` hands its settings to each worker
+#: process (uvicorn imports :func:`app_from_environment` there).
+CONFIG_VAR = "COMMCANARY_SERVE_CONFIG"
+
+
+def config_to_environment(config: ServerConfig) -> str:
+    import orjson
+
+    fields = {k: v for k, v in config.__dict__.items() if k != "extra"}
+    fields["data_dir"] = str(config.data_dir.resolve())
+    return orjson.dumps(fields).decode()
+
+
+def app_from_environment() -> FastAPI:
+    """The application of a worker process started by ``commcanary serve
+    --workers N``: the settings the parent put in :data:`CONFIG_VAR`."""
+    import os
+    from pathlib import Path
+
+    import orjson
+
+    from commcanary.server.metrics import structured_logs
+
+    structured_logs()
+    fields = orjson.loads(os.environ[CONFIG_VAR])
+    fields["data_dir"] = Path(fields["data_dir"])
+    return create_app(ServerConfig(**fields))
+
+
 def _version() -> str:
     from commcanary import __version__
 

@@ -27,7 +27,7 @@ from commcanary.server.schema import Analysis, Artifact, Push, User, Workload
 if TYPE_CHECKING:
     from commcanary.server.app import Context
 
-__all__ = ["JsonLines", "Metrics"]
+__all__ = ["JsonLines", "Metrics", "structured_logs"]
 
 access_log = logging.getLogger("commcanary.server.access")
 
@@ -144,3 +144,13 @@ class JsonLines(logging.Formatter):
         if record.exc_info:
             doc["error"] = self.formatException(record.exc_info)
         return orjson.dumps(doc, default=str).decode()
+
+
+def structured_logs() -> None:
+    """Every log line on stderr as one JSON object (requests, analyses,
+    uvicorn's own lines), in this process."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonLines())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
