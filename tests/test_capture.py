@@ -303,6 +303,9 @@ def test_ctrl_c_is_forwarded_to_the_program(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # SIGINT as a terminal gives it: a test run in the background (a
+        # non-interactive shell's `&`) inherits it ignored, and so would capture.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     # The program is ready once its handler is set (up to 2 minutes on a
     # loaded host: an interrupt before that would end it without a record).
