@@ -6,8 +6,9 @@ property is the command line's contract: exit 0, 1 (a negative result), 2 (a
 usage refusal) or 3 (a refusal, exactly one ``commcanary: ...`` line on
 stderr), never 70 (an internal error) and never an exception. Physical
 replay is reached with torch hidden, so its input checks run and no process
-starts; ``capture`` (which runs a program) and ``keygen`` (which reads
-nothing) are left out, and the shards ``capture`` reads have their own
+starts; ``capture`` (which runs a program), ``keygen`` (which reads
+nothing), ``serve`` (which runs a server; its uploads have their own tests,
+``tests/test_serve_*.py``) and ``push`` (which talks to one) are left out, and the shards ``capture`` reads have their own
 target (``fuzz_capture_shards.py``).
 """
 
