@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from commcanary.errors import InputError
 from commcanary.server import auth
-from commcanary.server.api import ObjectId
+from commcanary.server.api import ObjectId, summaries
 from commcanary.server.credentials import (
     check_password,
     hash_password,
@@ -302,50 +302,26 @@ def workloads(
         if me is None:
             return _to_login(request)
         q, owner, branch, verdict = (_text(x) for x in (q, owner, branch, verdict))
-        query = auth.visible_workloads(me).join(User, User.id == Workload.owner_id)
+        query = auth.visible_workloads(me)
         if q:
             query = query.where(Workload.name.contains(q[:128], autoescape=True))
         if owner:
-            query = query.where(User.name == owner[:64])
+            query = query.where(Workload.owner_id.in_(select(User.id).where(User.name == owner[:64])))
         if branch:
             query = query.where(Workload.id.in_(select(Push.workload_id).where(Push.branch == branch[:255])))
-        found = db.execute(
-            query.add_columns(User.name).order_by(Workload.name, Workload.id).limit(1000)
-        ).all()
-        ids = [w.id for w, _ in found]
-        # Per workload, in three queries whatever their number: the pushes'
-        # count and time of the last, and the last verdict given.
-        stats = {
-            wid: (n, last)
-            for wid, n, last in db.execute(
-                select(Push.workload_id, func.count(), func.max(Push.pushed_at))
-                .where(Push.workload_id.in_(ids))
-                .group_by(Push.workload_id)
-            ).all()
-        }
-        judged = (
-            select(func.max(Push.id))
-            .where(Push.workload_id.in_(ids), Push.verdict.is_not(None))
-            .group_by(Push.workload_id)
-        )
-        verdicts = dict(db.execute(select(Push.workload_id, Push.verdict).where(Push.id.in_(judged))).all())
-        rows = []
-        for w, owner_name in found:
-            last_verdict = verdicts.get(w.id)
-            if verdict and last_verdict != verdict:
-                continue
-            count, last = stats.get(w.id, (0, None))
-            rows.append(
-                {
-                    "id": w.id,
-                    "name": w.name,
-                    "owner": owner_name,
-                    "pushes": count,
-                    "verdict": last_verdict,
-                    "verdict_class": VERDICT_CLASS.get(last_verdict or "", "inconclusive"),
-                    "last": _when(last or w.created_at),
-                }
-            )
+        rows = [
+            {
+                "id": s.workload.id,
+                "name": s.workload.name,
+                "owner": s.owner,
+                "pushes": s.pushes,
+                "verdict": s.last_verdict,
+                "verdict_class": VERDICT_CLASS.get(s.last_verdict or "", "inconclusive"),
+                "last": _when(s.last_push_at or s.workload.created_at),
+            }
+            for s in summaries(db, query.order_by(Workload.name, Workload.id).limit(1000))
+            if not verdict or s.last_verdict == verdict
+        ]
         return _page(
             "workloads.html.j2", "Workloads", me, rows=rows, q=q, owner=owner, branch=branch, verdict=verdict
         )
