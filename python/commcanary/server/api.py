@@ -183,9 +183,8 @@ async def push_artifact(
     artifacts send their detached signature document base64-encoded in
     ``X-Commcanary-Signature``."""
     ctx = _ctx(request)
-    me = await run_in_threadpool(_authenticated_token, request)
+    me, limit = await run_in_threadpool(_uploader, request)
     signature = _signature(request.headers.get("x-commcanary-signature"))
-    limit = await run_in_threadpool(_upload_limit, ctx)
     try:
         received = await ctx.store.receive(request.stream(), limit)
     except TooLarge as exc:
@@ -227,16 +226,14 @@ async def push_artifact(
         raise HTTPException(422, str(exc)) from None
 
 
-def _upload_limit(ctx: Any) -> int:
+def _uploader(request: Request) -> tuple[Principal, int]:
+    """Who uploads (an API token) and the upload limit in force, in one
+    transaction before any byte of the body is read."""
     from commcanary.server.settings import load
 
+    ctx = _ctx(request)
     with ctx.db.session() as db:
-        return load(db, ctx.config).max_upload_bytes
-
-
-def _authenticated_token(request: Request) -> Principal:
-    with _ctx(request).db.session() as db:
-        return _token_caller(request, db)
+        return _token_caller(request, db), load(db, ctx.config).max_upload_bytes
 
 
 def _signature(header: str | None) -> bytes | None:

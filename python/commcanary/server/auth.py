@@ -44,7 +44,8 @@ __all__ = [
 
 SESSION_COOKIE = "commcanary_session"
 ANON_CSRF_COOKIE = "commcanary_csrf"
-#: A session's last use is written at most this often (seconds).
+#: A session's or token's last use is written at most this often (seconds):
+#: a busy CI token does not write a row per request.
 _TOUCH_EVERY_S = 30.0
 
 
@@ -87,7 +88,9 @@ def authenticate(
         if row is None or row[1].disabled:
             return None
         api_token, user = row
-        api_token.last_used = time.time()
+        now = time.time()
+        if api_token.last_used is None or now - api_token.last_used > _TOUCH_EVERY_S:
+            api_token.last_used = now
         return Principal(user.id, user.name, user.role, "token")
     raw = signer.unsign(request.cookies.get(SESSION_COOKIE))
     if raw is None:
