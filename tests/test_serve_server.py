@@ -667,6 +667,8 @@ def test_a_straggler_analysis_keeps_its_per_rank_timeline(server: Server, tmp_pa
     assert result
     view = root.get(f"/workloads/{wid}/pushes/{result.group(1)}/view").text
     assert 'class="timeline"' in view
+    assert view.count("<rect") > 100, "the per-rank timeline is drawn (from the member table the run kept)"
+    assert "/analysis-" not in view
     expected = diagnose_stragglers(job)
     raw = root.get(f"/workloads/{wid}/pushes/{result.group(1)}/raw").content
     assert raw == expected.data.replace(f'"{job}/'.encode(), b'"')
@@ -675,3 +677,4 @@ def test_a_straggler_analysis_keeps_its_per_rank_timeline(server: Server, tmp_pa
     assert r.status_code == 201 and r.json()["kind"] == "straggler diagnosis"
     hand = root.get(f"/workloads/{r.json()['workload_id']}/pushes/{r.json()['push_id']}/view")
     assert hand.status_code == 200 and "Stragglers" in hand.text
+    assert "<rect" not in hand.text  # no member table: no drawing

@@ -110,10 +110,11 @@ class Analyses:
         self._keep(job, results)
         return True
 
-    def _diagnose(self, job: Analysis) -> list[tuple[bytes, str]]:
+    def _diagnose(self, job: Analysis) -> list[tuple[bytes, str, str | None]]:
         """The diagnosis' document, then the job's timeline (Perfetto) with
         the diagnosis marked on it when the evidence gives one; each with the
-        name it is pushed as."""
+        name it is pushed as and, where the run has more than the document
+        carries, its page."""
         from commcanary.analysis.hang import diagnose_hang
         from commcanary.analysis.stragglers import diagnose_stragglers
         from commcanary.exporters.timeline import timeline
@@ -132,28 +133,38 @@ class Analyses:
                 os.link(self.ctx.store.path_of(digest), evidence / _unique(name, used))
             self._progress(job.id, f"diagnosing {len(files)} file(s)")
             hang = None
+            page = None
+            # The timeline reads the same files: parsed once, served to it from this cache.
+            cache = Path(d) / "cache"
             if job.analysis == "hang":
-                data, name = diagnose_hang(evidence).data, "hang.json"
+                data, name = diagnose_hang(evidence, cache_dir=cache).data, "hang.json"
                 hang = Path(d) / name
                 hang.write_bytes(data)
             else:
-                report = diagnose_stragglers(evidence)
+                report = diagnose_stragglers(evidence, cache_dir=cache)
                 data, name = report.data, "stragglers.json"
                 # Its page with the per-rank timeline, which needs the member
-                # table the document does not carry: kept by the document.
-                self.ctx.store.keep_page(report.data, report.render_html())
-            results = [(data, name)]
+                # table the document does not carry.
+                page = report.render_html()
+            results: list[tuple[bytes, str, str | None]] = [(data, name, page)]
             self._progress(job.id, "drawing the timeline")
             try:
-                results.append((timeline(evidence, hang=hang).data, "timeline.json"))
+                results.append((timeline(evidence, hang=hang, cache_dir=cache).data, "timeline.json", None))
             except CommCanaryError as exc:  # evidence without calls to draw: the diagnosis stands alone
                 log.info("no timeline", extra={"fields": {"analysis": job.id, "why": str(exc)}})
             # The evidence is named as it was pushed, not by the server's
             # temporary directory (a random name, so the bytes say nothing else).
-            prefix = f'"{evidence}/'.encode()
-            return [(data.replace(prefix, b'"'), name) for data, name in results]
+            prefix = f'"{evidence}/'
+            return [
+                (
+                    data.replace(prefix.encode(), b'"'),
+                    name,
+                    None if page is None else page.replace(f"{evidence}/", ""),
+                )
+                for data, name, page in results
+            ]
 
-    def _keep(self, job: Analysis, results: list[tuple[bytes, str]]) -> None:
+    def _keep(self, job: Analysis, results: list[tuple[bytes, str, str | None]]) -> None:
         """Each result kept and pushed to the workload (its owner's), the
         analysis marked done with the diagnosis' push."""
         import blake3
@@ -175,7 +186,7 @@ class Analyses:
                 return
             principal = Principal(owner.id, owner.name, owner.role, "server")
             pushed = []
-            for data, name in results:
+            for data, name, page in results:
                 fd, tmp = tempfile.mkstemp(prefix="result-", dir=self.ctx.config.tmp_dir)
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
@@ -192,6 +203,8 @@ class Analyses:
                     signature=None,
                 )
                 pushed.append(done.push_id)
+                if page is not None:
+                    self.ctx.store.keep_page(done.digest, page)
             s.execute(
                 update(Analysis)
                 .where(Analysis.id == job.id)

@@ -542,23 +542,22 @@ def push_view(request: Request, workload_id: ObjectId, push_id: ObjectId) -> Res
             return _to_login(request)
         if p is None or p.kind not in VIEWABLE:
             return _not_found(me)
-    data = bytes(_core.read_input_file(str(ctx.store.path_of(p.digest))))
-    if p.kind == "hang diagnosis":
+    path = ctx.store.path_of(p.digest)
+    kept = ctx.store.page_of(p.digest)
+    if kept.exists():  # a diagnosis the server ran, with what its document does not carry
+        html = kept.read_text(encoding="utf-8")
+    elif p.kind == "hang diagnosis":
         from commcanary.html_hang import render_hang
 
-        html = render_hang(orjson.loads(data))
+        html = render_hang(orjson.loads(_core.read_input_file(str(path))))
     elif p.kind == "straggler diagnosis":
         from commcanary.html_stragglers import render_stragglers
 
-        kept = ctx.store.page_of(data)
-        html = (
-            kept.read_text(encoding="utf-8") if kept.exists() else render_stragglers(orjson.loads(data), {})
-        )
+        html = render_stragglers(orjson.loads(_core.read_input_file(str(path))), {})
     else:
         from commcanary.html import render_report
         from commcanary.replay import Report
 
-        path = ctx.store.path_of(p.digest)
         html = render_report(Report.from_file(path))
     from commcanary.views import CSP
 

@@ -130,15 +130,16 @@ class Store:
                 os.close(dir_fd)
         return target
 
-    def page_of(self, document: bytes) -> Path:
-        """Where the page rendered at analysis time for ``document`` is kept
-        (``pages/``, by the document's digest)."""
-        return self.config.data_dir / "pages" / (blake3.blake3(document).hexdigest() + ".html")
+    def page_of(self, digest: str) -> Path:
+        """Where the page rendered at analysis time for the document stored
+        as ``digest`` is kept (``pages/``)."""
+        return self.config.data_dir / "pages" / (self.path_of(digest).name + ".html")
 
-    def keep_page(self, document: bytes, html: str) -> None:
-        """Keeps the page of a diagnosis the server ran, for what only the
-        run had (a straggler diagnosis' member table: its per-rank timeline)."""
-        path = self.page_of(document)
+    def keep_page(self, digest: str, html: str) -> None:
+        """Keeps the page of a diagnosis the server ran (stored as
+        ``digest``), for what only the run had (a straggler diagnosis'
+        member table: its per-rank timeline)."""
+        path = self.page_of(digest)
         path.parent.mkdir(mode=0o700, exist_ok=True)
         partial = path.with_name(path.name + ".partial")
         partial.write_text(html, encoding="utf-8")
