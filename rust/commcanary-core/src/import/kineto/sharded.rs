@@ -508,7 +508,12 @@ pub fn split(
     let cands = rank_candidates(&profile, &shape.groups, &shape.group_maps[slot]);
     let range_of = super::ranges::call_ranges(&profile.calls, bounds);
     let mut whole = profile;
-    let all = std::mem::take(&mut whole.calls);
+    // Each call moves into its piece; only a fence (the first call of the
+    // shard's next piece of the rank, still here) is copied.
+    let mut all: Vec<Option<super::profile::Call>> = std::mem::take(&mut whole.calls)
+        .into_iter()
+        .map(Some)
+        .collect();
     // Per shard, its calls of the rank in order, each with its range.
     let mut by_shard: std::collections::BTreeMap<u32, Vec<(usize, u32)>> =
         std::collections::BTreeMap::new();
@@ -529,7 +534,13 @@ pub fn split(
             let fenced = held.get(end).map_or(end, |_| end + 1);
             let indices: Vec<usize> = held[start..fenced].iter().map(|c| c.0).collect();
             let mut p = whole.clone_without_calls();
-            p.calls = indices.iter().map(|&i| all[i].clone()).collect();
+            p.calls = held[start..end]
+                .iter()
+                .map(|c| all[c.0].take().ok_or_else(corrupt))
+                .collect::<Result<_>>()?;
+            if let Some(&(next, _)) = held.get(end) {
+                p.calls.push(all[next].clone().ok_or_else(corrupt)?);
+            }
             out.push((
                 super::ranges::unit_id(shard, range, ranges),
                 Piece {
