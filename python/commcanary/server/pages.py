@@ -353,6 +353,13 @@ def workload(request: Request, workload_id: ObjectId, before: int = 0) -> Respon
             return _to_login(request)
         if w is None:
             return _not_found(me)
+        # The analyses before the pushes: an analysis commits its status and
+        # its pushes at once, and each statement here sees at least what the
+        # one before it saw (read committed; SQLite reads outside a
+        # transaction), so a finished analysis' results are always listed.
+        analyses = db.scalars(
+            select(Analysis).where(Analysis.workload_id == w.id).order_by(Analysis.id.desc())
+        ).all()
         listed = (
             select(Push, Artifact)
             .join(Artifact, Artifact.digest == Push.digest)
@@ -384,9 +391,6 @@ def workload(request: Request, workload_id: ObjectId, before: int = 0) -> Respon
             .where(Push.workload_id == w.id, Push.kind == "comparison", Push.branch.is_not(None))
             .distinct()
             .order_by(Push.branch)
-        ).all()
-        analyses = db.scalars(
-            select(Analysis).where(Analysis.workload_id == w.id).order_by(Analysis.id.desc())
         ).all()
         owner = db.get(User, w.owner_id)
         shared = db.scalars(
