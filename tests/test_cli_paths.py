@@ -309,9 +309,9 @@ def test_output_that_is_an_input_is_refused(files: dict[str, Path], tmp_path: Pa
 def test_every_command_is_covered() -> None:
     commands = {case.split()[0] for case in CASES}
     # capture reads no input file (its inputs are the shards it creates), nor does keygen;
-    # serve and push write no output file (the server keeps its data directory).
+    # serve, push and agent write no output file (the server keeps its data directory, the agent its archive).
     registered = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
-    assert commands == registered - {"capture", "keygen", "serve", "push"}
+    assert commands == registered - {"capture", "keygen", "serve", "push", "agent"}
 
 
 def test_a_symlink_to_the_input_is_the_input(files: dict[str, Path], tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ USAGE = {
     "sign": "ARTIFACT",
     "serve": "",
     "push": "ARTIFACT...",
+    "agent": "",
 }
 
 

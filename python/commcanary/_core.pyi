@@ -81,6 +81,7 @@ __all__ = [
     "baseline_trace",
     "behavior_reference",
     "behavior_search",
+    "bus_factor",
     "canary_occurrences",
     "canonical_json",
     "check_canary",
@@ -135,6 +136,7 @@ __all__ = [
     "sharded_votes",
     "sign_file",
     "signing_keypair",
+    "straggler_rules",
     "table_columns",
     "trusted_key_ids",
     "verify_file",
@@ -456,6 +458,8 @@ def diagnose_stragglers(
     paths: list[str], *, cache_dir: str | None = None, reads: _EvidenceReads | None = None
 ) -> StragglerDiagnosis: ...
 def read_flight_recorder_file(path: str) -> FlightRecorderDump: ...
+def straggler_rules() -> dict[str, float]: ...
+def bus_factor(op: str, ranks: int) -> float: ...
 def recover_steps(
     paths: list[str], *, cache_dir: str | None = None, reads: _EvidenceReads | None = None
 ) -> StepRecovery: ...

@@ -12,6 +12,12 @@ Arrival times are wall-clock (``time.time_ns()``, one clock per host), so
 shards of one host merge into measured per-rank arrivals
 (:mod:`commcanary.capture.merge`).
 
+Besides calls, a shard carries *notes*: lines with a ``kind``, which readers
+of calls skip. ``progress`` (the process's per-group counters and the calls
+it is inside, written by :mod:`commcanary.capture.live` as they change),
+``evidence`` (what an evidence request wrote) and ``end`` (the process
+exited normally). ``commcanary agent`` reads them while the job runs.
+
 The rank label is the first non-empty of ``COMMCANARY_RANK``, ``RANK``,
 ``OMPI_COMM_WORLD_RANK``, ``SLURM_PROCID``, ``LOCAL_RANK``. On several hosts,
 ``COMMCANARY_CLOCK_OFFSET_US`` (µs added to this host's clock) puts every
@@ -20,8 +26,11 @@ shard on one clock.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import math
 import os
+import socket
 import threading
 import time
 import uuid
@@ -72,6 +81,7 @@ class ShardRecorder:
             "capture_session_id": session,
             "rank": rank,
             "pid": os.getpid(),
+            "host": socket.gethostname(),
             "workload": {"name": workload},
         }
         if offset:
@@ -85,6 +95,12 @@ class ShardRecorder:
         # One write(2) per line: a line is whole on disk or absent, unless the
         # process dies inside the call (a torn line the merge refuses).
         os.write(self._fd, orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE))
+
+    def note(self, kind: str, fields: Mapping[str, Any]) -> None:
+        """Append a note line (``kind`` and ``wall_ns`` added here)."""
+        line = {**fields, "kind": kind, "wall_ns": time.time_ns()}
+        with self._lock:
+            self._write(line)
 
     def record(self, event: dict[str, Any]) -> None:
         """Append one event (``id`` and ``collective_seq`` are assigned here)."""
@@ -146,6 +162,9 @@ class _NoRecorder:
     def record(self, event: dict[str, Any]) -> None:
         del event
 
+    def note(self, kind: str, fields: Mapping[str, Any]) -> None:
+        del kind, fields
+
 
 _NO_RECORDER = _NoRecorder()
 
@@ -178,8 +197,18 @@ def recorder() -> ShardRecorder | _NoRecorder:
             )
         else:
             made = _NO_RECORDER
+        if isinstance(made, ShardRecorder):
+            atexit.register(_end, made, os.getpid())
         _state.update(pid=os.getpid(), recorder=made)
         return made
+
+
+def _end(made: ShardRecorder, pid: int) -> None:
+    """The ``end`` note of a process that exits normally (a killed one
+    leaves none: how a reader tells a death from an exit)."""
+    if pid == os.getpid():
+        with contextlib.suppress(OSError):
+            made.note("end", {})
 
 
 def _non_negative(name: str, value: float | None) -> float | None:

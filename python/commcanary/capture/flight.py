@@ -29,10 +29,13 @@ them; NCCL's p2p entries are skipped so nothing is counted twice).
 
 When: a whole read costs what the ring holds (about 20 ms for 2,000 entries
 here, most of it torch building the dump, with the interpreter held), so the
-ring is read only when half of it is new. Every ``POLL_S`` the thread reads
-the groups' counters alone (``pg_status``: microseconds) and reads the ring
-when they have moved by half its capacity since the last read, or at all in
-``MAX_WAIT_S``; and once more before ``destroy_process_group`` and at exit.
+ring is read only when half of it is new, or when anything is and
+``MAX_WAIT_S`` has passed: every ``POLL_S`` the thread reads the groups'
+counters alone (``pg_status``: microseconds) and reads the ring when they
+have moved by half its capacity since the last read, or at all in
+``MAX_WAIT_S`` (``COMMCANARY_FLUSH_S``, 1 s unless set: a reader of the
+shard sees each collective within about a second, what ``commcanary agent``
+needs); and once more before ``destroy_process_group`` and at exit.
 Entries overwritten before they were read (a job issuing more than about
 ``capacity`` collectives per second) are counted and reported on stderr.
 """
@@ -68,8 +71,18 @@ __all__ = [
 
 #: Seconds between reads of the groups' counters.
 POLL_S = 0.5
-#: Longest wait, in seconds, before new entries are read whatever their number.
-MAX_WAIT_S = 30.0
+#: Longest wait, in seconds, before new entries are read whatever their
+#: number (``COMMCANARY_FLUSH_S`` overrides it).
+MAX_WAIT_S = 1.0
+
+
+def _max_wait_s() -> float:
+    try:
+        value = float(os.environ.get("COMMCANARY_FLUSH_S", "") or MAX_WAIT_S)
+    except ValueError:
+        return MAX_WAIT_S
+    return value if 0.1 <= value <= 3600 else MAX_WAIT_S
+
 
 #: Element sizes and torch names of the dtypes the recorder writes.
 _DTYPES = {
@@ -364,6 +377,7 @@ def _run(reader: FlightReader, enqueued: Callable[[], int], capacity: int) -> No
     with contextlib.suppress(Exception):  # lowest priority for this thread only (Linux)
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
     read_at, last_read = 0, time.monotonic()
+    max_wait = _max_wait_s()
     with contextlib.suppress(Exception):
         read_at = enqueued()
     while True:
@@ -371,7 +385,7 @@ def _run(reader: FlightReader, enqueued: Callable[[], int], capacity: int) -> No
         try:
             now = enqueued()
             fresh = now - read_at
-            if fresh >= capacity // 2 or (fresh > 0 and time.monotonic() - last_read >= MAX_WAIT_S):
+            if fresh >= capacity // 2 or (fresh > 0 and time.monotonic() - last_read >= max_wait):
                 reader.poll()
                 read_at, last_read = now, time.monotonic()
         except Exception:  # the group is being destroyed

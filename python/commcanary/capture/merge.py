@@ -23,7 +23,7 @@ from commcanary import _core, formats
 from commcanary.capture import SHARD_FORMAT
 from commcanary.errors import InputError
 
-__all__ = ["CaptureMerge", "merge_shards", "read_shard"]
+__all__ = ["CaptureMerge", "check_event", "merge_shards", "read_shard"]
 
 _IDENTITY = ("op", "bytes", "ranks", "group", "phase", "dtype", "root_rank", "tag")
 
@@ -73,9 +73,15 @@ def read_shard(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         raise InputError(
             f"{path}: field 'clock_offset_us' must be a number of microseconds within ±{_MAX_US:.0e}"
         )
+    events = []
     for n, row in enumerate(rows[1:], 2):
-        _check_event(path, n, row, policy["max_ranks"])
-    return header, rows[1:]
+        if "kind" in row:  # a note (progress, evidence, end): not a call
+            if not isinstance(row["kind"], str):
+                raise InputError(f"{path}: line {n}: field 'kind' must be a string")
+            continue
+        check_event(path, n, row, policy["max_ranks"])
+        events.append(row)
+    return header, events
 
 
 def _parse_line(path: Path, n: int, line: bytes, max_bytes: int) -> dict[str, Any]:
@@ -122,7 +128,7 @@ def _rank_label(header: dict[str, Any]) -> int | None:
     return None
 
 
-def _check_event(path: Path, n: int, e: dict[str, Any], max_ranks: int) -> None:
+def check_event(path: Path, n: int, e: dict[str, Any], max_ranks: int) -> None:
     """Refuses an event line whose fields are not what the recorder writes."""
 
     def bad(field: str, rule: str) -> InputError:

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from commcanary.capture import current_phase, current_step, flight, record_collective
+from commcanary.capture import current_phase, current_step, flight, live, record_collective
 
 __all__ = ["install", "install_when_imported"]
 
@@ -112,12 +112,27 @@ class _RecordedWork:
             self._finish(None)
 
 
-def _when_done(result: Any, record: Callable[[float | None], None], start: int) -> Any:
-    """Records when the call is done: now (sync), or when its work is waited."""
+def _when_done(result: Any, record: Callable[[float | None], None], start: int, token: int) -> Any:
+    """Records when the call is done: now (sync), or when its work is waited;
+    the call leaves :mod:`commcanary.capture.live`'s open calls then."""
+
+    def done(duration: float | None) -> None:
+        live.leave(token)
+        record(duration)
+
     if result is None or not hasattr(result, "wait"):
-        record((time.time_ns() - start) / 1000)
+        done((time.time_ns() - start) / 1000)
         return result
-    return _RecordedWork(result, record, start)
+    return _RecordedWork(result, done, start)
+
+
+def _call(fn: Callable[..., Any], token: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Runs the wrapped function; a call that raises is no longer open."""
+    try:
+        return fn(*args, **kwargs)
+    except BaseException:
+        live.leave(token)
+        raise
 
 
 def _wrap_collective(
@@ -140,6 +155,7 @@ def _wrap_collective(
             "dtype": dtype,
         }
         call = flight.annotate(name, op, start, info)
+        token = live.enter(name, op)
         if call is not None:
             # The Flight Recorder reader records the entry this call creates,
             # with the annotation; the call adds its duration once done (an
@@ -147,9 +163,9 @@ def _wrap_collective(
             def annotate(duration: float | None) -> None:
                 flight.close(call, duration)
 
-            return _when_done(fn(*args, **kwargs), annotate, start)
+            return _when_done(_call(fn, token, args, kwargs), annotate, start, token)
         collective_id = f"{name}:{_next((name,))}"
-        result = fn(*args, **kwargs)
+        result = _call(fn, token, args, kwargs)
 
         def record(duration: float | None) -> None:
             record_collective(
@@ -164,7 +180,7 @@ def _wrap_collective(
                 called_at_ns=start,
             )
 
-        return _when_done(result, record, start)
+        return _when_done(result, record, start, token)
 
     return wrapper
 
@@ -184,7 +200,8 @@ def _wrap_p2p(dist: Any, fn: Callable[..., Any], op: str, peer_name: str) -> Cal
         sender, receiver = (me, peer) if op == "send" else (peer, me)
         size, dtype = _tensor_bytes(args[0] if args else kwargs["tensor"])
         collective_id = f"p2p:{sender}>{receiver}:{tag}:{_next(('p2p', sender, receiver, tag))}"
-        result = fn(*args, **kwargs)
+        token = live.enter(name, op, peer)
+        result = _call(fn, token, args, kwargs)
 
         def record(duration: float | None) -> None:
             record_collective(
@@ -200,7 +217,7 @@ def _wrap_p2p(dist: Any, fn: Callable[..., Any], op: str, peer_name: str) -> Cal
                 called_at_ns=start,
             )
 
-        return _when_done(result, record, start)
+        return _when_done(result, record, start, token)
 
     return wrapper
 
@@ -238,6 +255,8 @@ def install() -> bool:
             start(dist)
         with contextlib.suppress(Exception):
             flight.start(dist)
+        with contextlib.suppress(Exception):
+            live.start(dist)
         return out
 
     dist.init_process_group = init_process_group

@@ -295,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # The commands, in the order ``--help`` lists them. Their modules import this
 # one, so they are imported after everything above is defined.
+import commcanary.cli.agent as _agent  # noqa: E402
 import commcanary.cli.calibrate as _calibrate  # noqa: E402
 import commcanary.cli.capture as _capture  # noqa: E402
 import commcanary.cli.compare as _compare  # noqa: E402
@@ -337,3 +338,4 @@ app.command("sign", cls=Command)(_sign.sign_command)
 app.command("timeline", cls=Command)(_timeline.timeline_command)
 app.command("serve", cls=Command)(_serve.serve_command)
 app.command("push", cls=Command)(_serve.push_command)
+app.command("agent", cls=Command)(_agent.agent_command)

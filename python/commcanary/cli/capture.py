@@ -60,6 +60,16 @@ HangAfter = Annotated[
         "before the stacks and a dump are written (set it below the job's collective timeout).",
     ),
 ]
+ShardsDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--shards",
+        metavar="DIR",
+        help="Keep the processes' shards in DIR (new or empty) instead of a temporary directory, for "
+        "`commcanary agent --watch DIR` while the job runs; each process flushes what it recorded at "
+        "least every second, and SIGUSR2 asks it for its stacks and Flight Recorder dump.",
+    ),
+]
 Command = Annotated[
     list[str] | None,
     typer.Argument(metavar="-- CMD...", help="The program to run (argv, no shell) after --."),
@@ -179,6 +189,7 @@ def capture_command(
     preserve_on_failure: Preserve = None,
     evidence: EvidenceDir = None,
     hang_after: HangAfter = 60.0,
+    shards_dir: ShardsDir = None,
 ) -> None:
     """Run a program with capture enabled and merge the collectives it recorded into one trace.
 
@@ -204,9 +215,21 @@ def capture_command(
             fail(
                 f"--evidence {evidence}: must be a new or empty directory (evidence of two runs is not mixed)"
             )
+        if shards_dir is not None and (
+            shards_dir.is_symlink()
+            or shards_dir.is_file()
+            or (shards_dir.is_dir() and any(shards_dir.iterdir()))
+        ):
+            fail(
+                f"--shards {shards_dir}: must be a new or empty directory (shards of two runs are not mixed)"
+            )
         check_paths(ctx, inputs={}, outputs={"output": output})
         session = str(uuid.uuid4())
-        work = Path(tempfile.mkdtemp(prefix="commcanary-capture-"))
+        if shards_dir is not None:
+            shards_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            work = shards_dir.resolve()
+        else:
+            work = Path(tempfile.mkdtemp(prefix="commcanary-capture-"))
         try:
             env = dict(os.environ)
             hook = work / "hook"
@@ -262,4 +285,7 @@ def capture_command(
                     f"not captured; first: {merged.first_partial}"
                 )
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            if shards_dir is None:
+                shutil.rmtree(work, ignore_errors=True)
+            else:
+                shutil.rmtree(work / "hook", ignore_errors=True)

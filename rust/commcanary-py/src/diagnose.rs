@@ -287,3 +287,26 @@ pub(crate) fn read_flight_recorder_file<'py>(
     d.set_item("entries", cols)?;
     Ok(d)
 }
+
+/// The straggler rules a live reader applies as `diagnose_stragglers` does:
+/// `late_z` (a lateness above the median + `late_z` robust σ of all
+/// lateness is late), `noise_floor` (σ is at least this fraction of the
+/// median step) and `material_z` (a lateness must also exceed `material_z`
+/// × the step-time σ).
+#[pyfunction]
+pub(crate) fn straggler_rules(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    use commcanary_core::analysis::stragglers::{LATE_Z, MATERIAL_Z, NOISE_FLOOR};
+    let out = PyDict::new(py);
+    out.set_item("late_z", LATE_Z)?;
+    out.set_item("material_z", MATERIAL_Z)?;
+    out.set_item("noise_floor", NOISE_FLOOR)?;
+    Ok(out)
+}
+
+/// nccl-tests' bus bandwidth factor of `op` over `ranks` ranks (2(n−1)/n
+/// for all_reduce, (n−1)/n for all_gather, reduce_scatter and all_to_all,
+/// 1 otherwise).
+#[pyfunction]
+pub(crate) fn bus_factor(op: &str, ranks: usize) -> f64 {
+    commcanary_core::analysis::stragglers::bandwidth::bus_factor(op, ranks)
+}

@@ -43,8 +43,8 @@ mod tests;
 pub mod whatif;
 
 pub use detect::{
-    Finding, FindingKind, LATE_Z, Members, NOISE_FLOOR, RankSummary, SLOW_Z, StepSummary,
-    Stragglers, analyze,
+    Finding, FindingKind, LATE_Z, MATERIAL_Z, Members, NOISE_FLOOR, RankSummary, SLOW_Z,
+    StepSummary, Stragglers, analyze,
 };
 
 use super::evidence::Evidence;

@@ -11,8 +11,9 @@
 //!   API ([`op_of_api`]), else the call itself (so an FSDP or elastic frame
 //!   further out is never taken for the API);
 //! * the **user frame** is the first frame above the chain that is outside
-//!   `torch/`, `site-packages/`, `dist-packages/`, `lib/pythonX` (`lib64/pythonX`) and is not
-//!   a pseudo-file such as `<string>`.
+//!   `torch/`, `site-packages/`, `dist-packages/`, `lib/pythonX` (`lib64/pythonX`) and
+//!   `commcanary/capture/` (the capture's wrappers, wherever commcanary is
+//!   installed) and is not a pseudo-file such as `<string>`.
 //!
 //! Threads with no `torch/distributed/` frame (watchdogs, idle workers) have
 //! no in-flight call. Paths are compared with `\` read as `/`.
@@ -123,6 +124,7 @@ fn is_user_file(file: &str) -> bool {
     }
     let file = slashes(file);
     let library = has_dir(&file, "torch/")
+        || has_dir(&file, "commcanary/capture/")
         || file.contains("site-packages/")
         || file.contains("dist-packages/")
         || in_stdlib(&file);

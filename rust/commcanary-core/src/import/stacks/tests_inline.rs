@@ -364,3 +364,22 @@ fn windows_paths_are_read_with_forward_slashes() {
     assert_eq!((call.call.as_str(), call.op), ("send", Some("send")));
     assert_eq!(call.user_frame.as_ref().map(|f| f.line), Some(21));
 }
+
+#[test]
+fn the_capture_wrappers_are_not_the_user_frame() {
+    let text = format!(
+        "Thread 0x00007f95a2dd2b80 (most recent call first):\n  \
+         File \"{C10D}\", line 3697 in recv\n  \
+         File \"/home/u/src/commcanary/python/commcanary/capture/torch.py\", line 132 in _call\n  \
+         File \"/home/u/src/commcanary/python/commcanary/capture/torch.py\", line 215 in wrapper\n  \
+         File \"/home/u/job/train.py\", line 88 in step\n"
+    );
+    let dump = parse_stacks(text.as_bytes()).expect("stacks");
+    let call = &in_flight_calls(&dump)[0];
+    assert_eq!(call.op, Some("recv"));
+    let user = call.user_frame.as_ref().expect("user frame");
+    assert_eq!(
+        (user.file.as_str(), user.line),
+        ("/home/u/job/train.py", 88)
+    );
+}
