@@ -89,7 +89,8 @@ def _run(
             str(JOB), "--steps", "400", "--step-sleep", "0.02", "--fault", fault, "--fault-rank", str(rank),
             "--fault-step", str(step), "--freeze-s", str(hang_after + 40), "--truth", str(truth),
         ],
-        stdout=logs.enter_context(open(work / "capture.log", "wb")),  # noqa: SIM115 stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        stdout=logs.enter_context(open(work / "capture.log", "wb")),  # noqa: SIM115
+        stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )  # fmt: skip
     while not shards.is_dir():
         time.sleep(0.1)
@@ -97,7 +98,8 @@ def _run(
     agent = subprocess.Popen(
         [str(commcanary), "agent", "--watch", str(shards), "--listen", f"127.0.0.1:{port}",
          "--hang-after", str(hang_after), "--archive", str(work / "agent")],
-        stdout=logs.enter_context(open(work / "agent.log", "wb")),  # noqa: SIM115 stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        stdout=logs.enter_context(open(work / "agent.log", "wb")),  # noqa: SIM115
+        stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )  # fmt: skip
     deadline = time.monotonic() + 90 + hang_after
     alarm: dict[str, Any] | None = None
@@ -165,12 +167,16 @@ def main() -> None:
     parser.add_argument("--world", type=int, default=4)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--keep", type=Path, help="Keep every run's directory here.")
+    parser.add_argument(
+        "--faults", default=",".join(FAULTS), help="The fault kinds, in turn (comma-separated)."
+    )
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="agent-live-"))
     rows = []
     for i in range(args.scenarios):
         rng = random.Random(f"{args.seed}:{i}")
-        fault = FAULTS[i % len(FAULTS)]
+        kinds = args.faults.split(",")
+        fault = kinds[i % len(kinds)]
         rank, step = rng.randrange(args.world), rng.randrange(5, 25)
         row = run_one(i, fault, rank, step, args.world, args.hang_after, root)
         rows.append(row)
@@ -189,7 +195,7 @@ def main() -> None:
         f"within hang-after + 5 s {len(in_time)}, right root {right} ({100 * right / max(len(rows), 1):.1f}%), "
         f"evidence complete {len(complete)}"
     )
-    for fault in FAULTS:
+    for fault in args.faults.split(","):
         mine = [r for r in rows if r["fault"] == fault]
         print(f"  {fault:7s} {sum(r['right'] for r in mine)}/{len(mine)} right")
     if args.json:

@@ -274,7 +274,7 @@ def test_bad_shards_from_the_program_are_refused_naming_the_file(tmp_path: Path)
         "d = os.environ['COMMCANARY_TRACE_DIR']\n"
         "name = [n for n in os.listdir(d) if n.endswith('.shard.jsonl')][0]\n"
         "with open(os.path.join(d, name), 'ab') as f:\n"
-        "    f.write(b'{\"op\": \"all_re')\n"
+        '    f.write(b\'{"op": "all_re\')\n'
         "os._exit(0)  # as a killed process: no exit handlers, so no end note after the torn line\n"
     )
     (tmp_path / "torn.py").write_text(torn)

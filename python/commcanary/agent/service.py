@@ -191,6 +191,8 @@ class Agent:
             else f"rank(s) {', '.join(died)} died (no exit recorded)"
         )
         self.log(f"agent: {ident}: {what}; collecting evidence")
+        if died:  # a launcher stops the others next: let their last evidence land
+            time.sleep(1.0)
         answered = self._collect(ident, evidence)
         shards = folder / "shards"
         shards.mkdir()
@@ -267,14 +269,35 @@ class Agent:
             time.sleep(0.1)
             with self.lock:
                 self.follower.poll(time.time())
-                answered = [s for s in asked if ident in self.job.processes[s].evidence]
+                self._look_at_processes()
+                answered = [s for s in asked if {ident, "terminated"} & set(self.job.processes[s].evidence)]
+                gone = [s for s in asked if self.job.processes[s].dead and s not in answered]
             for shard in answered:
                 rows[shard]["state"] = "answered"
                 asked.remove(shard)
+            if gone and time.monotonic() > deadline - EVIDENCE_WAIT_S + 1.0:
+                for shard in gone:  # killed before it answered (a launcher's SIGKILL)
+                    rows[shard]["state"] = "died before answering"
+                    asked.remove(shard)
         for shard in asked:
             rows[shard]["state"] = "no answer"
         with contextlib.suppress(OSError):
             (self.watch / REQUEST_FILE).unlink()
+        # What processes wrote when they were terminated (a launcher stopping
+        # the job after a rank failed), if not into this alarm's directory.
+        with self.lock:
+            self.follower.poll(time.time())
+            notes = [(p.shard, n) for p in self.job.processes.values() for n in p.evidence_files]
+        for shard, (request, directory, files) in notes:
+            if request not in ("terminated", "error") or Path(directory) == evidence.resolve():
+                continue
+            for name in files:
+                source = Path(directory) / name
+                if source.is_file() and ".." not in Path(name).parts:
+                    (evidence / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source, evidence / name)
+            if rows[shard]["state"] not in ("answered",):
+                rows[shard]["state"] = "terminated (its evidence kept)"
         return sorted(rows.values(), key=lambda r: (len(r["rank"]), r["rank"], r["pid"]))
 
     # ------------------------------------------------------------------ views

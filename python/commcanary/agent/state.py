@@ -101,6 +101,8 @@ class Process:
     max_step: int = -1
     calls: int = 0
     evidence: list[str] = field(default_factory=list)
+    #: [request, directory, files] of its last evidence notes.
+    evidence_files: list[list[Any]] = field(default_factory=list)
 
     def waiting_groups(self) -> set[str]:
         groups = {g for g, (enq, done) in self.counters.items() if enq > done}
@@ -177,6 +179,11 @@ class LiveJob:
             proc.inside, proc.waiting_since = [], {}
         elif kind == "evidence":
             proc.evidence = [*proc.evidence[-15:], str(line.get("request", ""))]
+            files = [str(f) for f in (line.get("files") or [])][:8]
+            proc.evidence_files = [
+                *proc.evidence_files[-7:],
+                [str(line.get("request", "")), str(line.get("dir", "")), files],
+            ]
         elif kind is None:
             self._call(proc, line, seen)
 

@@ -24,6 +24,15 @@ into a shard directory (``COMMCANARY_TRACE_DIR``):
   ``evidence-request.json`` in the shard directory (what the agent writes
   before signalling: ``{"id": ..., "dir": ...}``), else
   ``COMMCANARY_EVIDENCE_DIR``, else ``evidence/`` in the shard directory.
+* **evidence when terminated** (``COMMCANARY_EVIDENCE_ON_TERM=1``, what
+  ``capture --shards`` sets): SIGTERM, which a launcher such as ``torchrun``
+  sends to the other ranks once one has failed, writes the same evidence
+  (into ``evidence/terminated/`` unless a request names a directory) before
+  the process exits with status 143, as the signal's default would end it.
+  The survivors' dumps are what tells which rank the others were waiting
+  for when it died. An uncaught exception (a peer's connection closed)
+  writes ``rankR_exception.txt`` and ``fr_after_error/`` into
+  ``evidence/error/`` the same way.
 
 A program that installed its own handler for the signal, or its own wakeup
 descriptor, keeps it: the signal is then left alone, or the request is
@@ -42,6 +51,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +69,8 @@ MAX_INSIDE = 16
 REQUEST_FILE = "evidence-request.json"
 
 _open: dict[int, tuple[str, str, int, int]] = {}
+#: token → (group, me and the peer as group ranks, numel, dtype, position) of an open send or receive.
+_transfers: dict[int, tuple[str, int, int, int, str, int]] = {}
 _tokens = itertools.count()
 _started: list[int] = []
 
@@ -70,9 +82,74 @@ def enter(group: str, op: str, peer: int | None = None) -> int:
     return token
 
 
+def transfer(token: int, group: str, me: int, peer: int, numel: int, dtype: str, position: int) -> None:
+    """What an open send or receive moves, in its group's ranks: the evidence
+    a signal writes lists it as a pending transfer (gloo's ring has none)."""
+    _transfers[token] = (group, me, peer, numel, dtype, position)
+
+
 def leave(token: int) -> None:
     """The call is done (an async one: when its work was waited for)."""
     _open.pop(token, None)
+    _transfers.pop(token, None)
+
+
+#: Flight Recorder dtype names of torch's.
+_FR_DTYPES = {
+    "float32": "Float",
+    "float64": "Double",
+    "float16": "Half",
+    "bfloat16": "BFloat16",
+    "int64": "Long",
+    "int32": "Int",
+    "int16": "Short",
+    "int8": "Char",
+    "uint8": "Byte",
+    "bool": "Bool",
+}
+
+
+def with_open_transfers(dump_json: bytes) -> bytes | None:
+    """The ring's JSON dump with this process's open sends and receives
+    added as pending p2p entries (``commcanary:send 0->3``: the wrapper's
+    record, not the backend's), so a reader pairs them across ranks; ``None``
+    when none is open."""
+    open_now = [(token, _transfers[token], _open[token]) for token in list(_transfers) if token in _open]
+    if not open_now:
+        return None
+    doc = orjson.loads(dump_json)
+    entries: list[dict[str, Any]] = list(doc.get("entries") or [])
+    names = {str(e["process_group"][0]): list(e["process_group"]) for e in entries if e.get("process_group")}
+    record = max((int(e.get("record_id", -1)) for e in entries), default=-1) + 1
+    for _, (group, me, peer, numel, dtype, position), (_, op, _, start) in sorted(
+        open_now, key=lambda t: t[2][3]
+    ):
+        arrow = f"{me}->{peer}" if op == "send" else f"{me}<-{peer}"
+        entries.append(
+            {
+                "record_id": record,
+                "pg_id": 0,
+                "process_group": names.get(group, [group, "undefined"]),
+                "collective_seq_id": 0,
+                "p2p_seq_id": position,
+                "op_id": record,
+                "profiling_name": f"commcanary:{op} {arrow}",
+                "time_created_ns": start,
+                "input_sizes": [[numel]],
+                "input_dtypes": [_FR_DTYPES.get(dtype, dtype)],
+                "output_sizes": [[numel]],
+                "output_dtypes": [_FR_DTYPES.get(dtype, dtype)],
+                "state": "scheduled",
+                "time_discovered_started_ns": None,
+                "time_discovered_completed_ns": None,
+                "retired": False,
+                "timeout_ms": 0,
+                "is_p2p": True,
+            }
+        )
+        record += 1
+    doc["entries"] = entries
+    return orjson.dumps(doc)
 
 
 def _inside(now_ns: int) -> list[dict[str, Any]]:
@@ -117,7 +194,10 @@ class _Ring:
         }
 
     def dump(self) -> bytes:
-        return self._call("_dump_fr_trace")
+        """The whole dump: torch's pickle, or, while a send or receive is
+        open, the JSON dump with it added (:func:`with_open_transfers`)."""
+        merged = with_open_transfers(self._call("_dump_fr_trace_json")) if _transfers else None
+        return merged if merged is not None else self._call("_dump_fr_trace")
 
 
 def _progress(ring: _Ring | None) -> None:
@@ -148,26 +228,27 @@ class _Responder:
         self.log_fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self.read_at = 0
         self.requested = threading.Event()
+        self.terminating = threading.Event()
         self.served = 0
 
     def on_signal(self, signum: int, frame: Any) -> None:
         """The Python-level handler (the main thread, when it runs Python)."""
-        del signum, frame
-        self.requested.set()
+        del frame
+        (self.terminating if signum == signal.SIGTERM else self.requested).set()
 
-    def _target(self) -> tuple[str, Path]:
+    def _target(self, terminated: bool) -> tuple[str, Path]:
         with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
             request = orjson.loads((self.directory / REQUEST_FILE).read_bytes()[:4096])
             ident, where = str(request["id"])[:64], Path(str(request["dir"]))
             if ident and where.is_absolute():
                 return ident, where
-        ident = f"signal-{time.time_ns()}"
+        ident = "terminated" if terminated else f"signal-{time.time_ns()}"
         fallback = os.environ.get("COMMCANARY_EVIDENCE_DIR")
         return ident, Path(fallback) if fallback else self.directory / "evidence" / ident
 
-    def serve(self) -> None:
+    def serve(self, terminated: bool = False) -> None:
         time.sleep(0.05)  # the handler's stacks are written before it wakes us; let a burst settle
-        ident, where = self._target()
+        ident, where = self._target(terminated)
         files = []
         with contextlib.suppress(OSError):
             with open(self.log, "rb") as log:
@@ -175,8 +256,15 @@ class _Responder:
                 stacks = log.read()
                 self.read_at += len(stacks)
             if stacks:
+                why = (
+                    "terminated (SIGTERM)"
+                    if terminated
+                    else f"evidence requested ({signal.Signals(self.signum).name}"
+                )
                 header = (
-                    f"# rank {self.rank}: evidence requested ({signal.Signals(self.signum).name}, {ident})\n"
+                    f"# rank {self.rank}: {why}, {ident})\n"
+                    if not terminated
+                    else f"# rank {self.rank}: {why}\n"
                 )
                 _write(where / f"rank{self.rank}_stacks.txt", header.encode() + stacks)
                 files.append(f"rank{self.rank}_stacks.txt")
@@ -187,8 +275,47 @@ class _Responder:
         self.served += 1
         with contextlib.suppress(Exception):
             recorder().note(
+                "evidence",
+                {
+                    "request": ident,
+                    "rank": self.rank,
+                    "dir": str(where),
+                    "files": files,
+                    "terminated": terminated,
+                },
+            )
+
+    def serve_error(self, text: str) -> None:
+        """An uncaught exception: its text and the ring, as the process leaves."""
+        ident, where = ("error", self.directory / "evidence" / "error")
+        fallback = os.environ.get("COMMCANARY_EVIDENCE_DIR")
+        if fallback:
+            where = Path(fallback)
+        files = []
+        with contextlib.suppress(OSError):
+            _write(where / f"rank{self.rank}_exception.txt", text.encode())
+            files.append(f"rank{self.rank}_exception.txt")
+        if self.ring is not None:
+            with contextlib.suppress(Exception):
+                _write(where / "fr_after_error" / f"fr_trace_rank_{self.rank}", self.ring.dump())
+                files.append(f"fr_after_error/fr_trace_rank_{self.rank}")
+        with contextlib.suppress(Exception):
+            recorder().note(
                 "evidence", {"request": ident, "rank": self.rank, "dir": str(where), "files": files}
             )
+
+
+_responder: list[_Responder] = []
+
+
+def record_uncaught(kind: type[BaseException] | None, value: BaseException | None, tb: Any) -> None:
+    """Writes an uncaught exception's evidence, once (the main thread's
+    ``sys.excepthook``, and ``torch.multiprocessing.spawn``'s worker wrapper)."""
+    if not _responder or kind is None or value is None or issubclass(kind, KeyboardInterrupt):
+        return
+    responder = _responder.pop()
+    with contextlib.suppress(Exception):
+        responder.serve_error("".join(traceback.format_exception(kind, value, tb)))
 
 
 def _write(target: Path, data: bytes) -> None:
@@ -205,12 +332,23 @@ def _listen(responder: _Responder, wakeup: int | None) -> None:
             with contextlib.suppress(OSError, ValueError):
                 ready, _, _ = select.select([wakeup], [], [], 1.0)
                 if ready:
-                    asked = responder.signum in os.read(wakeup, 4096)
+                    received = os.read(wakeup, 4096)
+                    asked = responder.signum in received
+                    if signal.SIGTERM in received:
+                        responder.terminating.set()
         else:
             responder.requested.wait(1.0)
         if responder.requested.is_set():
             responder.requested.clear()
             asked = True
+        if responder.terminating.is_set():
+            # Terminated (a launcher stopping the job after a rank failed):
+            # the stacks and the ring as they were, then the exit SIGTERM's
+            # default would have made (the handler cannot be given back from
+            # this thread).
+            with contextlib.suppress(Exception):
+                responder.serve(terminated=True)
+            os._exit(128 + signal.SIGTERM)
         if asked:
             with contextlib.suppress(Exception):
                 responder.serve()
@@ -244,6 +382,22 @@ def _arm_signal(directory: Path, rank: int, ring: _Ring | None) -> _Responder | 
     else:
         wakeup = read_end
     faulthandler.register(signum, file=responder.log_fd, all_threads=True, chain=True)
+    if os.environ.get("COMMCANARY_EVIDENCE_ON_TERM") == "1":
+        _responder.append(responder)
+        previous_hook = sys.excepthook
+
+        def on_uncaught(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+            record_uncaught(kind, value, tb)
+            previous_hook(kind, value, tb)
+
+        sys.excepthook = on_uncaught
+    if (
+        os.environ.get("COMMCANARY_EVIDENCE_ON_TERM") == "1"
+        and wakeup is not None
+        and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)
+    ):
+        signal.signal(signal.SIGTERM, responder.on_signal)
+        faulthandler.register(signal.SIGTERM, file=responder.log_fd, all_threads=True, chain=True)
     threading.Thread(
         target=_listen, args=(responder, wakeup), name="commcanary-evidence-on-demand", daemon=True
     ).start()

@@ -65,6 +65,11 @@ def _tensor_bytes(value: Any) -> tuple[int, str]:
     return int(value.numel() * value.element_size()), str(value.dtype).removeprefix("torch.")
 
 
+def _element(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    tensor = args[0] if args else kwargs.get("tensor")
+    return int(tensor.element_size()) if tensor is not None else 1
+
+
 def _ensure_rank(dist: Any) -> None:
     """The recorder's rank label is the process's global rank."""
     import os
@@ -201,6 +206,17 @@ def _wrap_p2p(dist: Any, fn: Callable[..., Any], op: str, peer_name: str) -> Cal
         size, dtype = _tensor_bytes(args[0] if args else kwargs["tensor"])
         collective_id = f"p2p:{sender}>{receiver}:{tag}:{_next(('p2p', sender, receiver, tag))}"
         token = live.enter(name, op, peer)
+        with contextlib.suppress(Exception):  # the pending transfer a signal's dump shows
+            group = kwargs.get("group")
+            mine, theirs = (
+                (me, peer)
+                if group is None
+                else (dist.get_group_rank(group, me), dist.get_group_rank(group, peer))
+            )
+            position = int(collective_id.rsplit(":", 1)[1])
+            live.transfer(
+                token, name, mine, theirs, max(size // max(_element(args, kwargs), 1), 1), dtype, position
+            )
         result = _call(fn, token, args, kwargs)
 
         def record(duration: float | None) -> None:
@@ -359,6 +375,7 @@ def _reporting(fn: Callable[..., Any], *args: Any) -> Any:
         from commcanary.capture.evidence import record_uncaught
 
         record_uncaught(*sys.exc_info())
+        live.record_uncaught(*sys.exc_info())
         raise
 
 

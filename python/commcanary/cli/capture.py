@@ -225,9 +225,12 @@ def capture_command(
             )
         check_paths(ctx, inputs={}, outputs={"output": output})
         session = str(uuid.uuid4())
+        live_env: dict[str, str] = {}
         if shards_dir is not None:
             shards_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             work = shards_dir.resolve()
+            # Watched live: a process the launcher terminates leaves its evidence.
+            live_env["COMMCANARY_EVIDENCE_ON_TERM"] = "1"
         else:
             work = Path(tempfile.mkdtemp(prefix="commcanary-capture-"))
         try:
@@ -245,6 +248,7 @@ def capture_command(
             # The Flight Recorder ring is what shows the collectives torch
             # issues from C++ (DDP's buckets, FSDP): on unless the caller set it.
             env.setdefault("TORCH_FR_BUFFER_SIZE", str(FLIGHT_RECORDER_ENTRIES))
+            env.update(live_env)
             if evidence is not None:
                 from commcanary.capture.evidence import parent_environment
 

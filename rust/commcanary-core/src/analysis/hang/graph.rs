@@ -11,7 +11,11 @@
 //! 3. when every missing member is itself blocked (a deadlock), the missing
 //!    members of the partial collective the most ranks agree on (the most
 //!    present members): the others wait where the majority of the job
-//!    waits, so the one who is elsewhere diverged.
+//!    waits, so the one who is elsewhere diverged. A deadlock through
+//!    point-to-point calls starts at the earliest call still waiting: the
+//!    earliest unmatched transfer's partner (it never posted its side), or a
+//!    collective that waited before any transfer did (its missing member
+//!    skipped it and went on to the transfer it now waits in).
 //!
 //! Diverged roots that are themselves blocked in a collective other members
 //! completed did not diverge: that collective broke on them (its members
@@ -188,7 +192,10 @@ fn edge(rank: i64, waits_for: i64, group: usize, seq: i64, op: &'static str, p2p
 }
 
 /// Each `(partial, rank)` where `rank` is missing from an unmatched
-/// transfer and waits in none itself: where a chain of transfers ends.
+/// transfer and waits in none itself: where a chain of transfers ends. A
+/// rank that waits in a partial collective for a member who waits in a
+/// transfer ends no chain: the chain goes on through that collective back
+/// into the transfers (a cycle, which the deadlock rule reads).
 fn transfer_sinks(alignment: &Alignment) -> Vec<(usize, i64)> {
     let unmatched: Vec<(usize, &Partial)> = alignment
         .partials
@@ -197,10 +204,17 @@ fn transfer_sinks(alignment: &Alignment) -> Vec<(usize, i64)> {
         .filter(|(_, p)| p.p2p)
         .collect();
     let waiting = |r: i64| unmatched.iter().any(|(_, p)| p.present.contains(&r));
+    let cycles_back = |r: i64| {
+        alignment
+            .partials
+            .iter()
+            .filter(|c| !c.p2p && c.present.contains(&r))
+            .any(|c| c.missing.iter().any(|&m| waiting(m)))
+    };
     unmatched
         .iter()
         .flat_map(|&(i, p)| p.missing.iter().map(move |&r| (i, r)))
-        .filter(|&(_, r)| !waiting(r))
+        .filter(|&(_, r)| !waiting(r) && !cycles_back(r))
         .collect()
 }
 
@@ -443,14 +457,17 @@ fn wait_roots(
         }
     }
     // A deadlock through point-to-point calls (every missing rank is itself
-    // blocked): it starts where the earliest unmatched transfer waits, on
-    // the rank that never posted its counterpart (the wavefront).
+    // blocked): it starts at the earliest call still waiting, on the rank
+    // that never posted its counterpart (the wavefront) — or, when a
+    // collective was waiting before any transfer was, on the rank that
+    // skipped that collective and went on to the transfer it now waits in.
     if out.is_empty()
+        && alignment.partials.iter().any(|p| p.p2p && p.time_ns > 0)
         && let Some((i, p)) = alignment
             .partials
             .iter()
             .enumerate()
-            .filter(|(_, p)| p.p2p && p.time_ns > 0)
+            .filter(|(_, p)| p.time_ns > 0)
             .min_by_key(|(i, p)| (p.time_ns, *i))
     {
         for &r in &p.missing {

@@ -300,3 +300,41 @@ fn gloo_traces_alone_leave_open_how_a_rank_without_a_trace_ended() {
         (Some("process_died"), false)
     );
 }
+
+/// A pending receive on `rank` from `peer`, issued at `at` ns.
+fn pending_recv(m: &mut Model, rank: i64, peer: i64, at: i64) {
+    let mut o = op(m, 1, "recv", "[[4]]", true);
+    (o.p2p, o.peer, o.peer_is_global, o.time_ns) = (true, peer, true, at);
+    m.ranks.get_mut(&rank).unwrap().ops.push(o);
+}
+
+#[test]
+fn a_rank_that_skipped_a_collective_and_waits_in_a_receive_is_the_root() {
+    // Ranks 0 and 1 wait in all_reduce #2 (issued at 2,000 ns); rank 2 never
+    // joined it and waits in a receive from rank 1 (issued later): rank 1
+    // posts no send because it waits for rank 2. The cycle starts at the
+    // earliest waiting call, the all_reduce: rank 2 skipped it.
+    let mut m = model(&[2, 2, 1], &[true, true, false], &[1, 1, 1]);
+    pending_recv(&mut m, 2, 1, 3_000);
+    let a = align(&m);
+    let r = roots(&a, &positions(&m, &a), &|_| false, &|_| 0);
+    assert_eq!(
+        r.iter().map(|x| (x.rank, x.op)).collect::<Vec<_>>(),
+        vec![(2, "all_reduce")]
+    );
+}
+
+#[test]
+fn a_rank_that_skipped_a_send_and_went_on_to_a_collective_is_the_root() {
+    // Rank 0 waits (since 2,500 ns) for rank 2's send, which rank 2 skipped:
+    // it went on to all_reduce #3 (3,000 ns) with rank 1, where both wait
+    // for rank 0. The earliest waiting call is rank 0's receive.
+    let mut m = model(&[2, 3, 3], &[false, true, true], &[1, 1, 1]);
+    pending_recv(&mut m, 0, 2, 2_500);
+    let a = align(&m);
+    let r = roots(&a, &positions(&m, &a), &|_| false, &|_| 0);
+    assert_eq!(
+        r.iter().map(|x| (x.rank, x.op)).collect::<Vec<_>>(),
+        vec![(2, "send")]
+    );
+}
