@@ -11,11 +11,11 @@
 //! 3. when every missing member is itself blocked (a deadlock), the missing
 //!    members of the partial collective the most ranks agree on (the most
 //!    present members): the others wait where the majority of the job
-//!    waits, so the one who is elsewhere diverged. A deadlock through
-//!    point-to-point calls starts at the earliest call still waiting: the
-//!    earliest unmatched transfer's partner (it never posted its side), or a
-//!    collective that waited before any transfer did (its missing member
-//!    skipped it and went on to the transfer it now waits in).
+//!    waits, so the one who is elsewhere diverged. Crossed waits (a rank
+//!    waits in a transfer for a peer that waits in a collective the rank is
+//!    missing from) are read by time: the transfer began after the
+//!    collective's first arrival, so its rank skipped the collective; or
+//!    before, so the peer skipped its side of the transfer.
 //!
 //! Diverged roots that are themselves blocked in a collective other members
 //! completed did not diverge: that collective broke on them (its members
@@ -192,10 +192,7 @@ fn edge(rank: i64, waits_for: i64, group: usize, seq: i64, op: &'static str, p2p
 }
 
 /// Each `(partial, rank)` where `rank` is missing from an unmatched
-/// transfer and waits in none itself: where a chain of transfers ends. A
-/// rank that waits in a partial collective for a member who waits in a
-/// transfer ends no chain: the chain goes on through that collective back
-/// into the transfers (a cycle, which the deadlock rule reads).
+/// transfer and waits in none itself: where a chain of transfers ends.
 fn transfer_sinks(alignment: &Alignment) -> Vec<(usize, i64)> {
     let unmatched: Vec<(usize, &Partial)> = alignment
         .partials
@@ -204,17 +201,10 @@ fn transfer_sinks(alignment: &Alignment) -> Vec<(usize, i64)> {
         .filter(|(_, p)| p.p2p)
         .collect();
     let waiting = |r: i64| unmatched.iter().any(|(_, p)| p.present.contains(&r));
-    let cycles_back = |r: i64| {
-        alignment
-            .partials
-            .iter()
-            .filter(|c| !c.p2p && c.present.contains(&r))
-            .any(|c| c.missing.iter().any(|&m| waiting(m)))
-    };
     unmatched
         .iter()
         .flat_map(|&(i, p)| p.missing.iter().map(move |&r| (i, r)))
-        .filter(|&(_, r)| !waiting(r) && !cycles_back(r))
+        .filter(|&(_, r)| !waiting(r))
         .collect()
 }
 
@@ -428,6 +418,14 @@ fn wait_roots(
     {
         return pair;
     }
+    // A transfer and a collective waiting on each other: which side left
+    // the other waiting is read from their times, whatever the loops say.
+    if out.is_empty() {
+        let crossed = crossed_waits(alignment);
+        if !crossed.is_empty() {
+            return crossed;
+        }
+    }
     if out.is_empty() {
         let mut missing: Vec<i64> = alignment
             .partials
@@ -462,12 +460,11 @@ fn wait_roots(
     // collective was waiting before any transfer was, on the rank that
     // skipped that collective and went on to the transfer it now waits in.
     if out.is_empty()
-        && alignment.partials.iter().any(|p| p.p2p && p.time_ns > 0)
         && let Some((i, p)) = alignment
             .partials
             .iter()
             .enumerate()
-            .filter(|(_, p)| p.time_ns > 0)
+            .filter(|(_, p)| p.p2p && p.time_ns > 0)
             .min_by_key(|(i, p)| (p.time_ns, *i))
     {
         for &r in &p.missing {
@@ -491,6 +488,37 @@ fn wait_roots(
             {
                 for &r in &p.missing {
                     push(&mut out, root_of(p, r, "diverged", i));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Crossed waits: rank `a` waits in a transfer for rank `b` while `b`
+/// waits in a partial collective that `a` is missing from. When `a`'s
+/// transfer began after the collective's first member arrived, `a` went
+/// past the collective (skipped it) and is the root; when before, `b`
+/// went into the collective without posting `a`'s counterpart (it skipped
+/// its side of the transfer) and is the root.
+fn crossed_waits(alignment: &Alignment) -> Vec<Root> {
+    let mut out = Vec::new();
+    for (ti, t) in alignment.partials.iter().enumerate() {
+        if !t.p2p || t.time_ns <= 0 {
+            continue;
+        }
+        for &a in &t.present {
+            for &b in &t.missing {
+                let crossing = alignment.partials.iter().enumerate().find(|(_, c)| {
+                    !c.p2p && c.time_ns > 0 && c.present.contains(&b) && c.missing.contains(&a)
+                });
+                if let Some((ci, c)) = crossing {
+                    let root = if t.time_ns > c.time_ns {
+                        root_of(c, a, "diverged", ci)
+                    } else {
+                        root_of(t, b, "diverged", ti)
+                    };
+                    push(&mut out, root);
                 }
             }
         }

@@ -338,3 +338,15 @@ fn a_rank_that_skipped_a_send_and_went_on_to_a_collective_is_the_root() {
         vec![(2, "send")]
     );
 }
+
+#[test]
+fn a_cycle_through_a_collective_is_read_by_time_whatever_the_loops_say() {
+    // As above, with the innocent partner's loop looking odd (it is blocked
+    // in a call its loop would have it past): the earliest waiting call
+    // still decides.
+    let mut m = model(&[2, 2, 1], &[true, true, false], &[1, 1, 1]);
+    pending_recv(&mut m, 2, 1, 3_000);
+    let a = align(&m);
+    let r = roots(&a, &positions(&m, &a), &|r| r == 1, &|_| 0);
+    assert_eq!(r.iter().map(|x| x.rank).collect::<Vec<_>>(), vec![2]);
+}

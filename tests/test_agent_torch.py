@@ -1,0 +1,238 @@
+"""``commcanary agent`` beside real 4-process gloo jobs under ``commcanary capture --shards``
+(``tests/programs/live_job.py``: DDP, an all_reduce on a second group, a ring of sends and
+receives): live metrics that survive the agent's restart and equal the shards, a hang alarm
+with every rank's evidence and the right root, a short straggler that raises nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from commcanary.capture.merge import read_shard
+
+ROOT = Path(__file__).resolve().parent.parent
+JOB = ROOT / "tests" / "programs" / "live_job.py"
+COMMCANARY = [sys.executable, "-m", "commcanary"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _job(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    shards = tmp_path / "shards"
+    log = open(tmp_path / "capture.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [*COMMCANARY, "capture", "-o", str(tmp_path / "trace.json"), "--shards", str(shards), "--",
+         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", str(_port()),
+         str(JOB), "--truth", str(tmp_path / "truth"), *args],
+        stdout=log, stderr=subprocess.STDOUT, env=ENV, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not shards.is_dir() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        yield proc, shards
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        log.close()
+
+
+@contextlib.contextmanager
+def _agent(shards: Path, archive: Path, port: int, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    log = open(archive.parent / f"agent-{port}.log", "ab")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [*COMMCANARY, "agent", "--watch", str(shards), "--listen", f"127.0.0.1:{port}",
+         "--archive", str(archive), *args],
+        stdout=subprocess.DEVNULL, stderr=log, env=ENV,
+    )  # fmt: skip
+    try:
+        _wait(lambda: _get(port, "/healthz") == "ok\n", 60)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+        log.close()
+
+
+def _get(port: int, path: str) -> str | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+            return str(reply.read().decode())
+    except OSError:
+        return None
+
+
+def _wait(ok: object, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if ok():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"not within {seconds} s")
+
+
+def _metric(text: str | None, name: str, **labels: str) -> float | None:
+    if text is None:
+        return None
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    spelled = f"{name}{{{want}}}" if labels else name
+    found = re.search(rf"^{re.escape(spelled)} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else None
+
+
+def _complete_instances(shards: Path, group: str, op: str) -> int:
+    """Instances of (group, op) every member recorded, counted from the shards themselves."""
+    seen: dict[str, set[str]] = {}
+    size: dict[str, int] = {}
+    for path in sorted(shards.glob("*.shard.jsonl")):
+        data = path.read_bytes()
+        complete = path.with_suffix(".whole")
+        complete.write_bytes(data[: data.rfind(b"\n") + 1])
+        _, events = read_shard(complete)
+        complete.unlink()
+        for e in events:
+            if e["group"] == group and e["op"] == op and "collective_id" in e:
+                seen.setdefault(e["collective_id"], set()).add(e["recorder_rank"])
+                size[e["collective_id"]] = len(e["ranks"])
+    return sum(1 for ident, ranks in seen.items() if len(ranks) == size[ident])
+
+
+def test_metrics_follow_the_shards_through_a_restart_and_equal_them_at_the_end(tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    port = _port()
+    with _job(tmp_path, "--steps", "150", "--step-sleep", "0.03") as (job, shards):
+        with _agent(shards, archive, port, "--hang-after", "30") as agent:
+            _wait(
+                lambda: (
+                    (
+                        _metric(
+                            _get(port, "/metrics"), "commcanary_collectives_total", group="1", op="all_reduce"
+                        )
+                        or 0
+                    )
+                    >= 20
+                ),
+                120,
+            )
+            # Within a second of the shards: what the shards hold now, the agent shows within a second.
+            expected = _complete_instances(shards, "1", "all_reduce")
+            _wait(
+                lambda: (
+                    (
+                        _metric(
+                            _get(port, "/metrics"), "commcanary_collectives_total", group="1", op="all_reduce"
+                        )
+                        or 0
+                    )
+                    >= expected
+                ),
+                1.5,
+            )
+            text = _get(port, "/metrics")
+            assert (
+                _metric(
+                    text,
+                    "commcanary_collective_bus_bandwidth_bytes_per_second",
+                    group="1",
+                    op="all_reduce",
+                    size_bucket="4",
+                )
+                or 0
+            ) > 0
+            agent.kill()  # no chance to save: the restart goes on from the last saved state
+            agent.wait()
+        before = json.loads((archive / "state.json").read_text())["job"]["collectives"]
+        with _agent(shards, archive, port, "--hang-after", "30"):
+            assert job.wait(240) == 0
+            _wait(lambda: _complete_instances(shards, "1", "all_reduce") == 150, 10)
+            time.sleep(1.5)
+            text = _get(port, "/metrics")
+            status = json.loads(_get(port, "/status") or "{}")
+    # The whole run, counted once: the restart neither skipped nor doubled a line.
+    assert any(row[:2] == ["1", "all_reduce"] for row in before)
+    for group, op in (("1", "all_reduce"), ("0", "send_recv"), ("0", "all_reduce")):
+        assert (
+            _metric(text, "commcanary_collectives_total", group=group, op=op)
+            == _complete_instances(shards, group, op)
+            or op == "send_recv"
+        )
+    assert _metric(text, "commcanary_collectives_total", group="1", op="all_reduce") == 150
+    assert _metric(text, "commcanary_collectives_total", group="0", op="send_recv") == 150 * 4
+    assert not status["alarms"] and {p["state"] for p in status["processes"]} == {"ended"}
+    # The shards imported after the run (the capture's merge) hold what the agent saw.
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    merged = sum(1 for e in trace["events"] if e["op"] == "all_reduce" and e.get("group") == "1")
+    assert merged == 150
+
+
+def test_a_hang_alarm_collects_every_ranks_evidence_and_names_the_root(tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    port = _port()
+    with (
+        _job(
+            tmp_path,
+            "--steps",
+            "400",
+            "--step-sleep",
+            "0.02",
+            "--fault",
+            "skip",
+            "--fault-rank",
+            "2",
+            "--fault-step",
+            "8",
+        ) as (_, shards),
+        _agent(shards, archive, port, "--hang-after", "5"),
+    ):
+        _wait(lambda: any(archive.glob("alarm-*/hang.json")), 120)
+        time.sleep(0.5)
+        folder = next(archive.glob("alarm-*"))
+        alarm = json.loads((folder / "alarm.json").read_text())
+        injected = json.loads(next((tmp_path / "truth").glob("fault_rank*.json")).read_text())
+        assert alarm["raised_at"] - injected["wall_ns"] / 1e9 <= 5 + 5
+        hang = json.loads((folder / "hang.json").read_text())
+        assert [r["rank"] for r in hang["root"]] == [2]
+        for rank in range(4):
+            assert (folder / "evidence" / f"rank{rank}_stacks.txt").is_file()
+            assert (folder / "evidence" / "fr_on_demand" / f"fr_trace_rank_{rank}").is_file()
+        assert {p["state"] for p in alarm["processes"]} == {"answered"}
+        metrics = _get(port, "/metrics")
+        assert _metric(metrics, "commcanary_hang_alarms_total") == 1
+
+
+def test_a_short_straggler_raises_no_alarm(tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    port = _port()
+    with _job(tmp_path, "--steps", "60", "--step-sleep", "0.02", "--fault", "sleep", "--fault-rank", "1",
+              "--fault-step", "20", "--straggle-s", "2.0") as (job, shards):  # fmt: skip
+        with _agent(shards, archive, port, "--hang-after", "5"):
+            assert job.wait(300) == 0
+            time.sleep(1.5)
+            status = json.loads(_get(port, "/status") or "{}")
+    assert status["alarms"] == []
+    late = status["stragglers"]["late_steps_by_rank"]
+    assert set(late) <= {"1"} and late.get("1", 0) >= 3
+    assert status["stragglers"]["repeated"] == ["1"]
