@@ -18,8 +18,6 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from commcanary.capture.merge import read_shard
 
 ROOT = Path(__file__).resolve().parent.parent
