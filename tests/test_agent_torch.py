@@ -224,12 +224,25 @@ def test_a_short_straggler_raises_no_alarm(tmp_path: Path) -> None:
     archive = tmp_path / "archive"
     archive.mkdir()
     port = _port()
-    with _job(tmp_path, "--steps", "60", "--step-sleep", "0.02", "--fault", "sleep", "--fault-rank", "1",
-              "--fault-step", "20", "--straggle-s", "2.0") as (job, shards):  # fmt: skip
-        with _agent(shards, archive, port, "--hang-after", "5"):
-            assert job.wait(300) == 0
-            time.sleep(1.5)
-            status = json.loads(_get(port, "/status") or "{}")
+    args = (
+        "--steps",
+        "60",
+        "--step-sleep",
+        "0.02",
+        "--fault",
+        "sleep",
+        "--fault-rank",
+        "1",
+        "--fault-step",
+        "20",
+    )
+    with (
+        _job(tmp_path, *args, "--straggle-s", "2.0") as (job, shards),
+        _agent(shards, archive, port, "--hang-after", "5"),
+    ):
+        assert job.wait(300) == 0
+        time.sleep(1.5)
+        status = json.loads(_get(port, "/status") or "{}")
     assert status["alarms"] == []
     late = status["stragglers"]["late_steps_by_rank"]
     assert set(late) <= {"1"} and late.get("1", 0) >= 3
