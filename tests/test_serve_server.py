@@ -409,6 +409,28 @@ def test_push_raw_evidence_and_the_analysis_finds_the_root(server: Server, tmp_p
     assert refused.returncode == 3 and "401" in refused.stderr
 
 
+def test_an_agent_alarm_pushes_its_evidence_and_the_server_diagnoses_it(
+    server: Server, tmp_path: Path
+) -> None:
+    from commcanary.cli.agent import _pusher
+
+    root = server.setup()
+    evidence = tmp_path / "alarm-x" / "evidence"
+    shutil.copytree(HANG, evidence)
+    (evidence / ".partial-file").write_bytes(b"half written")  # never pushed
+    _pusher(server.url, create_token(root), "live-tp4")(evidence, "alarm-x")
+    page = root.get("/workloads").text
+    wid = int(re.search(r'href="/workloads/(\d+)">live-tp4<', page).group(1))  # type: ignore[union-attr]
+    deadline = time.monotonic() + 120
+    while True:
+        page = root.get(f"/workloads/{wid}").text
+        if "status-done" in page or "status-failed" in page or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert "status-done" in page, page
+    assert all(f">{f.name}<" in page for f in HANG.iterdir()) and ".partial-file" not in page
+
+
 # --- the gate history -------------------------------------------------------------------------------
 
 
