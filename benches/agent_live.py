@@ -13,8 +13,8 @@ the job, and scores:
   target is at most ``hang-after + 5`` s;
 * **root**: the ranks the alarm's ``hang.json`` names as root, against the faulty rank (a
   document that names it, and only it, is right);
-* **evidence**: every rank that was alive and not stopped answered, with a Flight Recorder dump
-  and its stacks in the archive.
+* **evidence**: every rank that was alive and not stopped when the job stalled has a Flight
+  Recorder dump and its stacks (or its traceback, when it ended on an error) in the archive.
 
 Prints a table and the totals; ``--json`` keeps every scenario.
 """
@@ -82,10 +82,13 @@ def _run(
     hang_after: float,
     index: int,
 ) -> dict[str, Any]:
+    master, port = _port(), _port()
+    while port == master:  # both chosen before either binds: never the same
+        port = _port()
     job = subprocess.Popen(
         [
             str(commcanary), "capture", "-o", str(work / "trace.json"), "--shards", str(shards), "--",
-            str(exe), "-m", "torch.distributed.run", "--nproc-per-node", str(world), "--master-port", str(_port()),
+            str(exe), "-m", "torch.distributed.run", "--nproc-per-node", str(world), "--master-port", str(master),
             str(JOB), "--steps", "400", "--step-sleep", "0.02", "--fault", fault, "--fault-rank", str(rank),
             "--fault-step", str(step), "--freeze-s", str(hang_after + 40), "--truth", str(truth),
         ],
@@ -94,7 +97,6 @@ def _run(
     )  # fmt: skip
     while not shards.is_dir():
         time.sleep(0.1)
-    port = _port()
     agent = subprocess.Popen(
         [str(commcanary), "agent", "--watch", str(shards), "--listen", f"127.0.0.1:{port}",
          "--hang-after", str(hang_after), "--archive", str(work / "agent")],
@@ -139,13 +141,7 @@ def _run(
     named: list[int] = []
     with contextlib.suppress(OSError, ValueError, KeyError):
         named = sorted({int(r["rank"]) for r in json.loads((folder / "hang.json").read_text())["root"]})
-    live = [p for p in alarm["processes"] if p["state"] not in ("dead", "ended", "stopped (cannot answer)")]
-    complete = all(
-        p["state"] == "answered"
-        and (folder / "evidence" / f"rank{p['rank']}_stacks.txt").is_file()
-        and (folder / "evidence" / "fr_on_demand" / f"fr_trace_rank_{p['rank']}").is_file()
-        for p in live
-    )
+    complete = evidence_complete(folder / "evidence", alarm, rank, fault)
     row.update(
         alarm=True,
         latency_s=None if latency is None else round(latency, 2),
@@ -157,6 +153,21 @@ def _run(
         states={p["rank"]: p["state"] for p in alarm["processes"]},
     )
     return row
+
+
+def evidence_complete(evidence: Path, alarm: dict[str, Any], faulty: int, fault: str) -> bool:
+    """Every rank that was alive and not stopped when the job stalled left a Flight Recorder dump
+    and its stacks (or, when it ended on an error, the traceback), whatever asked for them: the
+    agent's signal, a launcher's SIGTERM or the error itself."""
+    for p in alarm["processes"]:
+        rank = int(p["rank"])
+        if rank == faulty and fault in ("kill", "freeze"):
+            continue
+        dumps = list(evidence.glob(f"fr_*/fr_trace_rank_{rank}"))
+        texts = [evidence / f"rank{rank}_stacks.txt", evidence / f"rank{rank}_exception.txt"]
+        if not dumps or not any(t.is_file() for t in texts):
+            return False
+    return True
 
 
 def main() -> None:
@@ -186,6 +197,12 @@ def main() -> None:
             f"evidence {row.get('evidence_complete')} | {row.get('first_line', '')[:90]}",
             flush=True,
         )
+    ran = [r for r in rows if r["injected"]]
+    if len(ran) < len(rows):
+        print(
+            f"{len(rows) - len(ran)} scenario(s) never reached their fault (the job did not start): not scored"
+        )
+    rows = ran
     right = sum(r["right"] for r in rows)
     alarms = [r for r in rows if r["alarm"]]
     in_time = [r for r in alarms if r.get("latency_s") is not None and r["latency_s"] <= args.hang_after + 5]

@@ -3,8 +3,9 @@
     python benches/capture_ddp_overhead.py [--ranks N] [--steps S] [--repeat R] [--json OUT]
 
 Runs the same unmodified DDP program (gloo, ``torchrun --nproc-per-node N``, S steps, a small MLP
-whose step takes tens of milliseconds here) R times plain and R times under ``commcanary capture``
-(which turns the Flight Recorder ring on and reads it from a low-priority thread in every process),
+whose step takes tens of milliseconds here) R times plain and R times under ``commcanary capture
+--shards`` (which turns the Flight Recorder ring on and reads it from a low-priority thread in every
+process at least every second, and writes the progress notes a live agent reads),
 alternating the two so drift on the host hits both alike. Each run's figure is rank 0's median step
 time after the first five steps; the report is the median over runs in each mode, their ratio and
 every run's figure (the spread is what tells whether a difference is real on this host). Target
@@ -83,6 +84,8 @@ def one_run(work: Path, ranks: int, steps: int, capture: bool, k: int) -> float:
             "capture",
             "-o",
             str(work / f"job{k}.trace.json"),
+            "--shards",
+            str(work / f"shards{k}"),
             "--",
             *program,
         ]

@@ -80,13 +80,13 @@ def _get(port: int, path: str) -> str | None:
         return None
 
 
-def _wait(ok: object, seconds: float) -> None:
+def _wait(ok: object, seconds: float, what: str = "") -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if ok():  # type: ignore[operator]
             return
         time.sleep(0.2)
-    raise AssertionError(f"not within {seconds} s")
+    raise AssertionError(f"{what or 'the condition'}: not within {seconds} s")
 
 
 def _metric(text: str | None, name: str, **labels: str) -> float | None:
@@ -146,6 +146,7 @@ def test_metrics_follow_the_shards_through_a_restart_and_equal_them_at_the_end(t
                     >= expected
                 ),
                 1.5,
+                f"the agent's count reaching the {expected} complete instances the shards held",
             )
             text = _get(port, "/metrics")
             assert (

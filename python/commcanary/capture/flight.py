@@ -33,9 +33,11 @@ ring is read only when half of it is new, or when anything is and
 ``MAX_WAIT_S`` has passed: every ``POLL_S`` the thread reads the groups'
 counters alone (``pg_status``: microseconds) and reads the ring when they
 have moved by half its capacity since the last read, or at all in
-``MAX_WAIT_S`` (``COMMCANARY_FLUSH_S``, 1 s unless set: a reader of the
-shard sees each collective within about a second, what ``commcanary agent``
-needs); and once more before ``destroy_process_group`` and at exit.
+``MAX_WAIT_S`` (30 s; ``COMMCANARY_FLUSH_S`` overrides it, and ``capture
+--shards`` sets 1 s, so a live reader of the shard sees each collective
+within about a second, what ``commcanary agent`` needs, with a smaller ring
+that costs less to read); and once more before ``destroy_process_group``
+and at exit.
 Entries overwritten before they were read (a job issuing more than about
 ``capacity`` collectives per second) are counted and reported on stderr.
 """
@@ -72,8 +74,8 @@ __all__ = [
 #: Seconds between reads of the groups' counters.
 POLL_S = 0.5
 #: Longest wait, in seconds, before new entries are read whatever their
-#: number (``COMMCANARY_FLUSH_S`` overrides it).
-MAX_WAIT_S = 1.0
+#: number (``COMMCANARY_FLUSH_S`` overrides it: ``capture --shards`` sets 1).
+MAX_WAIT_S = 30.0
 
 
 def _max_wait_s() -> float:

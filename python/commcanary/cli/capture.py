@@ -16,10 +16,13 @@ import typer
 from commcanary import formats
 from commcanary.cli import EXIT_CHILD, check_paths, errors_exit, fail
 
-__all__ = ["FLIGHT_RECORDER_ENTRIES", "capture_command"]
+__all__ = ["FLIGHT_RECORDER_ENTRIES", "LIVE_FLIGHT_RECORDER_ENTRIES", "capture_command"]
 
 #: Entries of the Flight Recorder ring ``capture`` asks torch to keep.
 FLIGHT_RECORDER_ENTRIES = 2000
+#: ... with ``--shards``, read every second: the last ones are what a hang's
+#: evidence needs, and a read costs what the ring holds.
+LIVE_FLIGHT_RECORDER_ENTRIES = 256
 
 Output = Annotated[
     Path,
@@ -229,8 +232,10 @@ def capture_command(
         if shards_dir is not None:
             shards_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             work = shards_dir.resolve()
-            # Watched live: a process the launcher terminates leaves its evidence.
-            live_env["COMMCANARY_EVIDENCE_ON_TERM"] = "1"
+            # Watched live: the ring read at least every second (a smaller
+            # ring: a read costs what the ring holds), and a process the
+            # launcher terminates leaves its evidence.
+            live_env.update(COMMCANARY_EVIDENCE_ON_TERM="1", COMMCANARY_FLUSH_S="1")
         else:
             work = Path(tempfile.mkdtemp(prefix="commcanary-capture-"))
         try:
@@ -247,7 +252,11 @@ def capture_command(
             )
             # The Flight Recorder ring is what shows the collectives torch
             # issues from C++ (DDP's buckets, FSDP): on unless the caller set it.
-            env.setdefault("TORCH_FR_BUFFER_SIZE", str(FLIGHT_RECORDER_ENTRIES))
+            env.setdefault(
+                "TORCH_FR_BUFFER_SIZE",
+                str(LIVE_FLIGHT_RECORDER_ENTRIES if live_env else FLIGHT_RECORDER_ENTRIES),
+            )
+            live_env = {k: v for k, v in live_env.items() if k not in os.environ}
             env.update(live_env)
             if evidence is not None:
                 from commcanary.capture.evidence import parent_environment
