@@ -366,6 +366,18 @@ def _diagnosed_hang() -> bytes:
 # --- raw evidence, the background analysis, commcanary push -------------------------------------
 
 
+def _analysed(root: httpx.Client, wid: int) -> str:
+    """The workload's page once its analysis is done (failing if it failed or took 2 minutes)."""
+    deadline = time.monotonic() + 120
+    while True:
+        page = root.get(f"/workloads/{wid}").text
+        if "status-done" in page or "status-failed" in page or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert "status-done" in page, page
+    return page
+
+
 def test_push_raw_evidence_and_the_analysis_finds_the_root(server: Server, tmp_path: Path) -> None:
     root = server.setup()
     token_file = tmp_path / "token"
@@ -378,13 +390,7 @@ def test_push_raw_evidence_and_the_analysis_finds_the_root(server: Server, tmp_p
     assert out.stdout.count("flight recorder dump") == len(files)
     assert "queued hang analysis" in out.stdout
     wid = int(re.search(r"/workloads/(\d+)", out.stdout).group(1))  # type: ignore[union-attr]
-    deadline = time.monotonic() + 120
-    while True:
-        page = root.get(f"/workloads/{wid}").text
-        if "status-done" in page or "status-failed" in page or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert "status-done" in page, page
+    page = _analysed(root, wid)
     result = re.search(rf'href="/workloads/{wid}/pushes/(\d+)">view', page)
     assert result
     # The job's timeline too, for Perfetto, with the hang marked.
@@ -421,13 +427,7 @@ def test_an_agent_alarm_pushes_its_evidence_and_the_server_diagnoses_it(
     _pusher(server.url, create_token(root), "live-tp4")(evidence, "alarm-x")
     page = root.get("/workloads").text
     wid = int(re.search(r'href="/workloads/(\d+)">live-tp4<', page).group(1))  # type: ignore[union-attr]
-    deadline = time.monotonic() + 120
-    while True:
-        page = root.get(f"/workloads/{wid}").text
-        if "status-done" in page or "status-failed" in page or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert "status-done" in page, page
+    page = _analysed(root, wid)
     assert all(f">{f.name}<" in page for f in HANG.iterdir()) and ".partial-file" not in page
 
 

@@ -58,6 +58,7 @@ from typing import Any
 import orjson
 
 from commcanary.capture import recorder
+from commcanary.capture.evidence import _Recorder
 
 __all__ = ["MAX_INSIDE", "POLL_S", "REQUEST_FILE", "enter", "leave", "start"]
 
@@ -167,37 +168,26 @@ def _inside(now_ns: int) -> list[dict[str, Any]]:
     return out
 
 
-class _Ring:
-    """This process's Flight Recorder, for the backend the job runs on."""
+class _Ring(_Recorder):
+    """This process's Flight Recorder (:class:`commcanary.capture.evidence._Recorder`),
+    its counters by group name and its dump with the open transfers."""
 
     def __init__(self, dist: Any) -> None:
         import importlib
 
-        self._c10d = importlib.import_module("torch._C._distributed_c10d")
-        self._backend = "nccl" if "nccl" in str(dist.get_backend()).lower() else "gloo"
+        super().__init__(dist, importlib.import_module("torch._C._distributed_c10d"))
 
-    def _call(self, name: str, **kwargs: Any) -> bytes:
-        fn = getattr(self._c10d, name)
-        try:
-            return bytes(fn(backend=self._backend, **kwargs))
-        except TypeError:  # torch before 2.15: one recorder, no backend argument
-            return bytes(fn(**kwargs))
-
-    def counters(self) -> dict[str, dict[str, int]]:
-        doc = orjson.loads(self._call("_dump_fr_trace_json", includeCollectives=False))
+    def group_counters(self) -> dict[str, dict[str, int]]:
         return {
-            str(pg): {
-                "enqueued": int(row.get("last_enqueued_collective", -1)),
-                "completed": int(row.get("last_completed_collective", -1)),
-            }
-            for pg, row in (doc.get("pg_status") or {}).items()
+            group: {"enqueued": enqueued, "completed": completed}
+            for group, (enqueued, completed) in self.counters().items()
         }
 
     def dump(self) -> bytes:
         """The whole dump: torch's pickle, or, while a send or receive is
         open, the JSON dump with it added (:func:`with_open_transfers`)."""
         merged = with_open_transfers(self._call("_dump_fr_trace_json")) if _transfers else None
-        return merged if merged is not None else self._call("_dump_fr_trace")
+        return merged if merged is not None else super().dump()
 
 
 def _progress(ring: _Ring | None) -> None:
@@ -207,7 +197,7 @@ def _progress(ring: _Ring | None) -> None:
         groups: dict[str, dict[str, int]] = {}
         if ring is not None:
             with contextlib.suppress(Exception):  # the groups are being destroyed
-                groups = ring.counters()
+                groups = ring.group_counters()
         inside = _inside(time.time_ns())
         state = (groups, inside)
         if state != last:
