@@ -273,3 +273,91 @@ def test_the_agent_serves_health_status_and_metrics(tmp_path: Path) -> None:
     finally:
         http.shutdown()
         http.server_close()
+
+
+def test_a_peers_evidence_is_taken_by_name_and_bound(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    from commcanary.agent.peers import authorized, evidence_tar, extract_evidence
+
+    source = tmp_path / "source"
+    (source / "fr_on_demand").mkdir(parents=True)
+    (source / "rank2_stacks.txt").write_text("Thread 0x1 (most recent call first):\n")
+    (source / "fr_on_demand" / "fr_trace_rank_2").write_bytes(b"dump")
+    (source / "notes.txt").write_text("not evidence")
+    data = evidence_tar(source)
+    into = tmp_path / "into"
+    into.mkdir()
+    assert sorted(extract_evidence(data, into)) == ["fr_on_demand/fr_trace_rank_2", "rank2_stacks.txt"]
+    assert not (into / "notes.txt").exists()
+    # A hostile tar: a path out of the folder, a link, a name that is no evidence.
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name in (
+            "../rank1_stacks.txt",
+            "/etc/rank1_stacks.txt",
+            "fr_x/../../fr_trace_rank_1",
+            "rank1_stacks.txt",
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = 3
+            tar.addfile(info, io.BytesIO(b"abc"))
+        link = tarfile.TarInfo("rank3_stacks.txt")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    hostile = tmp_path / "hostile"
+    hostile.mkdir()
+    assert extract_evidence(out.getvalue(), hostile) == ["rank1_stacks.txt"]
+    assert sorted(p.name for p in hostile.rglob("*")) == ["rank1_stacks.txt"]
+    assert not (tmp_path / "rank1_stacks.txt").exists()
+    assert authorized("Bearer s3cret", "s3cret") and not authorized("Bearer other", "s3cret")
+    assert not authorized(None, "s3cret") and not authorized("Bearer s3cret", None)
+
+
+def test_the_peer_routes_need_the_token(tmp_path: Path) -> None:
+    import urllib.request
+
+    from commcanary.agent.peers import Peers
+    from commcanary.agent.service import serve_http
+
+    agent = Agent(tmp_path, tmp_path / "agent", hang_after_s=30, peers=Peers([], "s3cret"))
+    http = serve_http(agent, "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{http.server_address[1]}"
+
+    def call(method: str, path: str, token: str | None, body: bytes | None = None) -> int:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        request = urllib.request.Request(f"{base}{path}", data=body, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request) as reply:
+                return int(reply.status)
+        except urllib.error.HTTPError as error:
+            error.close()
+            return int(error.code)
+
+    try:
+        ident = b'{"id": "alarm-20261207T101010Z-1"}'
+        assert call("POST", "/peer/collect", None, ident) == 401
+        assert call("POST", "/peer/collect", "wrong", ident) == 401
+        assert call("POST", "/peer/collect", "s3cret", b'{"id": "../../etc"}') == 400
+        assert call("GET", "/peer/evidence?id=alarm-20261207T101010Z-1", "s3cret") == 404
+        assert call("POST", "/peer/collect", "s3cret", ident) == 202
+        deadline = time.monotonic() + 10
+        while (
+            call("GET", "/peer/evidence?id=alarm-20261207T101010Z-1", "s3cret") == 409
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.1)
+        assert call("GET", "/peer/evidence?id=alarm-20261207T101010Z-1", "s3cret") == 200
+        assert call("GET", "/peer/evidence?id=alarm-20261207T101010Z-1", None) == 401
+    finally:
+        http.shutdown()
+        http.server_close()
+    plain = Agent(tmp_path, tmp_path / "agent2", hang_after_s=30)
+    http = serve_http(plain, "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{http.server_address[1]}"
+    try:
+        assert call("POST", "/peer/collect", "s3cret", b'{"id": "alarm-20261207T101010Z-1"}') == 404
+    finally:
+        http.shutdown()
+        http.server_close()

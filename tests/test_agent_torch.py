@@ -18,6 +18,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from commcanary.capture.merge import read_shard
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -248,3 +250,165 @@ def test_a_short_straggler_raises_no_alarm(tmp_path: Path) -> None:
     late = status["stragglers"]["late_steps_by_rank"]
     assert set(late) <= {"1"} and late.get("1", 0) >= 3
     assert status["stragglers"]["repeated"] == ["1"]
+
+
+def _netns_available() -> str | None:
+    """Why two network namespaces cannot be made here, or ``None``."""
+    import shutil
+
+    if shutil.which("ip") is None:
+        return "the ip command (iproute2) is not installed"
+    probe = f"ccprobe{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if made.returncode != 0:
+        return f"ip netns add fails here: {made.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+@contextlib.contextmanager
+def _two_nodes() -> Iterator[tuple[str, str]]:
+    """Two network namespaces joined by a veth pair: 10.77.N.1 and 10.77.N.2."""
+    tag = f"{os.getpid() % 10000}"
+    a, b = f"cca{tag}", f"ccb{tag}"
+    net = f"10.77.{os.getpid() % 250}"
+    steps = [
+        ["ip", "netns", "add", a],
+        ["ip", "netns", "add", b],
+        ["ip", "link", "add", f"va{tag}", "type", "veth", "peer", "name", f"vb{tag}"],
+        ["ip", "link", "set", f"va{tag}", "netns", a],
+        ["ip", "link", "set", f"vb{tag}", "netns", b],
+        ["ip", "-n", a, "addr", "add", f"{net}.1/24", "dev", f"va{tag}"],
+        ["ip", "-n", b, "addr", "add", f"{net}.2/24", "dev", f"vb{tag}"],
+        ["ip", "-n", a, "link", "set", f"va{tag}", "up"],
+        ["ip", "-n", b, "link", "set", f"vb{tag}", "up"],
+        ["ip", "-n", a, "link", "set", "lo", "up"],
+        ["ip", "-n", b, "link", "set", "lo", "up"],
+    ]
+    try:
+        for step in steps:
+            subprocess.run(step, check=True, capture_output=True)
+        yield (a, f"{net}.1", f"va{tag}"), (b, f"{net}.2", f"vb{tag}")  # type: ignore[misc]
+    finally:
+        subprocess.run(["ip", "netns", "del", a], capture_output=True)
+        subprocess.run(["ip", "netns", "del", b], capture_output=True)
+
+
+def test_agents_on_two_nodes_localize_a_root_on_the_other_node(tmp_path: Path) -> None:
+    why = _netns_available()
+    if why is not None:
+        if os.environ.get("COMMCANARY_TEST_REQUIRE_TOOLS") == "1":
+            pytest.fail(f"two network namespaces are needed: {why}")
+        pytest.skip(f"two network namespaces are needed: {why}")
+    token = tmp_path / "peer-token"
+    token.write_text("a-token-the-agents-share\n")
+    port = 19102
+    with _two_nodes() as ((ns_a, ip_a, dev_a), (ns_b, ip_b, dev_b)), contextlib.ExitStack() as stack:  # type: ignore[misc]
+        procs = []
+        for node, (ns, _ip, dev) in enumerate(((ns_a, ip_a, dev_a), (ns_b, ip_b, dev_b))):
+            here = tmp_path / f"node{node}"
+            here.mkdir()
+            env = {**ENV, "GLOO_SOCKET_IFNAME": dev}
+            log = stack.enter_context(open(here / "capture.log", "wb"))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        "ip",
+                        "netns",
+                        "exec",
+                        ns,
+                        *COMMCANARY,
+                        "capture",
+                        "-o",
+                        str(here / "trace.json"),
+                        "--shards",
+                        str(here / "shards"),
+                        "--",
+                        sys.executable,
+                        "-m",
+                        "torch.distributed.run",
+                        "--nnodes",
+                        "2",
+                        "--node-rank",
+                        str(node),
+                        "--nproc-per-node",
+                        "2",
+                        "--master-addr",
+                        ip_a,
+                        "--master-port",
+                        "29555",
+                        str(JOB),
+                        "--steps",
+                        "400",
+                        "--step-sleep",
+                        "0.02",
+                        "--fault",
+                        "freeze",
+                        "--fault-rank",
+                        "3",
+                        "--fault-step",
+                        "8",
+                        "--freeze-s",
+                        "60",
+                        "--truth",
+                        str(here / "truth"),
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
+            )
+        for node in range(2):
+            _wait(lambda node=node: (tmp_path / f"node{node}" / "shards").is_dir(), 60, "the shard directory")  # type: ignore[misc]
+        agents = []
+        for node, (ns, ip, other) in enumerate(((ns_a, ip_a, ip_b), (ns_b, ip_b, ip_a))):
+            here = tmp_path / f"node{node}"
+            log = stack.enter_context(open(here / "agent.log", "wb"))
+            agents.append(
+                subprocess.Popen(
+                    [
+                        "ip",
+                        "netns",
+                        "exec",
+                        ns,
+                        *COMMCANARY,
+                        "agent",
+                        "--watch",
+                        str(here / "shards"),
+                        "--listen",
+                        f"{ip}:{port}",
+                        "--archive",
+                        str(here / "archive"),
+                        "--hang-after",
+                        "5",
+                        "--peers",
+                        f"http://{other}:{port}",
+                        "--peer-token-file",
+                        str(token),
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=ENV,
+                )
+            )
+        try:
+            archive = tmp_path / "node0" / "archive"
+            _wait(lambda: any(archive.glob("alarm-*/hang.json")), 180, "node 0's alarm")
+            time.sleep(0.5)
+            folder = next(archive.glob("alarm-*/hang.json")).parent
+            hang = json.loads((folder / "hang.json").read_text())
+            alarm = json.loads((folder / "alarm.json").read_text())
+            # Node 0 holds ranks 0 and 1; rank 3, frozen, is on node 1: named all the same, with
+            # rank 2's dump fetched from node 1's agent.
+            assert [r["rank"] for r in hang["root"]] == [3], alarm["diagnosis"]
+            assert (folder / "evidence" / "fr_on_demand" / "fr_trace_rank_2").is_file()
+            assert any("fr_on_demand/fr_trace_rank_2" in files for files in alarm["peers"].values())
+        finally:
+            for proc in (*agents, *procs):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL) if proc in procs else proc.send_signal(signal.SIGTERM)
+            for proc in (*agents, *procs):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(30)
+            subprocess.run(["pkill", "-KILL", "-f", str(tmp_path)], capture_output=True)

@@ -7,7 +7,8 @@
 * :mod:`commcanary.agent.metrics`: the Prometheus exposition and the JSON
   status;
 * :mod:`commcanary.agent.service`: the loop, hang alarms with the evidence
-  they collect, and the HTTP endpoints.
+  they collect, and the HTTP endpoints;
+* :mod:`commcanary.agent.peers`: the agents of other nodes, joined.
 
 The processes' side (progress notes, evidence on a signal) is
 :mod:`commcanary.capture.live`.

@@ -27,7 +27,9 @@ The state (the live view and each shard's offset) is saved atomically to
 and goes on from the offsets, so no line is read twice or skipped.
 
 HTTP (stdlib, threads): ``/healthz``, ``/status`` (JSON), ``/metrics``
-(Prometheus text).
+(Prometheus text), and with peers (:mod:`commcanary.agent.peers`)
+``POST /peer/collect`` and ``GET /peer/evidence``, which need the peers'
+token.
 """
 
 from __future__ import annotations
@@ -36,12 +38,14 @@ import contextlib
 import datetime
 import http.server
 import os
+import re
 import shutil
 import signal
 import socket
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,6 +54,7 @@ import orjson
 
 from commcanary.agent.follow import Follower, alive
 from commcanary.agent.metrics import render_metrics, status
+from commcanary.agent.peers import Peers, authorized, evidence_tar
 from commcanary.agent.state import LiveJob
 from commcanary.capture.live import REQUEST_FILE
 
@@ -63,6 +68,8 @@ EVIDENCE_WAIT_S = 8.0
 STATE_FILE = "state.json"
 #: Shard bytes an alarm copies, at most.
 MAX_COPY_BYTES = 256 << 20
+#: What an alarm's id looks like (a peer's request names one).
+ALARM_ID = re.compile(r"alarm-[0-9]{8}T[0-9]{6}Z-[0-9]{1,9}")
 
 
 class Agent:
@@ -76,6 +83,7 @@ class Agent:
         hang_after_s: float,
         push: Callable[[Path, str], None] | None = None,
         log: Callable[[str], None] | None = None,
+        peers: Peers | None = None,
     ) -> None:
         self.watch = watch
         self.archive = archive
@@ -90,6 +98,10 @@ class Agent:
         self.open_alarm: dict[str, Any] | None = None
         self.reported_deaths: set[str] = set()
         self.saved_at = 0.0
+        self.peers = peers
+        self.collect_lock = threading.Lock()
+        #: alarm id → the folder whose evidence a peer asked for (``None`` while collecting).
+        self.for_peers: dict[str, Path | None] = {}
         job, offsets = self._load()
         self.job = job
         self.follower = Follower(watch, job, offsets)
@@ -138,6 +150,8 @@ class Agent:
         if self.open_alarm is None and (stalled or died):
             self.reported_deaths.update(p.shard for p in died)
             self.raise_alarm(stalled, [p.rank for p in died])
+        if self.peers is not None:
+            self.peers.refresh(now)
         if now - self.saved_at >= 1.0:
             with self.lock:
                 self.save()
@@ -193,7 +207,14 @@ class Agent:
         self.log(f"agent: {ident}: {what}; collecting evidence")
         if died:  # a launcher stops the others next: let their last evidence land
             time.sleep(1.0)
-        answered = self._collect(ident, evidence)
+        with self.collect_lock:
+            answered = self._collect(ident, evidence)
+        from_peers: dict[str, list[str]] = {}
+        if self.peers is not None:
+            asked = self.peers.ask(ident)
+            from_peers = self.peers.fetch(asked, ident, evidence, EVIDENCE_WAIT_S + 4)
+            for url in asked:
+                self.log(f"agent: {ident}: {url}: {len(from_peers.get(url, []))} evidence file(s)")
         shards = folder / "shards"
         shards.mkdir()
         copied = 0
@@ -211,6 +232,7 @@ class Agent:
             "died": died,
             "hang_after_s": self.hang_after_s,
             "processes": answered,
+            "peers": from_peers,
             "outcome": "hang",
         }
         try:
@@ -300,6 +322,29 @@ class Agent:
                 rows[shard]["state"] = "terminated (its evidence kept)"
         return sorted(rows.values(), key=lambda r: (len(r["rank"]), r["rank"], r["pid"]))
 
+    # ------------------------------------------------------------------ peers
+
+    def collect_for_peer(self, ident: str) -> None:
+        """A peer's alarm: this host's evidence, collected in a thread (the
+        open alarm's, when this agent raised one in the last minute)."""
+        if ident in self.for_peers:
+            return
+        self.for_peers[ident] = None
+
+        def run() -> None:
+            with self.collect_lock:
+                alarm = self.open_alarm
+                if alarm is not None and time.time() - alarm["raised_at"] < 60:
+                    folder = self.archive / alarm["id"] / "evidence"
+                else:
+                    folder = self.archive / f"{ident}-for-peer" / "evidence"
+                    folder.mkdir(parents=True, exist_ok=True)
+                    self._collect(ident, folder)
+            self.for_peers[ident] = folder
+            self.log(f"agent: {ident}: collected for a peer ({folder})")
+
+        threading.Thread(target=run, name="commcanary-agent-peer-collect", daemon=True).start()
+
     # ------------------------------------------------------------------ views
 
     def agent_counts(self) -> dict[str, Any]:
@@ -314,6 +359,8 @@ class Agent:
             doc = status(self.job, time.time(), self.agent_counts())
         doc["watch"] = str(self.watch)
         doc["hang_after_s"] = self.hang_after_s
+        if self.peers is not None:
+            doc["peers"] = self.peers.views
         return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
 
 
@@ -331,8 +378,48 @@ def serve_http(agent: Agent, host: str, port: int) -> http.server.ThreadingHTTPS
     class Handler(http.server.BaseHTTPRequestHandler):
         server_version = "commcanary-agent"
 
+        def _peer(self) -> bool:
+            token = agent.peers.token if agent.peers is not None else None
+            if not token:
+                self._reply(404, "text/plain; charset=utf-8", b"not found\n")
+                return False
+            if not authorized(self.headers.get("Authorization"), token):
+                self._reply(401, "text/plain; charset=utf-8", b"the peers' token is required\n")
+                return False
+            return True
+
+        def do_POST(self) -> None:
+            if self.path != "/peer/collect":
+                self._reply(404, "text/plain; charset=utf-8", b"not found\n")
+                return
+            if not self._peer():
+                return
+            size = int(self.headers.get("Content-Length") or 0)
+            try:
+                ident = str(orjson.loads(self.rfile.read(min(size, 4096)))["id"])
+            except (ValueError, KeyError, TypeError):
+                ident = ""
+            if not ALARM_ID.fullmatch(ident):
+                self._reply(400, "text/plain; charset=utf-8", b"field 'id' must be an alarm id\n")
+                return
+            agent.collect_for_peer(ident)
+            self._reply(202, "application/json", b'{"collecting":true}')
+
         def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
+            path, _, query = self.path.partition("?")
+            if path == "/peer/evidence":
+                if not self._peer():
+                    return
+                ident = urllib.parse.parse_qs(query).get("id", [""])[0]
+                if ident not in agent.for_peers:
+                    self._reply(404, "text/plain; charset=utf-8", b"no such collection\n")
+                    return
+                folder = agent.for_peers[ident]
+                if folder is None:
+                    self._reply(409, "text/plain; charset=utf-8", b"still collecting\n")
+                    return
+                self._reply(200, "application/x-tar", evidence_tar(folder))
+                return
             if path == "/healthz":
                 self._reply(200, "text/plain; charset=utf-8", b"ok\n")
             elif path == "/metrics":

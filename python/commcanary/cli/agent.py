@@ -70,6 +70,22 @@ def agent_command(
             "--workload", metavar="NAME", help="The workload alarms are pushed to (default: the job's name)."
         ),
     ] = None,
+    peers: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--peers",
+            metavar="URL",
+            help="Another node's agent (repeat for each): an alarm also collects and diagnoses their evidence.",
+        ),
+    ] = None,
+    peer_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--peer-token-file",
+            metavar="FILE",
+            help="The token the job's agents share (a file): needed by --peers and to answer them.",
+        ),
+    ] = None,
     run_for: Annotated[
         float | None,
         typer.Option(
@@ -99,10 +115,21 @@ def agent_command(
 
             token = read_token(token_file)
             push = _pusher(server, token, workload)
+        joined = None
+        if peers or peer_token_file is not None:
+            from commcanary.agent.peers import Peers
+            from commcanary.server.push import read_token
+
+            if peer_token_file is None:
+                fail("--peers needs --peer-token-file (the token the job's agents share)", EXIT_USAGE)
+            bad = [u for u in peers or [] if not u.startswith(("http://", "https://"))]
+            if bad:
+                fail(f"--peers: expected http://HOST:PORT, got {bad[0]!r}", EXIT_USAGE)
+            joined = Peers(list(peers or []), read_token(peer_token_file))
         where = archive or watch / "agent"
         where.mkdir(parents=True, exist_ok=True)
         try:
-            agent = Agent(watch, where, hang_after_s=hang_after, push=push)
+            agent = Agent(watch, where, hang_after_s=hang_after, push=push, peers=joined)
             agent.follower.poll(time.time())
         except ShardRefused as exc:
             fail(str(exc))
