@@ -412,3 +412,34 @@ def test_agents_on_two_nodes_localize_a_root_on_the_other_node(tmp_path: Path) -
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(30)
             subprocess.run(["pkill", "-KILL", "-f", str(tmp_path)], capture_output=True)
+
+
+def test_a_job_that_goes_on_after_the_alarm_is_a_stall(tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    port = _port()
+    args = (
+        "--steps",
+        "300",
+        "--step-sleep",
+        "0.02",
+        "--fault",
+        "freeze",
+        "--fault-rank",
+        "1",
+        "--fault-step",
+        "8",
+    )
+    with (
+        _job(tmp_path, *args, "--freeze-s", "14") as (_, shards),
+        _agent(shards, archive, port, "--hang-after", "5"),
+    ):
+        _wait(lambda: any(archive.glob("alarm-*/hang.json")), 120, "the alarm")
+        folder = next(archive.glob("alarm-*/hang.json")).parent
+        _wait(lambda: json.loads((folder / "alarm.json").read_text())["outcome"] == "stall", 60, "the stall")
+        alarm = json.loads((folder / "alarm.json").read_text())
+        assert alarm["resumed_at"] > alarm["raised_at"]
+        assert [r["rank"] for r in json.loads((folder / "hang.json").read_text())["root"]] == [1]
+        metrics = _get(port, "/metrics")
+        assert _metric(metrics, "commcanary_stalls_total") == 1
+        assert _metric(metrics, "commcanary_hang_alarms_total") == 1
