@@ -249,13 +249,9 @@ class _Responder:
                 why = (
                     "terminated (SIGTERM)"
                     if terminated
-                    else f"evidence requested ({signal.Signals(self.signum).name}"
+                    else f"evidence requested ({signal.Signals(self.signum).name}, {ident})"
                 )
-                header = (
-                    f"# rank {self.rank}: {why}, {ident})\n"
-                    if not terminated
-                    else f"# rank {self.rank}: {why}\n"
-                )
+                header = f"# rank {self.rank}: {why}\n"
                 _write(where / f"rank{self.rank}_stacks.txt", header.encode() + stacks)
                 files.append(f"rank{self.rank}_stacks.txt")
         if self.ring is not None:
