@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from commcanary.agent.follow import Follower
@@ -361,3 +363,34 @@ def test_the_peer_routes_need_the_token(tmp_path: Path) -> None:
     finally:
         http.shutdown()
         http.server_close()
+
+
+@settings(deadline=None, max_examples=40)
+@given(
+    steps=st.integers(1, 25),
+    cuts=st.lists(st.floats(0.0, 1.0), max_size=6),
+    restarts=st.lists(st.booleans(), min_size=6, max_size=6),
+)
+def test_any_growth_and_any_restarts_count_what_one_read_counts(
+    tmp_path_factory: pytest.TempPathFactory, steps: int, cuts: list[float], restarts: list[bool]
+) -> None:
+    whole_dir = tmp_path_factory.mktemp("whole")
+    shards = _job(whole_dir, steps, {s: 5.0 * (s % 3) for s in range(steps)})
+    once = LiveJob()
+    Follower(whole_dir, once).poll(1.0)
+    grown = tmp_path_factory.mktemp("grown")
+    full = [p.read_bytes() for p in shards]
+    job, offsets = LiveJob(), None
+    for i, cut in enumerate([*sorted(cuts), 1.0]):
+        for path, data in zip(shards, full, strict=True):
+            (grown / path.name).write_bytes(data[: int(len(data) * cut)])
+        follower = Follower(grown, job, offsets)
+        follower.poll(1.0)
+        offsets = follower.offsets
+        if restarts[i % len(restarts)]:
+            saved = orjson.dumps({"job": job.to_json(), "offsets": offsets}, option=orjson.OPT_NON_STR_KEYS)
+            doc = orjson.loads(saved)
+            job, offsets = LiveJob.from_json(doc["job"]), doc["offsets"]
+    assert job.collectives == once.collectives and job.bytes_total == once.bytes_total
+    assert list(job.finished_steps) == list(once.finished_steps)
+    assert job.late_total == once.late_total and not job.skipped
