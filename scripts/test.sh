@@ -13,13 +13,14 @@ stage() { echo "== $1 (at $((SECONDS - STARTED)) s)"; }
 
 # A headless browser for the HTML report tests (Debian's chromium), and
 # PostgreSQL for the server's tests (they start their own cluster with
-# initdb; no system service is used).
+# initdb; no system service is used), and iproute2 for the agents' test in
+# two network namespaces.
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1 \
-    || ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    || ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || ! command -v ip >/dev/null 2>&1; then
     SUDO=""
     if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver postgresql >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver postgresql iproute2 >/dev/null
 fi
 
 VENV=target/test-venv
