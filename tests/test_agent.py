@@ -128,16 +128,18 @@ def test_damaged_lines_are_skipped_and_counted(tmp_path: Path) -> None:
     shards = _job(tmp_path, 5)
     with open(shards[0], "ab") as f:
         f.write(b'{"op": "all_reduce", "bytes": -1}\n')  # fields the capture never writes
+        f.write(b'{"kind": "evidence", "files": 5}\n')
+        f.write(b'{"kind": "progress", "groups": {"0": {"enqueued": "x", "completed": 1}}}\n')
         f.write(b"not json at all\n")
         f.write(b'{"op": "all_reduce", "byt')  # torn: the process died writing it
     job = LiveJob()
     follower = Follower(tmp_path, job)
     follower.poll(time.time())
-    assert job.skipped == {"corrupt": 2}
+    assert job.skipped == {"corrupt": 4}
     assert job.collectives[("0", "all_reduce")] == 5
     job.processes[shards[0].name].dead = True
     follower.poll(time.time())
-    assert job.skipped == {"corrupt": 2, "torn": 1}
+    assert job.skipped == {"corrupt": 4, "torn": 1}
     assert follower.offsets[shards[0].name] == shards[0].stat().st_size
     other = tmp_path / "other.shard.jsonl"
     other.write_bytes(_line(_header(5, 99, session="another")))

@@ -141,6 +141,15 @@ class Follower:
 
 
 def _note_ok(row: dict[str, Any]) -> bool:
+    """Whether a note's fields are what the capture writes."""
+    if row["kind"] == "evidence":
+        files = row.get("files", [])
+        return (
+            isinstance(row.get("request", ""), str)
+            and isinstance(row.get("dir", ""), str)
+            and isinstance(files, list)
+            and all(isinstance(f, str) for f in files)
+        )
     if row["kind"] != "progress":
         return True
     groups, inside = row.get("groups", {}), row.get("inside", [])

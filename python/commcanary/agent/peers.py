@@ -150,7 +150,7 @@ class Peers:
                     continue
                 except (OSError, ValueError):
                     continue
-                with contextlib.suppress(tarfile.TarError, OSError):
+                with contextlib.suppress(tarfile.TarError, EOFError, OSError):
                     got[url] = extract_evidence(data, into)
                 pending.remove(url)
             if pending:
