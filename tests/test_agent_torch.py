@@ -229,7 +229,7 @@ def test_a_short_straggler_raises_no_alarm(tmp_path: Path) -> None:
     port = _port()
     args = (
         "--steps",
-        "60",
+        "40",
         "--step-sleep",
         "0.02",
         "--fault",
@@ -237,7 +237,7 @@ def test_a_short_straggler_raises_no_alarm(tmp_path: Path) -> None:
         "--fault-rank",
         "1",
         "--fault-step",
-        "20",
+        "15",
     )
     with (
         _job(tmp_path, *args, "--straggle-s", "2.0") as (job, shards),
@@ -248,8 +248,11 @@ def test_a_short_straggler_raises_no_alarm(tmp_path: Path) -> None:
         status = json.loads(_get(port, "/status") or "{}")
     assert status["alarms"] == []
     late = status["stragglers"]["late_steps_by_rank"]
-    assert set(late) <= {"1"} and late.get("1", 0) >= 3
-    assert status["stragglers"]["repeated"] == ["1"]
+    # Rank 1 is late in (nearly) every step from step 15; on a busy host another rank may be
+    # late now and then, never as often.
+    assert late.get("1", 0) >= 15, late
+    assert all(n <= late["1"] // 4 for rank, n in late.items() if rank != "1"), late
+    assert "1" in status["stragglers"]["repeated"]
 
 
 def _netns_available() -> str | None:
