@@ -68,6 +68,6 @@ HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" python -m pytest -q
 stage "fuzz: a short fixed-count run of every target (docs/resource-limits.md)"
 cargo fmt --manifest-path rust/fuzz/Cargo.toml --check
 ./scripts/fuzz.sh --runs 20000
-./scripts/fuzz.sh --python --runs 2000 capture_shards flight_recorder param_export
+./scripts/fuzz.sh --python --runs 2000 capture_shards flight_recorder param_export agent
 ./scripts/fuzz.sh --python --runs 300 cli
 stage "done"
