@@ -338,18 +338,8 @@ fn broken_instead(
     )
 }
 
-fn wait_roots(
-    alignment: &Alignment,
-    positions: &[Position<'_>],
-    departed: &dyn Fn(i64) -> bool,
-    departures: &dyn Fn(i64) -> usize,
-) -> Vec<Root> {
-    let state = |r: i64| {
-        positions
-            .iter()
-            .find(|p| p.rank == r)
-            .map_or("no_evidence", |p| p.state)
-    };
+/// The minority of each mismatch (a tie broken by each side's own loop).
+fn mismatch_roots(alignment: &Alignment, departures: &dyn Fn(i64) -> usize) -> Vec<Root> {
     let mut out: Vec<Root> = Vec::new();
     for (i, m) in alignment.mismatches.iter().enumerate() {
         // A tie (two ranks, two calls) is broken by each side's own
@@ -387,6 +377,22 @@ fn wait_roots(
             );
         }
     }
+    out
+}
+
+fn wait_roots(
+    alignment: &Alignment,
+    positions: &[Position<'_>],
+    departed: &dyn Fn(i64) -> bool,
+    departures: &dyn Fn(i64) -> usize,
+) -> Vec<Root> {
+    let state = |r: i64| {
+        positions
+            .iter()
+            .find(|p| p.rank == r)
+            .map_or("no_evidence", |p| p.state)
+    };
+    let mut out = mismatch_roots(alignment, departures);
     // A desync decided by a majority explains the ranks missing elsewhere
     // (a rank gloo aborted on the wrong size, peers stuck behind it): its
     // minority is the root.
