@@ -76,24 +76,20 @@ class _Out:
 def render_metrics(job: LiveJob, now: float, agent: dict[str, Any]) -> str:
     """The exposition, from the live view and the agent's own counts."""
     out = _Out()
-    out.family("commcanary_collectives_total", "counter", "Collective instances every member completed.")
-    for (group, op), n in sorted(job.collectives.items()):
-        out.sample("commcanary_collectives_total", n, group=group, op=op)
-    out.family("commcanary_collective_bytes_total", "counter", "Message bytes of the completed instances.")
-    for (group, op), n in sorted(job.bytes_total.items()):
-        out.sample("commcanary_collective_bytes_total", n, group=group, op=op)
-    out.family(
-        "commcanary_collective_bus_bytes_total",
-        "counter",
-        "Bytes times nccl-tests' bus factor, for bus bandwidth.",
+    per_op: tuple[tuple[str, str, dict[tuple[str, str], Any]], ...] = (
+        ("commcanary_collectives_total", "Collective instances every member completed.", job.collectives),
+        ("commcanary_collective_bytes_total", "Message bytes of the completed instances.", job.bytes_total),
+        (
+            "commcanary_collective_bus_bytes_total",
+            "Bytes times nccl-tests' bus factor, for bus bandwidth.",
+            job.bus_bytes,
+        ),
+        ("commcanary_collective_busy_seconds_total", "Instance time, last arrival to last end.", job.busy_s),
     )
-    for (group, op), v in sorted(job.bus_bytes.items()):
-        out.sample("commcanary_collective_bus_bytes_total", v, group=group, op=op)
-    out.family(
-        "commcanary_collective_busy_seconds_total", "counter", "Instance time, last arrival to last end."
-    )
-    for (group, op), v in sorted(job.busy_s.items()):
-        out.sample("commcanary_collective_busy_seconds_total", v, group=group, op=op)
+    for name, help_text, values in per_op:
+        out.family(name, "counter", help_text)
+        for (group, op), value in sorted(values.items()):
+            out.sample(name, value, group=group, op=op)
     name = "commcanary_collective_duration_seconds"
     out.family(name, "histogram", "Instance time from the last member's arrival to the last member's end.")
     for (group, op), counts in sorted(job.histogram.items()):
