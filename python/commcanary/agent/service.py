@@ -260,10 +260,10 @@ class Agent:
     def _collect(self, ident: str, evidence: Path) -> list[dict[str, Any]]:
         """Asks every live process of this host for its evidence and waits
         for their answers."""
-        from commcanary.capture.live import _signal_number
+        from commcanary.capture.live import evidence_signal
 
         _write(self.watch / REQUEST_FILE, orjson.dumps({"id": ident, "dir": str(evidence.resolve())}))
-        signum = _signal_number() or signal.SIGUSR2
+        signum = evidence_signal() or signal.SIGUSR2
         rows: dict[str, dict[str, Any]] = {}
         asked = []
         with self.lock:

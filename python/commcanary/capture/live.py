@@ -60,7 +60,7 @@ import orjson
 from commcanary.capture import recorder
 from commcanary.capture.evidence import _Recorder
 
-__all__ = ["MAX_INSIDE", "POLL_S", "REQUEST_FILE", "enter", "leave", "start"]
+__all__ = ["MAX_INSIDE", "POLL_S", "REQUEST_FILE", "enter", "evidence_signal", "leave", "start"]
 
 #: Seconds between looks at the counters and the open calls.
 POLL_S = 0.5
@@ -340,7 +340,8 @@ def _listen(responder: _Responder, wakeup: int | None) -> None:
                 responder.serve()
 
 
-def _signal_number() -> int | None:
+def evidence_signal() -> int | None:
+    """The signal that asks for evidence (``COMMCANARY_EVIDENCE_SIGNAL``, SIGUSR2 unless set); ``None`` when off."""
     name = os.environ.get("COMMCANARY_EVIDENCE_SIGNAL", "SIGUSR2").strip().upper()
     if name in ("", "NONE", "OFF", "0"):
         return None
@@ -350,7 +351,7 @@ def _signal_number() -> int | None:
 
 
 def _arm_signal(directory: Path, rank: int, ring: _Ring | None) -> _Responder | None:
-    signum = _signal_number()
+    signum = evidence_signal()
     if signum is None or threading.current_thread() is not threading.main_thread():
         return None
     if signal.getsignal(signum) not in (signal.SIG_DFL, None):
