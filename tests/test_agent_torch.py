@@ -117,6 +117,15 @@ def _complete_instances(shards: Path, group: str, op: str) -> int:
     return sum(1 for ident, ranks in seen.items() if len(ranks) == size[ident])
 
 
+def _saved_rows(archive: Path, group: str, op: str) -> bool:
+    """Whether the agent's last saved state counts (group, op)."""
+    try:
+        rows = json.loads((archive / "state.json").read_text())["job"]["collectives"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return any(row[:2] == [group, op] for row in rows)
+
+
 def test_metrics_follow_the_shards_through_a_restart_and_equal_them_at_the_end(tmp_path: Path) -> None:
     archive = tmp_path / "archive"
     archive.mkdir()
@@ -161,6 +170,9 @@ def test_metrics_follow_the_shards_through_a_restart_and_equal_them_at_the_end(t
                 )
                 or 0
             ) > 0
+            # The state is saved every second: wait for a save that holds this group's counts, so the
+            # restart has counts to go on from, then kill with no chance of a last save.
+            _wait(lambda: _saved_rows(archive, "1", "all_reduce"), 10, "a saved state holding group 1's all_reduce")
             agent.kill()  # no chance to save: the restart goes on from the last saved state
             agent.wait()
         before = json.loads((archive / "state.json").read_text())["job"]["collectives"]
