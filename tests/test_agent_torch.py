@@ -172,7 +172,11 @@ def test_metrics_follow_the_shards_through_a_restart_and_equal_them_at_the_end(t
             ) > 0
             # The state is saved every second: wait for a save that holds this group's counts, so the
             # restart has counts to go on from, then kill with no chance of a last save.
-            _wait(lambda: _saved_rows(archive, "1", "all_reduce"), 10, "a saved state holding group 1's all_reduce")
+            _wait(
+                lambda: _saved_rows(archive, "1", "all_reduce"),
+                10,
+                "a saved state holding group 1's all_reduce",
+            )
             agent.kill()  # no chance to save: the restart goes on from the last saved state
             agent.wait()
         before = json.loads((archive / "state.json").read_text())["job"]["collectives"]
