@@ -13,14 +13,15 @@ stage() { echo "== $1 (at $((SECONDS - STARTED)) s)"; }
 
 # A headless browser for the HTML report tests (Debian's chromium), and
 # PostgreSQL for the server's tests (they start their own cluster with
-# initdb; no system service is used), and iproute2 for the agents' test in
-# two network namespaces.
+# initdb; no system service is used), iproute2 for the agents' test in
+# two network namespaces, and strace for the NCCL plugin's futex count.
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1 \
-    || ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || ! command -v ip >/dev/null 2>&1; then
+    || ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || ! command -v ip >/dev/null 2>&1 \
+    || ! command -v strace >/dev/null 2>&1; then
     SUDO=""
     if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver postgresql iproute2 >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver postgresql iproute2 strace >/dev/null
 fi
 
 VENV=target/test-venv
@@ -52,6 +53,9 @@ fi
 cargo fmt --all --check
 cargo clippy -q --workspace --all-targets --locked -- -D warnings
 cargo test -q -p commcanary-core --locked
+# The NCCL profiler plugin: its log format, and the C harness that drives
+# it as NCCL does (plain, AddressSanitizer and ThreadSanitizer builds).
+cargo test -q -p commcanary-nccl-log -p commcanary-nccl-profiler --locked
 
 stage "build the extension"
 quietly maturin develop --release --locked

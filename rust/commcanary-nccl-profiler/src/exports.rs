@@ -16,8 +16,9 @@ use commcanary_nccl_log::frame::Comm;
 use commcanary_nccl_log::record::{call, flag, from_signed, slot};
 
 use crate::abi::*;
+use crate::clock::stamp;
 use crate::threads::with_ring;
-use crate::writer::{now_ns, shared};
+use crate::writer::shared;
 
 /// What `init` hands back as the context.
 struct Context {
@@ -133,7 +134,7 @@ unsafe extern "C" fn finalize(context: *mut c_void) -> NcclResult {
 #[inline]
 fn push_start(mut r: Record, handle: *mut *mut c_void) {
     r.call = call::START;
-    r.ts_ns = now_ns();
+    r.ts_ns = stamp();
     let id = with_ring(|ring| {
         let id = ring.next_id();
         r.id = id;
@@ -505,7 +506,7 @@ unsafe extern "C" fn stop_event(handle: *mut c_void) -> NcclResult {
     let r = Record {
         call: call::STOP,
         id: handle as u64,
-        ts_ns: now_ns(),
+        ts_ns: stamp(),
         ..Record::default()
     };
     with_ring(|ring| ring.push(&r));
@@ -524,7 +525,7 @@ unsafe extern "C" fn record_event_state(
         call: call::STATE,
         state: u8::try_from(event_state).unwrap_or(u8::MAX),
         id: handle as u64,
-        ts_ns: now_ns(),
+        ts_ns: stamp(),
         ..Record::default()
     };
     if !args.is_null() {

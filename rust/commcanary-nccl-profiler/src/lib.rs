@@ -11,7 +11,9 @@
 //! * [`exports`]: the tables and the functions NCCL calls (the hot path).
 //! * [`ring`], [`threads`]: per-thread rings and their registration.
 //! * [`writer`]: the writer thread and segments.
+//! * [`clock`]: stamps (TSC ticks where invariant) and their wall-clock fit.
 //! * [`config`]: environment settings.
+//! * [`tsan`]: happens-before notes for a ThreadSanitizer host.
 //! * [`layout`]: offsets and sizes, exported for the C harness's check.
 
 #![allow(unsafe_code)]
@@ -19,9 +21,11 @@
 #![allow(missing_docs)]
 
 pub mod abi;
+pub mod clock;
 pub mod config;
 pub mod exports;
 pub mod layout;
 pub mod ring;
 pub mod threads;
+pub mod tsan;
 pub mod writer;

@@ -45,10 +45,18 @@ impl Ring {
     #[must_use]
     pub fn new(capacity: usize, thread: u32) -> Self {
         let cap = capacity.clamp(2, 1 << 20).next_power_of_two();
+        let slots: Box<[UnsafeCell<Record>]> = (0..cap)
+            .map(|_| UnsafeCell::new(Record::default()))
+            .collect();
+        // Touch every page now, on registration, so the first lap of the ring
+        // takes no page faults on the calling thread.
+        for slot in slots.iter().step_by(4096 / std::mem::size_of::<Record>()) {
+            // SAFETY: the ring is not shared yet; a volatile write keeps the
+            // page from staying a lazily mapped zero page.
+            unsafe { std::ptr::write_volatile(slot.get(), Record::default()) };
+        }
         Self {
-            slots: (0..cap)
-                .map(|_| UnsafeCell::new(Record::default()))
-                .collect(),
+            slots,
             mask: cap as u64 - 1,
             head: Padded(AtomicU64::new(0)),
             tail: Padded(AtomicU64::new(0)),
@@ -79,9 +87,16 @@ impl Ring {
             return false;
         }
         let slot = &self.slots[(head & self.mask) as usize];
+        let noted = crate::tsan::active();
+        if noted {
+            crate::tsan::acquire(slot.get());
+        }
         // SAFETY: `head` is outside `tail..head`, so the consumer does not
         // read this slot until the release store below publishes it.
         unsafe { *slot.get() = *r };
+        if noted {
+            crate::tsan::release(slot.get());
+        }
         self.head.0.store(head.wrapping_add(1), Ordering::Release);
         true
     }
@@ -91,11 +106,18 @@ impl Ring {
         let tail = self.tail.0.load(Ordering::Relaxed);
         let head = self.head.0.load(Ordering::Acquire);
         let n = head.wrapping_sub(tail);
+        let noted = crate::tsan::active();
         for i in 0..n {
             let slot = &self.slots[(tail.wrapping_add(i) & self.mask) as usize];
+            if noted {
+                crate::tsan::acquire(slot.get());
+            }
             // SAFETY: the slot is inside `tail..head`: published by the
             // producer's release store, which the acquire load above saw.
             out.push(unsafe { *slot.get() });
+            if noted {
+                crate::tsan::release(slot.get());
+            }
         }
         self.tail.0.store(head, Ordering::Release);
         n as usize

@@ -47,12 +47,14 @@ impl Local {
                 Err(now) => head = now,
             }
         }
+        crate::tsan::release(&NEW_RINGS);
         Self { ring }
     }
 }
 
 impl Drop for Local {
     fn drop(&mut self) {
+        crate::tsan::release(Arc::as_ptr(&self.ring));
         self.ring.retire();
     }
 }
@@ -75,6 +77,7 @@ pub fn with_ring<R>(f: impl FnOnce(&Ring) -> R) -> Option<R> {
 /// Every ring registered since the last call (the writer's side).
 pub fn take_new() -> Vec<Arc<Ring>> {
     let mut node = NEW_RINGS.swap(ptr::null_mut(), Ordering::Acquire);
+    crate::tsan::acquire(&NEW_RINGS);
     let mut out = Vec::new();
     while !node.is_null() {
         // SAFETY: the swap took the whole list; each node was made by

@@ -48,13 +48,7 @@ pub struct Shared {
 
 static SHARED: OnceLock<Shared> = OnceLock::new();
 
-/// Host wall clock, ns.
-#[inline]
-pub fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
+use crate::clock::{Fit, wall_ns as now_ns};
 
 /// The shared state, started (with its writer thread) on first use.
 pub fn shared(abi: u32) -> &'static Shared {
@@ -66,6 +60,8 @@ pub fn shared(abi: u32) -> &'static Shared {
             eprintln!("commcanary NCCL profiler: {w}");
         }
         threads::RING_CAPACITY.store(config.ring, Ordering::Relaxed);
+        crate::clock::choose();
+        crate::tsan::detect();
         Shared {
             config,
             comms: Mutex::new(Vec::new()),
@@ -114,6 +110,26 @@ fn wait(done: impl Fn() -> bool) {
 }
 
 impl Shared {
+    /// The communicators (the writer's side of the hand-over).
+    fn comms(&self) -> std::sync::MutexGuard<'_, Vec<Comm>> {
+        let guard = self
+            .comms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        crate::tsan::acquire(&self.comms);
+        guard
+    }
+
+    /// The `finalize` calls not yet written.
+    fn take_finalized(&self) -> Vec<(u32, u64)> {
+        let mut guard = self
+            .finalized
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        crate::tsan::acquire(&self.finalized);
+        std::mem::take(&mut *guard)
+    }
+
     /// Records a communicator; returns its context index.
     pub fn add_comm(&self, mut comm: Comm) -> u32 {
         let mut comms = self
@@ -123,6 +139,7 @@ impl Shared {
         comm.context = comms.len() as u32;
         let context = comm.context;
         comms.push(comm);
+        crate::tsan::release(&self.comms);
         self.live.fetch_add(1, Ordering::AcqRel);
         context
     }
@@ -134,6 +151,7 @@ impl Shared {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push((context, now_ns()));
+        crate::tsan::release(&self.finalized);
         self.live.fetch_sub(1, Ordering::AcqRel);
         let ticket = self.flush_requested.fetch_add(1, Ordering::AcqRel) + 1;
         wait(|| {
@@ -157,6 +175,9 @@ struct Writer {
     strings: Vec<(u64, String)>,
     seen: HashSet<u64>,
     comms_written: usize,
+    /// Communicators and strings in the file so far (a new segment repeats them).
+    comms_flushed: usize,
+    strings_flushed: usize,
     segment: Option<SegmentFile>,
     next_segment: u32,
     header: Header,
@@ -164,6 +185,7 @@ struct Writer {
     batch: Vec<Record>,
     pending_records: u64,
     failed: bool,
+    fit: Fit,
 }
 
 fn host_name() -> String {
@@ -207,6 +229,8 @@ impl Writer {
             strings: Vec::new(),
             seen: HashSet::new(),
             comms_written: 0,
+            comms_flushed: 0,
+            strings_flushed: 0,
             segment: None,
             next_segment: 1,
             header,
@@ -214,6 +238,7 @@ impl Writer {
             batch: Vec::with_capacity(FRAME_RECORDS),
             pending_records: 0,
             failed: false,
+            fit: Fit::new(),
         }
     }
 
@@ -258,16 +283,11 @@ impl Writer {
         self.next_segment += 1;
         let mut head = Vec::new();
         Frame::Header(self.header.clone()).encode(&mut head);
-        let comms = self
-            .s
-            .comms
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        for c in &comms[..self.comms_written.min(comms.len())] {
+        let comms = self.s.comms().clone();
+        for c in &comms[..self.comms_flushed.min(comms.len())] {
             Frame::Comm(c.clone()).encode(&mut head);
         }
-        for (pointer, text) in &self.strings {
+        for (pointer, text) in &self.strings[..self.strings_flushed] {
             Frame::String {
                 pointer: *pointer,
                 text: text.clone(),
@@ -309,6 +329,8 @@ impl Writer {
             Some(seg) => seg.file.write_all(&self.buf).map(|()| {
                 seg.bytes += self.buf.len() as u64;
                 seg.records += self.pending_records;
+                self.comms_flushed = self.comms_written;
+                self.strings_flushed = self.strings.len();
             }),
             None => Ok(()),
         };
@@ -325,11 +347,7 @@ impl Writer {
         let mut busy = false;
         self.rings.extend(threads::take_new());
         {
-            let comms = self
-                .s
-                .comms
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let comms = self.s.comms();
             for c in &comms[self.comms_written..] {
                 Frame::Comm(c.clone()).encode(&mut self.buf);
                 busy = true;
@@ -341,6 +359,9 @@ impl Writer {
             self.batch.clear();
             if ring.drain(&mut self.batch) > 0 {
                 busy = true;
+                for r in &mut self.batch {
+                    r.ts_ns = self.fit.ns(r.ts_ns);
+                }
                 self.strings_of_batch();
                 for chunk in self.batch.chunks(FRAME_RECORDS) {
                     put_frame(&mut self.buf, |p| {
@@ -375,14 +396,14 @@ impl Writer {
                 None => {}
             }
         }
-        self.rings.retain(|r| !r.finished());
-        let finalized: Vec<(u32, u64)> = std::mem::take(
-            &mut *self
-                .s
-                .finalized
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
+        self.rings.retain(|r| {
+            let done = r.finished();
+            if done {
+                crate::tsan::acquire(Arc::as_ptr(r));
+            }
+            !done
+        });
+        let finalized = self.s.take_finalized();
         for (context, ts_ns) in finalized {
             Frame::Finalize { context, ts_ns }.encode(&mut self.buf);
             busy = true;
@@ -420,7 +441,12 @@ impl Writer {
 
     fn run(mut self) {
         let mut idle_ms = 1u64;
+        let mut refit_at = now_ns() + 100_000_000;
         loop {
+            if now_ns() >= refit_at {
+                self.fit.refit();
+                refit_at = now_ns() + 1_000_000_000;
+            }
             let stopping = self.s.stop.load(Ordering::Acquire);
             let requested = self.s.flush_requested.load(Ordering::Acquire);
             let busy = self.pass();
