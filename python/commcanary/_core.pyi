@@ -21,6 +21,7 @@ from commcanary._types import (
     JudgedRuns,
     KinetoCounts,
     Measurement,
+    NcclProcess,
     OccurrenceColumns,
     ParamExport,
     PartialCollective,
@@ -103,6 +104,7 @@ __all__ = [
     "import_kineto_file",
     "import_kineto_job",
     "import_kineto_partials",
+    "import_nccl_profiler",
     "inspect_file",
     "job_timeline",
     "judge_runs",
@@ -373,6 +375,12 @@ def import_kineto_job(
     strict: bool = False,
     cache_dir: str | None = None,
 ) -> tuple[Trace, JobCounts, list[PartialCollective]]: ...
+def import_nccl_profiler(
+    directory: str,
+    *,
+    workload_name: str = ...,
+    strict: bool = False,
+) -> tuple[Trace, JobCounts, list[PartialCollective], list[NcclProcess]]: ...
 def check_kineto_job_options(
     files: int,
     *,

@@ -190,6 +190,30 @@ class JobCounts(TypedDict):
     cache_write_failures: int
 
 
+class NcclComm(TypedDict):
+    """``import_nccl_profiler``: how far NCCL got on one communicator."""
+
+    group: str
+    enqueued: int
+    last_enqueued: int
+    last_completed: int
+    observed: int
+
+
+class NcclProcess(TypedDict):
+    """``import_nccl_profiler``: one process's logs."""
+
+    label: str
+    rank: int
+    abi: int
+    segments: int
+    sealed: int
+    dropped: int
+    torn: int
+    orphans: int
+    comms: list[NcclComm]
+
+
 class PartialCollective(TypedDict):
     """A collective some of its group's ranks never recorded."""
 

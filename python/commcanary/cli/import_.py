@@ -207,3 +207,49 @@ def import_kineto_command(
                 f"partial: {len(imported.partial)} collective(s) seen on some member ranks only, "
                 f"not imported; first: {imported.partial[0].text}"
             )
+
+
+NcclLogDir = Annotated[
+    Path,
+    typer.Argument(
+        metavar="DIR",
+        help="The NCCL profiler plugin's log directory (COMMCANARY_NCCL_DIR of the job): "
+        "every process's *.ccnl segments.",
+    ),
+]
+
+
+def import_nccl_profiler_command(
+    ctx: typer.Context,
+    directory: NcclLogDir,
+    output: Output,
+    workload_name: Annotated[
+        str, typer.Option("--workload-name", help="workload.name of the imported trace.")
+    ] = "nccl-profiler-import",
+    strict: Strict = False,
+) -> None:
+    """Import the logs of libnccl-profiler-commcanary.so (one directory per job) as a commcanary.trace.v1 trace."""
+    with errors_exit(ctx):
+        from commcanary.importers.nccl_profiler import import_nccl_profiler
+
+        check_paths(ctx, inputs={"directory": directory}, outputs={"output": output})
+        if not directory.is_dir():
+            fail(f"{directory}: not a directory (give the plugin's COMMCANARY_NCCL_DIR)")
+        imported = import_nccl_profiler(directory, workload_name=workload_name, strict=strict)
+        imported.write(output)
+        job = imported.job
+        typer.echo(
+            f"imported {job.imported} collective events from {job.ranks} ranks "
+            f"({len(imported.processes)} processes' NCCL profiler logs): {output}"
+        )
+        lost = [p for p in imported.processes if p.dropped or p.torn or p.orphans]
+        for p in lost:
+            typer.echo(
+                f"rank {p.rank} ({p.label}): {p.dropped} records dropped by full rings, "
+                f"{p.torn} in a cut last frame, {p.orphans} stops without their start"
+            )
+        if job.partial:
+            typer.echo(
+                f"partial: {len(job.partial)} collective(s) seen on some member ranks only, "
+                f"not imported; first: {job.partial[0].text}"
+            )

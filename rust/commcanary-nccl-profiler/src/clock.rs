@@ -74,7 +74,13 @@ impl Fit {
             first: (0, 0),
             slope: 1.0,
         };
-        f.first = f.pair();
+        if tsc {
+            // Two paired readings 20 ms apart give the first slope; the
+            // writer thread makes the fit before it converts any stamp.
+            f.first = f.pair();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            f.refit();
+        }
         f
     }
 
@@ -86,14 +92,14 @@ impl Fit {
         (a / 2 + b / 2, ns)
     }
 
-    /// Refits with a fresh pair (at least 50 ms after the first).
+    /// Refits with a fresh pair: the longer the baseline, the better.
     pub fn refit(&mut self) {
         if !self.tsc {
             return;
         }
         let (t, n) = self.pair();
         let (t0, n0) = self.first;
-        if t > t0 && n > n0 + 50_000_000 {
+        if t > t0 && n > n0 + 10_000_000 {
             self.slope = (n - n0) as f64 / (t - t0) as f64;
         }
     }

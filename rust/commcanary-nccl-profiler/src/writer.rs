@@ -457,6 +457,7 @@ impl Writer {
                 self.s.flush_done.store(requested, Ordering::Release);
             }
             if stopping {
+                self.fit.refit();
                 self.pass();
                 self.seal();
                 self.s.stopped.store(true, Ordering::Release);

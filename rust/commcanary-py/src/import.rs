@@ -1,5 +1,6 @@
-//! Importers: `import_kineto_file` (one rank, the reference behaviour) and
-//! `import_kineto_job` (a job's per-rank files merged); for a distributed
+//! Importers: `import_kineto_file` (one rank, the reference behaviour),
+//! `import_kineto_job` (a job's per-rank files merged) and
+//! `import_nccl_profiler` (the NCCL profiler plugin's logs); for a distributed
 //! import, `import_kineto_partials` (the job merged from the files'
 //! partials, `crate::distributed::kineto_partial`).
 
@@ -13,6 +14,7 @@ use commcanary_core::import::kineto::{
     CacheStats, JobImport, JobOptions, KinetoOptions, check_import_names, describe, import_kineto,
     profiles_from_partials, read_files,
 };
+use commcanary_core::import::nccl_profiler::import_dir;
 use commcanary_core::input::{MAX_INPUT_BYTES, read_input};
 use commcanary_core::json::JsonLimits;
 use pyo3::prelude::*;
@@ -228,4 +230,57 @@ pub(crate) fn read_clock_offsets(py: Python<'_>, path: PathBuf) -> PyResult<Hash
         )?)
     })?;
     Ok(pairs.into_iter().collect())
+}
+
+/// Imports a directory of NCCL profiler plugin logs
+/// (`libnccl-profiler-commcanary.so`) as a job trace. Returns what
+/// `import_kineto_job` returns, and per process (in rank order) a dict:
+/// `label`, `rank`, `abi`, `segments`, `sealed`, `dropped`, `torn`,
+/// `orphans`, and `comms` (dicts: `group`, `enqueued`, `last_enqueued`,
+/// `last_completed`, `observed`).
+#[pyfunction]
+#[pyo3(signature = (directory, *, workload_name="nccl-profiler-import".to_owned(), strict=false))]
+#[allow(clippy::type_complexity)]
+pub(crate) fn import_nccl_profiler<'py>(
+    py: Python<'py>,
+    directory: PathBuf,
+    workload_name: String,
+    strict: bool,
+) -> PyResult<(
+    PyTrace,
+    Bound<'py, PyDict>,
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+)> {
+    let source = directory.display().to_string();
+    let job = detached(py, None, move || {
+        let options = JobOptions::requested(workload_name, None, None, 1, Vec::new(), strict)?;
+        import_dir(&directory, &options)
+    })?;
+    let processes = PyList::empty(py);
+    for p in &job.processes {
+        let d = PyDict::new(py);
+        d.set_item("label", &p.label)?;
+        d.set_item("rank", p.rank)?;
+        d.set_item("abi", p.abi)?;
+        d.set_item("segments", p.segments.0)?;
+        d.set_item("sealed", p.segments.1)?;
+        d.set_item("dropped", p.dropped)?;
+        d.set_item("torn", p.torn)?;
+        d.set_item("orphans", p.orphans)?;
+        let comms = PyList::empty(py);
+        for (group, g) in &p.comms {
+            let c = PyDict::new(py);
+            c.set_item("group", group)?;
+            c.set_item("enqueued", g.enqueued)?;
+            c.set_item("last_enqueued", g.last_enqueued)?;
+            c.set_item("last_completed", g.last_completed)?;
+            c.set_item("observed", g.observed)?;
+            comms.append(c)?;
+        }
+        d.set_item("comms", comms)?;
+        processes.append(d)?;
+    }
+    let (trace, counts, partial) = job_result(py, job.import, &CacheStats::default(), source)?;
+    Ok((trace, counts, partial, processes))
 }

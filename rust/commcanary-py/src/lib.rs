@@ -119,7 +119,7 @@ mod _core {
     #[pymodule_export]
     use super::import::{
         check_kineto_job_options, import_kineto_file, import_kineto_job, import_kineto_partials,
-        read_clock_offsets,
+        import_nccl_profiler, read_clock_offsets,
     };
     #[pymodule_export]
     use super::inputs::{

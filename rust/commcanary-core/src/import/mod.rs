@@ -16,6 +16,7 @@
 pub mod cache;
 pub mod flight_recorder;
 pub mod kineto;
+pub mod nccl_profiler;
 pub mod pickle;
 pub mod stacks;
 pub mod stream;

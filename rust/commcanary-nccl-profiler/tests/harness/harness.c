@@ -14,6 +14,8 @@
  *
  * Usage: harness LIB ABI THREADS EVENTS DIGESTS_OUT [--hold]
  *   --hold: drive slowly until killed (for the SIGKILL test).
+ *        harness LIB ABI job STEPS LATE_RANK
+ *   one rank of a job (RANK, WORLD_SIZE from the environment); see job().
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -25,6 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
@@ -425,7 +430,103 @@ static int cmp_u64(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
+/* ---- Job mode: one rank of a job, as NCCL would report it ---------------
+ * harness LIB ABI job STEPS LATE_RANK
+ * RANK and WORLD_SIZE from the environment. Communicators: the world
+ * ("default_pg:0", every rank) and pairs ("dp:pairK", ranks 2K and 2K+1).
+ * Each step: an AllReduce on the world, an AllGather on the pair, and a ring
+ * of p2p (Send to rank+1, Recv from rank-1) on the world; every operation has
+ * two kernel channels that complete with GPU stamps, after every rank has
+ * called it (HARNESS_BARRIER). LATE_RANK arrives 2 ms late at every step
+ * (-1: none). Prints the operations it issued. */
+/* A barrier across the job's processes in a shared file (HARNESS_BARRIER,
+   created zeroed by the caller): a collective completes on no rank before
+   every rank has called it, as on a real network. */
+typedef struct { atomic_int arrived; atomic_int generation; } job_barrier;
+static job_barrier* BARRIER;
+static int WORLD;
+static void barrier_wait(void) {
+  if (!BARRIER) return;
+  int gen = atomic_load(&BARRIER->generation);
+  if (atomic_fetch_add(&BARRIER->arrived, 1) + 1 == WORLD) {
+    atomic_store(&BARRIER->arrived, 0);
+    atomic_fetch_add(&BARRIER->generation, 1);
+  } else {
+    while (atomic_load(&BARRIER->generation) == gen) sched_yield();
+  }
+}
+
+static void job_op(void* ctx, int rank, uint64_t type, uint64_t seq, const char* func, size_t count, int peer,
+                   void* group, uint64_t* gpu) {
+  descr_v6 d;
+  void *h = NULL, *k = NULL;
+  memset(&d, 0, sizeof d);
+  d.type = type; d.parentObj = group; d.rank = rank;
+  if (type == ProfileColl) d.coll = (struct coll_v5){seq, func, NULL, NULL, count, -1, "ncclFloat32", 2, 8, "RING", "SIMPLE", group};
+  else d.p2p = (struct p2p_v5){func, NULL, "ncclFloat32", count, peer, 2, group};
+  T5->startEvent(ctx, &h, &d);
+  T5->stopEvent(h); /* enqueued */
+  barrier_wait();
+  for (int c = 0; c < 2; c++) {
+    memset(&d, 0, sizeof d);
+    d.type = ProfileKernelCh; d.parentObj = h; d.rank = rank;
+    d.kernelCh = (struct kernel_ch){(uint8_t)c, *gpu};
+    T5->startEvent(ctx, &k, &d);
+    struct timespec ts = {0, 300000};
+    nanosleep(&ts, NULL);
+    state_args a; a.kernelCh.pTimer = *gpu + 250000;
+    T5->recordEventState(k, StateKernelChStop, &a);
+    T5->stopEvent(k);
+  }
+  *gpu += 400000;
+}
+
+static int job(int steps, int late) {
+  int rank = atoi(getenv("RANK") ? getenv("RANK") : "0");
+  int world = atoi(getenv("WORLD_SIZE") ? getenv("WORLD_SIZE") : "1");
+  const char* shared = getenv("HARNESS_BARRIER");
+  WORLD = world;
+  if (shared) {
+    int fd = open(shared, O_RDWR);
+    if (fd < 0) { perror(shared); return 1; }
+    BARRIER = mmap(NULL, sizeof(job_barrier), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (BARRIER == MAP_FAILED) { perror("mmap"); return 1; }
+  }
+  void *wctx = NULL, *pctx = NULL;
+  int mask = 0;
+  char pair[32];
+  snprintf(pair, sizeof pair, "dp:pair%d", rank / 2);
+  T5->init(&wctx, 0xA11A11ULL, &mask, "default_pg:0", 1, world, rank, NULL);
+  T5->init(&pctx, 0xB00B00ULL + (uint64_t)(rank / 2), &mask, pair, 1, 2, rank % 2, NULL);
+  uint64_t gpu = 1700000000000000000ULL + (uint64_t)rank * 1000;
+  long issued = 0;
+  for (int s = 0; s < steps; s++) {
+    if (rank == late) { struct timespec ts = {0, 2000000}; nanosleep(&ts, NULL); }
+    void* group = NULL;
+    descr_v6 d; memset(&d, 0, sizeof d); d.type = ProfileGroup; d.rank = rank;
+    T5->startEvent(wctx, &group, &d);
+    job_op(wctx, rank, ProfileColl, (uint64_t)s, "AllReduce", 1 << 20, -1, group, &gpu); issued++;
+    job_op(pctx, rank % 2, ProfileColl, (uint64_t)s, "AllGather", 1 << 16, -1, group, &gpu); issued++;
+    job_op(wctx, rank, ProfileP2p, 0, "Send", 4096, (rank + 1) % world, group, &gpu); issued++;
+    job_op(wctx, rank, ProfileP2p, 0, "Recv", 4096, (rank + world - 1) % world, group, &gpu); issued++;
+    T5->stopEvent(group);
+  }
+  T5->finalize(pctx);
+  T5->finalize(wctx);
+  printf("{\"rank\": %d, \"operations\": %ld}\n", rank, issued);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 6 && strcmp(argv[3], "job") == 0) {
+    void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+    ABI = atoi(argv[2]);
+    T5 = dlsym(lib, ABI == 5 ? "ncclProfiler_v5" : "ncclProfiler_v6");
+    if (!T5 || ABI < 5) { fprintf(stderr, "job mode drives v5 or v6\n"); return 1; }
+    return job(atoi(argv[4]), atoi(argv[5]));
+  }
   if (argc < 6) {
     fprintf(stderr, "usage: %s LIB ABI THREADS EVENTS DIGESTS_OUT [--hold]\n", argv[0]);
     return 2;
