@@ -24,7 +24,7 @@ IMPORT_BENCH_ARGS ?=
 SHAPE ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test test-quick lint fmt schemas fuzz bench bench-import shape clean
+.PHONY: help dev test test-quick lint fmt schemas fuzz bench bench-import shape clean nccl-plugin
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -42,6 +42,12 @@ test-quick: ## The inner loop: core unit tests, the quick build, pytest without 
 	cargo test -q -p commcanary-core --lib
 	VIRTUAL_ENV="$(CURDIR)/$(VENV)" PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/maturin develop --profile quick --quiet
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(PYTHON) -m pytest -q -m "not browser and not torch and not slow" tests
+
+nccl-plugin: ## Build libnccl-profiler-commcanary.so (release) into target/nccl-plugin/ (docs/nccl-plugin.md)
+	cargo build -q --release -p commcanary-nccl-profiler --lib
+	mkdir -p target/nccl-plugin
+	cp target/release/libnccl_profiler_commcanary.so target/nccl-plugin/libnccl-profiler-commcanary.so
+	@echo "NCCL_PROFILER_PLUGIN=$(CURDIR)/target/nccl-plugin/libnccl-profiler-commcanary.so"
 
 fuzz: ## A short run of every fuzz target, Rust and Python (scripts/fuzz.sh; FUZZ_ARGS="--runs N")
 	./scripts/fuzz.sh $(FUZZ_ARGS)

@@ -57,7 +57,14 @@ from commcanary.errors import BudgetError, CommCanaryError, InputError, OutputEr
 from commcanary.exporters import ParamExport, Timeline, export_param, timeline
 from commcanary.formats import CANARY_FORMAT, TRACE_FORMAT
 from commcanary.gate import BehaviorVerificationError, PartialSourceError, compile_verified
-from commcanary.importers import FlightRecorderDump, KinetoImport, import_kineto, read_flight_recorder
+from commcanary.importers import (
+    FlightRecorderDump,
+    KinetoImport,
+    NcclProfilerImport,
+    import_kineto,
+    import_nccl_profiler,
+    read_flight_recorder,
+)
 from commcanary.replay import Backend, Report, replay
 from commcanary.research import BASELINE_METHODS, Reduction, baseline, reduce
 from commcanary.verify import verify_report
@@ -77,6 +84,7 @@ __all__ = [
     "HangReport",
     "InputError",
     "KinetoImport",
+    "NcclProfilerImport",
     "OutputError",
     "ParamExport",
     "PartialSourceError",
@@ -99,6 +107,7 @@ __all__ = [
     "diagnose_stragglers",
     "export_param",
     "import_kineto",
+    "import_nccl_profiler",
     "load_trace",
     "read_flight_recorder",
     "recover_steps",
