@@ -91,6 +91,7 @@ __all__ = [
     "check_reduce_options",
     "check_search_limits",
     "check_tolerances",
+    "comm_perf",
     "compile_file",
     "configuration_file",
     "configurations",
@@ -375,6 +376,7 @@ def import_kineto_job(
     strict: bool = False,
     cache_dir: str | None = None,
 ) -> tuple[Trace, JobCounts, list[PartialCollective]]: ...
+def comm_perf(inspector: list[str], *, nccl_tests: list[str] = ...) -> tuple[bytes, list[str]]: ...
 def import_nccl_profiler(
     directory: str,
     *,

@@ -32,6 +32,8 @@ BEHAVIOR_SEARCH_EVIDENCE_FORMAT: str = FORMATS["behavior_search_evidence"]
 HANG_FORMAT: str = FORMATS["hang_diagnosis"]
 STRAGGLERS_FORMAT: str = FORMATS["straggler_diagnosis"]
 STEPS_FORMAT: str = FORMATS["step_recovery"]
+#: ``commcanary comm-perf``: NCCL Inspector's records against nccl-tests.
+COMM_PERF_FORMAT: str = FORMATS["communication_performance"]
 TIMELINE_FORMAT: str = FORMATS["timeline"]
 SIGNATURE_FORMAT: str = FORMATS["signature"]
 BACKEND_FORMAT: str = FORMATS["backend"]

@@ -298,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
 import commcanary.cli.agent as _agent  # noqa: E402
 import commcanary.cli.calibrate as _calibrate  # noqa: E402
 import commcanary.cli.capture as _capture  # noqa: E402
+import commcanary.cli.comm_perf as _comm_perf  # noqa: E402
 import commcanary.cli.compare as _compare  # noqa: E402
 import commcanary.cli.compile as _compile  # noqa: E402
 import commcanary.cli.compile_many as _compile_many  # noqa: E402
@@ -327,6 +328,7 @@ app.command("verify-behavior", cls=Command)(_verify.verify_behavior_command)
 app.command("render-html", cls=Command)(_render.render_html_command)
 app.command("import-kineto", cls=Command)(_import.import_kineto_command)
 app.command("import-nccl-profiler", cls=Command)(_import.import_nccl_profiler_command)
+app.command("comm-perf", cls=Command)(_comm_perf.comm_perf_command)
 app.command("export-param", cls=Command)(_export.export_param_command)
 app.command("capture", cls=Command)(_capture.capture_command)
 app.command("baseline", cls=Command)(_research.baseline_command)

@@ -39,6 +39,8 @@ pub const HANG: &str = "commcanary.hang.v1";
 pub const STRAGGLERS: &str = "commcanary.stragglers.v1";
 /// Steps recovered from the collective sequence.
 pub const STEPS: &str = "commcanary.steps.v1";
+/// Communication performance from NCCL Inspector, against nccl-tests.
+pub const COMM_PERF: &str = "commcanary.comm_perf.v1";
 /// A Chrome-trace timeline (Perfetto, `chrome://tracing`); its `format`
 /// member sits in `otherData`, which Chrome-trace readers ignore.
 pub const TIMELINE: &str = "commcanary.timeline.v1";
@@ -60,7 +62,7 @@ pub const COMPILE_MANY: &str = "commcanary.compile_many.v1";
 pub const CAPTURE_FAILURE: &str = "commcanary.capture_failure.v1";
 
 /// Every document format this version knows, with the noun a person reads.
-pub const KINDS: [(&str, &str); 20] = [
+pub const KINDS: [(&str, &str); 21] = [
     (TRACE, "trace"),
     (CANARY, "canary"),
     (CANARY_LOOP, "canary"),
@@ -73,6 +75,7 @@ pub const KINDS: [(&str, &str); 20] = [
     (HANG, "hang diagnosis"),
     (STRAGGLERS, "straggler diagnosis"),
     (STEPS, "step recovery"),
+    (COMM_PERF, "communication performance"),
     (TIMELINE, "timeline"),
     (SIGNATURE, "signature"),
     (BACKEND, "backend"),

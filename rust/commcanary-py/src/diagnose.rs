@@ -310,3 +310,18 @@ pub(crate) fn straggler_rules(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 pub(crate) fn bus_factor(op: &str, ranks: usize) -> f64 {
     commcanary_core::analysis::stragglers::bandwidth::bus_factor(op, ranks)
 }
+
+/// Communication performance from NCCL Inspector output files (or
+/// directories of them), against nccl-tests JSON runs. Returns the
+/// `commcanary.comm_perf.v1` canonical JSON bytes and the human lines.
+#[pyfunction]
+#[pyo3(signature = (inspector, *, nccl_tests=Vec::new()))]
+pub(crate) fn comm_perf(
+    py: Python<'_>,
+    inspector: Vec<PathBuf>,
+    nccl_tests: Vec<PathBuf>,
+) -> PyResult<(Vec<u8>, Vec<String>)> {
+    detached(py, None, move || {
+        commcanary_core::analysis::comm_perf::from_files(&inspector, &nccl_tests)
+    })
+}

@@ -107,8 +107,8 @@ mod _core {
     use super::compiled::{PyCompiled, canary_occurrences};
     #[pymodule_export]
     use super::diagnose::{
-        bus_factor, diagnose_hang, diagnose_stragglers, read_flight_recorder_file, recover_steps,
-        recover_trace_steps, straggler_rules,
+        bus_factor, comm_perf, diagnose_hang, diagnose_stragglers, read_flight_recorder_file,
+        recover_steps, recover_trace_steps, straggler_rules,
     };
     #[pymodule_export]
     use super::distributed::{PyKinetoPartials, dump_partial, evidence_files, kineto_partial};

@@ -12,6 +12,7 @@
 //! * [`steps`] — iteration boundaries recovered from the collective
 //!   sequence alone, and their agreement with `ProfilerStep` markers.
 
+pub mod comm_perf;
 pub mod evidence;
 pub mod hang;
 pub mod steps;

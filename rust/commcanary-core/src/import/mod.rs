@@ -17,6 +17,7 @@ pub mod cache;
 pub mod flight_recorder;
 pub mod kineto;
 pub mod nccl_profiler;
+pub mod nccl_tools;
 pub mod pickle;
 pub mod stacks;
 pub mod stream;

@@ -5,7 +5,7 @@
 //! the document is canonical JSON.
 
 use super::StepSource;
-use super::bandwidth::Row;
+use super::bandwidth::{Row, round_gbps as gbps, row_json};
 use super::detect::{
     Finding, LATE_Z, MATERIAL_Z, NOISE_FLOOR, SLOW_MATERIAL_Z, SLOW_Z, Stragglers,
 };
@@ -43,16 +43,6 @@ fn finite(x: f64) -> Json {
     }
 }
 
-/// Bandwidths in GB/s to the kB/s (an infinite one, of a zero time, is
-/// written as 0).
-fn gbps(x: f64) -> f64 {
-    if x.is_finite() {
-        (x * 1e6).round() / 1e6 + 0.0
-    } else {
-        0.0
-    }
-}
-
 fn bandwidth_json(job: &AlignedJob, r: &Row) -> Json {
     let flagged: Vec<Json> = (r.flagged.iter())
         .map(|f| {
@@ -63,13 +53,8 @@ fn bandwidth_json(job: &AlignedJob, r: &Row) -> Json {
                 .with("busbw_gbps", gbps(f.busbw_gbps))
         })
         .collect();
-    Json::object()
+    row_json(r)
         .with("group", group(job, r.group))
-        .with("op", r.op)
-        .with("bucket_bytes", r.bucket_bytes)
-        .with("bytes_min", r.bytes_min)
-        .with("bytes_max", r.bytes_max)
-        .with("count", r.count)
         .with(
             "algorithm",
             if r.algorithm.is_empty() {
@@ -78,12 +63,6 @@ fn bandwidth_json(job: &AlignedJob, r: &Row) -> Json {
                 Json::from(r.algorithm)
             },
         )
-        .with("ranks", r.ranks)
-        .with("bus_factor", r.bus_factor)
-        .with("median_time_us", us(r.median_time_us))
-        .with("median_algbw_gbps", gbps(r.median_algbw_gbps))
-        .with("median_busbw_gbps", gbps(r.median_busbw_gbps))
-        .with("flagged_count", r.flagged_count)
         .with("flagged", flagged)
 }
 
