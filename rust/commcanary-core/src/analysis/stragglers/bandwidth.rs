@@ -201,6 +201,39 @@ fn row(group: usize, op: &'static str, bucket_bytes: i64, list: &[&Sample]) -> R
     }
 }
 
+/// Bandwidths in GB/s for documents, to the kB/s (an infinite one, of a zero
+/// time, is written as 0).
+#[must_use]
+pub fn round_gbps(x: f64) -> f64 {
+    if x.is_finite() {
+        (x * 1e6).round() / 1e6 + 0.0
+    } else {
+        0.0
+    }
+}
+
+/// The members every document's row shares (`op`, sizes, `count`, `ranks`,
+/// `bus_factor`, the medians, `flagged_count`); callers add how they name
+/// the group and list the flagged instances.
+#[must_use]
+pub fn row_json(r: &Row) -> Json {
+    Json::object()
+        .with("op", r.op)
+        .with("bucket_bytes", r.bucket_bytes)
+        .with("bytes_min", r.bytes_min)
+        .with("bytes_max", r.bytes_max)
+        .with("count", r.count)
+        .with("ranks", r.ranks)
+        .with("bus_factor", r.bus_factor)
+        .with(
+            "median_time_us",
+            crate::analysis::round_us(r.median_time_us),
+        )
+        .with("median_algbw_gbps", round_gbps(r.median_algbw_gbps))
+        .with("median_busbw_gbps", round_gbps(r.median_busbw_gbps))
+        .with("flagged_count", r.flagged_count)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,37 +279,4 @@ mod tests {
         assert!((big.median_algbw_gbps - 1048.576 / 101.0).abs() < 1e-9);
         assert!((big.median_busbw_gbps - 1.5 * big.median_algbw_gbps).abs() < 1e-9);
     }
-}
-
-/// Bandwidths in GB/s for documents, to the kB/s (an infinite one, of a zero
-/// time, is written as 0).
-#[must_use]
-pub fn round_gbps(x: f64) -> f64 {
-    if x.is_finite() {
-        (x * 1e6).round() / 1e6 + 0.0
-    } else {
-        0.0
-    }
-}
-
-/// The members every document's row shares (`op`, sizes, `count`, `ranks`,
-/// `bus_factor`, the medians, `flagged_count`); callers add how they name
-/// the group and list the flagged instances.
-#[must_use]
-pub fn row_json(r: &Row) -> Json {
-    Json::object()
-        .with("op", r.op)
-        .with("bucket_bytes", r.bucket_bytes)
-        .with("bytes_min", r.bytes_min)
-        .with("bytes_max", r.bytes_max)
-        .with("count", r.count)
-        .with("ranks", r.ranks)
-        .with("bus_factor", r.bus_factor)
-        .with(
-            "median_time_us",
-            crate::analysis::round_us(r.median_time_us),
-        )
-        .with("median_algbw_gbps", round_gbps(r.median_algbw_gbps))
-        .with("median_busbw_gbps", round_gbps(r.median_busbw_gbps))
-        .with("flagged_count", r.flagged_count)
 }
