@@ -81,3 +81,32 @@ def test_a_cut_last_frame_is_skipped_and_said(tmp_path: Path) -> None:
     result = run("import-nccl-profiler", str(cut), "-o", str(tmp_path / "t.json"))
     assert result.exit_code == 0, result.output
     assert "in a cut last frame" in result.output
+
+
+HANG4 = Path(__file__).parent / "data" / "nccl_profiler" / "hang4"
+
+
+def test_diagnose_hang_reads_the_logs_and_names_the_rank_that_never_joined(tmp_path: Path) -> None:
+    out = tmp_path / "hang.json"
+    result = run("diagnose", "hang", str(HANG4), "-o", str(out))
+    assert result.exit_code == 1, result.output  # 1: a hang was found
+    first = result.output.splitlines()[0]
+    assert first.startswith("hang: root rank 3 never joined all_reduce #6 on default_pg:0"), first
+    assert "ranks 0-2 are waiting in" in first
+    doc = json.loads(out.read_text())
+    assert doc["root"][0]["rank"] == 3
+    assert any("NCCL profiler plugin" in n for n in doc["notes"])
+    kinds = {f["kind"] for f in doc["evidence"]}
+    assert kinds == {"nccl_profiler"}
+
+
+def test_the_logs_beside_other_files_and_an_analysis_that_cannot_use_them(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    shutil.copytree(HANG4, job / "nccl")
+    (job / "README.md").write_text("the job's notes\n")
+    result = run("diagnose", "hang", str(job))
+    assert result.exit_code == 1, result.output
+    assert "root rank 3" in result.output
+    stragglers = run("diagnose", "stragglers", str(job / "nccl"))
+    assert stragglers.exit_code == 3, stragglers.output
+    assert "import-nccl-profiler" in stragglers.output

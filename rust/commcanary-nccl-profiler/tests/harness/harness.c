@@ -14,7 +14,7 @@
  *
  * Usage: harness LIB ABI THREADS EVENTS DIGESTS_OUT [--hold]
  *   --hold: drive slowly until killed (for the SIGKILL test).
- *        harness LIB ABI job STEPS LATE_RANK
+ *        harness LIB ABI job STEPS LATE_RANK [HANG_STEP HANG_RANK]
  *   one rank of a job (RANK, WORLD_SIZE from the environment); see job().
  */
 #define _GNU_SOURCE
@@ -481,7 +481,25 @@ static void job_op(void* ctx, int rank, uint64_t type, uint64_t seq, const char*
   *gpu += 400000;
 }
 
-static int job(int steps, int late) {
+/* The collective every other rank waits in: enqueued, its kernel channels
+   started and never stopped. */
+static void job_hung_op(void* ctx, int rank, uint64_t seq, void* group, uint64_t gpu) {
+  descr_v6 d;
+  void *h = NULL, *k = NULL;
+  memset(&d, 0, sizeof d);
+  d.type = ProfileColl; d.parentObj = group; d.rank = rank;
+  d.coll = (struct coll_v5){seq, "AllReduce", NULL, NULL, 1 << 20, -1, "ncclFloat32", 2, 8, "RING", "SIMPLE", group};
+  T5->startEvent(ctx, &h, &d);
+  T5->stopEvent(h);
+  for (int c = 0; c < 2; c++) {
+    memset(&d, 0, sizeof d);
+    d.type = ProfileKernelCh; d.parentObj = h; d.rank = rank;
+    d.kernelCh = (struct kernel_ch){(uint8_t)c, gpu};
+    T5->startEvent(ctx, &k, &d);
+  }
+}
+
+static int job(int steps, int late, int hang_step, int hang_rank) {
   int rank = atoi(getenv("RANK") ? getenv("RANK") : "0");
   int world = atoi(getenv("WORLD_SIZE") ? getenv("WORLD_SIZE") : "1");
   const char* shared = getenv("HARNESS_BARRIER");
@@ -505,6 +523,17 @@ static int job(int steps, int late) {
     if (rank == late) { struct timespec ts = {0, 2000000}; nanosleep(&ts, NULL); }
     void* group = NULL;
     descr_v6 d; memset(&d, 0, sizeof d); d.type = ProfileGroup; d.rank = rank;
+    if (s == hang_step) {
+      /* The hang: hang_rank never calls this step's AllReduce; the others
+         wait in it. Every process stops here without finalize, as a job
+         killed in a hang does; the plugin's exit hook seals the logs. */
+      if (rank != hang_rank) {
+        T5->startEvent(wctx, &group, &d);
+        job_hung_op(wctx, rank, (uint64_t)s, group, gpu);
+      }
+      printf("{\"rank\": %d, \"operations\": %ld, \"hung_at_step\": %d}\n", rank, issued, s);
+      return 0;
+    }
     T5->startEvent(wctx, &group, &d);
     job_op(wctx, rank, ProfileColl, (uint64_t)s, "AllReduce", 1 << 20, -1, group, &gpu); issued++;
     job_op(pctx, rank % 2, ProfileColl, (uint64_t)s, "AllGather", 1 << 16, -1, group, &gpu); issued++;
@@ -519,13 +548,13 @@ static int job(int steps, int late) {
 }
 
 int main(int argc, char** argv) {
-  if (argc == 6 && strcmp(argv[3], "job") == 0) {
+  if ((argc == 6 || argc == 8) && strcmp(argv[3], "job") == 0) {
     void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!lib) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
     ABI = atoi(argv[2]);
     T5 = dlsym(lib, ABI == 5 ? "ncclProfiler_v5" : "ncclProfiler_v6");
     if (!T5 || ABI < 5) { fprintf(stderr, "job mode drives v5 or v6\n"); return 1; }
-    return job(atoi(argv[4]), atoi(argv[5]));
+    return job(atoi(argv[4]), atoi(argv[5]), argc == 8 ? atoi(argv[6]) : -1, argc == 8 ? atoi(argv[7]) : -1);
   }
   if (argc < 6) {
     fprintf(stderr, "usage: %s LIB ABI THREADS EVENTS DIGESTS_OUT [--hold]\n", argv[0]);

@@ -18,6 +18,8 @@ pub(super) enum Kind {
     Trace,
     /// A `commcanary.trace.v1` (merged by `import-kineto` or `capture`).
     Merged,
+    /// A segment of the NCCL profiler plugin's log.
+    NcclLog,
     Text,
     Other(&'static str),
 }
@@ -80,6 +82,12 @@ fn top_level_keys(head: &[u8]) -> Vec<&[u8]> {
 /// What `path` is.
 pub(super) fn classify(path: &Path) -> Result<Kind> {
     let head = head(path)?;
+    // A log segment opens with a header frame: length, checksum, kind 1, magic.
+    if head.get(8) == Some(&commcanary_nccl_log::frame::kind::HEADER)
+        && head.get(9..17) == Some(commcanary_nccl_log::frame::MAGIC.as_slice())
+    {
+        return Ok(Kind::NcclLog);
+    }
     if flight_recorder::looks_like_pickle(&head)
         && (head.first() == Some(&0x80) || ends_a_pickle(path)?)
     {

@@ -252,6 +252,7 @@ pub fn gather_with(
 /// The files found, by kind: `(path, label)` each.
 struct Listing {
     dumps: Vec<(PathBuf, String)>,
+    nccl_logs: Vec<(PathBuf, String)>,
     traces: Vec<(PathBuf, String)>,
     merged: Vec<(PathBuf, String)>,
     texts: Vec<(PathBuf, String)>,
@@ -409,6 +410,7 @@ pub fn finish(plan: Plan, reads: Reads) -> Result<Evidence> {
     let traces_only = options.uses != Uses::Everything;
     if dumps_used {
         add_dumps(&mut evidence, &mut damage, listing.dumps, reads.dumps);
+        add_nccl_logs(&mut evidence, &mut damage, &listing.nccl_logs);
     }
     if let Some((path, label)) = listing.merged.first() {
         if let Some(other) = listing
@@ -492,6 +494,7 @@ fn sort(
 ) -> Listing {
     let mut out = Listing {
         dumps: Vec::new(),
+        nccl_logs: Vec::new(),
         traces: Vec::new(),
         merged: Vec::new(),
         texts: Vec::new(),
@@ -506,6 +509,11 @@ fn sort(
                 damage.push(e);
             }
             Ok(Kind::Dump) => out.dumps.push((path, label)),
+            Ok(Kind::NcclLog) if options.uses == Uses::Everything => out.nccl_logs.push((path, label)),
+            Ok(Kind::NcclLog) => evidence.files.push(skipped(
+                &label,
+                "an NCCL profiler log: import the directory with commcanary import-nccl-profiler, then give the trace",
+            )),
             Ok(Kind::Trace) => out.traces.push((path, label)),
             Ok(Kind::Merged) if options.merged_traces => out.merged.push((path, label)),
             Ok(Kind::Merged) => evidence.files.push(skipped(
@@ -610,6 +618,49 @@ fn add_dumps(
                 evidence.dumps.push(d);
             }
             Err(e) => damaged(evidence, damage, &label, e),
+        }
+    }
+}
+
+/// The NCCL profiler plugin's log segments, as one dump per process
+/// (`import::nccl_profiler::evidence`); a damaged segment is skipped and
+/// said, a set whose communicators cannot be resolved is damage for all.
+fn add_nccl_logs(evidence: &mut Evidence, damage: &mut Vec<Error>, files: &[(PathBuf, String)]) {
+    use crate::import::nccl_profiler::{evidence::as_dumps, logs::read_files};
+    if files.is_empty() {
+        return;
+    }
+    let paths: Vec<PathBuf> = files.iter().map(|f| f.0.clone()).collect();
+    let (logs, broken) = read_files(&paths);
+    for (path, e) in broken {
+        let label = path.display().to_string();
+        evidence
+            .files
+            .push(skipped(&label, &format!("damaged: {e}")));
+        damage.push(e);
+    }
+    match as_dumps(&logs) {
+        Ok(dumps) => {
+            for ((label, rank, dump), log) in dumps.into_iter().zip(&logs) {
+                for f in &log.files {
+                    evidence.files.push(
+                        file_json(&f.display().to_string(), "nccl_profiler", Some(rank), true)
+                            .with("process", label.as_str())
+                            .with("entries", dump.entries.len()),
+                    );
+                }
+                evidence.dumps.push(LabeledDump { label, rank, dump });
+            }
+        }
+        Err(e) => {
+            for log in &logs {
+                for f in &log.files {
+                    evidence
+                        .files
+                        .push(skipped(&f.display().to_string(), &format!("damaged: {e}")));
+                }
+            }
+            damage.push(e);
         }
     }
 }

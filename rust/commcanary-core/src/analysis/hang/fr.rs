@@ -63,6 +63,18 @@ pub fn lack_p2p(dumps: &[LabeledDump]) -> bool {
 pub fn add_dumps(model: &mut Model, dumps: Vec<LabeledDump>, declared: &Declared) -> Result<()> {
     let dumps = newest_per_rank(dumps)?;
     check_versions(&dumps)?;
+    let own = crate::import::nccl_profiler::evidence::ENCODING;
+    let logged: Vec<i64> = dumps
+        .iter()
+        .filter(|d| d.dump.encoding == own)
+        .map(|d| d.rank)
+        .collect();
+    if !logged.is_empty() {
+        model.notes.push(format!(
+            "{} rank(s) read from the NCCL profiler plugin's logs as Flight Recorder entries: NCCL's own sequence numbers, a call pending until every kernel channel and proxy operation of it stopped",
+            logged.len()
+        ));
+    }
     let names = group_names(&dumps)?;
     for (name, desc) in &names {
         model.group_index(name, desc);
@@ -179,10 +191,13 @@ fn same_snapshot_run(a: &FrDump, b: &FrDump) -> bool {
 }
 
 fn check_versions(dumps: &[LabeledDump]) -> Result<()> {
-    let Some(first) = dumps.first() else {
+    // The plugin's logs stand beside dumps of any version.
+    let own = crate::import::nccl_profiler::evidence::ENCODING;
+    let mut real = dumps.iter().filter(|d| d.dump.encoding != own);
+    let Some(first) = real.next() else {
         return Ok(());
     };
-    for d in dumps {
+    for d in real {
         if d.dump.version != first.dump.version {
             return Err(Error::invalid(format!(
                 "{}: Flight Recorder version '{}' but {} has '{}': dumps of different jobs",

@@ -73,7 +73,7 @@ pub fn dtype(name: &str) -> Option<(&'static str, i64)> {
 }
 
 /// The group name of each communicator id: its `commName`, made unique.
-fn group_names(logs: &[ProcessLog]) -> FxHashMap<u64, String> {
+pub(crate) fn group_names(logs: &[ProcessLog]) -> FxHashMap<u64, String> {
     let mut named: FxHashMap<u64, String> = FxHashMap::default();
     for c in logs.iter().flat_map(|l| &l.comms) {
         named.entry(c.comm_id).or_insert_with(|| c.name.clone());
@@ -99,7 +99,7 @@ fn group_names(logs: &[ProcessLog]) -> FxHashMap<u64, String> {
 
 /// Each process's world rank: its `RANK`, else its rank in its largest
 /// communicator.
-fn world_ranks(logs: &[ProcessLog]) -> Result<Vec<i64>> {
+pub(crate) fn world_ranks(logs: &[ProcessLog]) -> Result<Vec<i64>> {
     let ranks: Vec<i64> = logs
         .iter()
         .map(|l| {
@@ -133,7 +133,11 @@ fn world_ranks(logs: &[ProcessLog]) -> Result<Vec<i64>> {
 }
 
 /// Every communicator's member world ranks, by communicator rank.
-fn members(logs: &[ProcessLog], ranks: &[i64], world: i64) -> Result<FxHashMap<u64, Vec<i64>>> {
+pub(crate) fn members(
+    logs: &[ProcessLog],
+    ranks: &[i64],
+    world: i64,
+) -> Result<FxHashMap<u64, Vec<i64>>> {
     let mut out: FxHashMap<u64, (Comm, Vec<i64>)> = FxHashMap::default();
     for (l, &rank) in logs.iter().zip(ranks) {
         for c in &l.comms {

@@ -82,26 +82,48 @@ pub fn segment_files(dir: &Path) -> Result<Vec<PathBuf>> {
 /// An unreadable file, one over `max_input_bytes`, or a damaged segment:
 /// one line naming the file.
 pub fn read_dir(dir: &Path) -> Result<Vec<ProcessLog>> {
-    let files = segment_files(dir)?;
+    let (logs, damaged) = read_files(&segment_files(dir)?);
+    match damaged.into_iter().next() {
+        Some((_, e)) => Err(e),
+        None => Ok(logs),
+    }
+}
+
+/// Reads one segment file (bounded).
+///
+/// # Errors
+/// Unreadable, too large, or damaged: the message names the file.
+pub fn read_segment_file(path: &Path) -> Result<(commcanary_nccl_log::Segment, u64)> {
     let limit = limits::current().max_input_bytes;
+    let io = |e: std::io::Error| {
+        Error::new(
+            crate::error::ErrorKind::Io,
+            format!("{}: {e}", path.display()),
+        )
+    };
+    let size = std::fs::metadata(path).map_err(io)?.len();
+    if size > limit {
+        return Err(limits::exceeded(path.display(), "max_input_bytes", limit));
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    let seg =
+        read_segment(&bytes).map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+    Ok((seg, size))
+}
+
+/// Reads `files` and groups their segments by process; a damaged file is
+/// left out and returned with its error.
+#[must_use]
+pub fn read_files(files: &[PathBuf]) -> (Vec<ProcessLog>, Vec<(PathBuf, Error)>) {
     let mut by_process: FxHashMap<(String, u32), ProcessLog> = FxHashMap::default();
     let mut order: Vec<(String, u32)> = Vec::new();
     let mut segments: Vec<(PathBuf, commcanary_nccl_log::Segment, u64)> = Vec::new();
+    let mut damaged = Vec::new();
     for path in files {
-        let io = |e: std::io::Error| {
-            Error::new(
-                crate::error::ErrorKind::Io,
-                format!("{}: {e}", path.display()),
-            )
-        };
-        let size = std::fs::metadata(&path).map_err(io)?.len();
-        if size > limit {
-            return Err(limits::exceeded(path.display(), "max_input_bytes", limit));
+        match read_segment_file(path) {
+            Ok((seg, size)) => segments.push((path.clone(), seg, size)),
+            Err(e) => damaged.push((path.clone(), e)),
         }
-        let bytes = std::fs::read(&path).map_err(io)?;
-        let seg =
-            read_segment(&bytes).map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
-        segments.push((path, seg, size));
     }
     segments.sort_by(|a, b| {
         (&a.1.header.host, a.1.header.pid, a.1.header.segment).cmp(&(
@@ -151,8 +173,9 @@ pub fn read_dir(dir: &Path) -> Result<Vec<ProcessLog>> {
             log.dropped += d;
         }
     }
-    Ok(order
+    let logs = order
         .into_iter()
         .filter_map(|k| by_process.remove(&k))
-        .collect())
+        .collect();
+    (logs, damaged)
 }

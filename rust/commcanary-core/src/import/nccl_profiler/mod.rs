@@ -14,7 +14,10 @@
 //!   import aligns (communicators become groups, world ranks from `RANK` or
 //!   the world communicator, NCCL's sequence numbers kept), so one event per
 //!   collective instance across ranks comes out of the same matcher.
+//! * [`evidence`]: each process's operations as a Flight Recorder dump, so
+//!   `diagnose hang` reads the logs as it reads dumps.
 
+pub mod evidence;
 pub mod job;
 pub mod logs;
 pub mod ops;
