@@ -213,6 +213,24 @@ CASES: dict[str, Case] = {
         f["trace"],
         "the input TRACE...",
     ),
+    "import-nccl-profiler -o DIR": lambda f, w: (
+        ["import-nccl-profiler", str(w), "-o", str(w)],
+        "--output",
+        w,
+        "the input DIR",
+    ),
+    "comm-perf -o INSPECTOR...": lambda f, w: (
+        ["comm-perf", str(f["trace"]), "-o", str(f["trace"])],
+        "--output",
+        f["trace"],
+        "the input INSPECTOR...",
+    ),
+    "comm-perf -o --nccl-tests": lambda f, w: (
+        ["comm-perf", str(f["trace"]), "--nccl-tests", str(f["configs"]), "-o", str(f["configs"])],
+        "--output",
+        f["configs"],
+        "the --nccl-tests file",
+    ),
     "diagnose -o EVIDENCE...": lambda f, w: (
         ["diagnose", "hang", str(f["trace"]), "-o", str(f["trace"])],
         "--output",

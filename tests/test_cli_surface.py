@@ -37,6 +37,8 @@ USAGE = {
     "verify-behavior": "TRACE CANARY",
     "render-html": "REPORT",
     "import-kineto": "TRACE...",
+    "import-nccl-profiler": "DIR",
+    "comm-perf": "INSPECTOR...",
     "export-param": "CANARY",
     "capture": "[-- CMD...]",
     "baseline": "TRACE",

@@ -50,8 +50,11 @@ def comm_perf_command(
         from commcanary.io import write_bytes_atomic
 
         runs = list(nccl_tests or [])
-        for p in [*inspector, *runs]:
-            check_paths(ctx, inputs={"inspector": p}, outputs={"output": output} if output else {})
+        outputs = {"output": output}
+        for p in inspector:
+            check_paths(ctx, inputs={"inspector": p}, outputs=outputs)
+        for p in runs:
+            check_paths(ctx, inputs={"nccl_tests": p}, outputs=outputs)
         document, lines = _core.comm_perf([str(p) for p in inspector], nccl_tests=[str(p) for p in runs])
         for line in lines:
             typer.echo(line)
