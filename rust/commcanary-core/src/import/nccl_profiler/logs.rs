@@ -115,8 +115,6 @@ pub fn read_segment_file(path: &Path) -> Result<(commcanary_nccl_log::Segment, u
 /// left out and returned with its error.
 #[must_use]
 pub fn read_files(files: &[PathBuf]) -> (Vec<ProcessLog>, Vec<(PathBuf, Error)>) {
-    let mut by_process: FxHashMap<(String, u32), ProcessLog> = FxHashMap::default();
-    let mut order: Vec<(String, u32)> = Vec::new();
     let mut segments: Vec<(PathBuf, commcanary_nccl_log::Segment, u64)> = Vec::new();
     let mut damaged = Vec::new();
     for path in files {
@@ -125,6 +123,17 @@ pub fn read_files(files: &[PathBuf]) -> (Vec<ProcessLog>, Vec<(PathBuf, Error)>)
             Err(e) => damaged.push((path.clone(), e)),
         }
     }
+    (from_segments(segments), damaged)
+}
+
+/// Segments already read (`(path, segment, bytes)`), grouped by process and
+/// ordered by segment number.
+#[must_use]
+pub fn from_segments(
+    mut segments: Vec<(PathBuf, commcanary_nccl_log::Segment, u64)>,
+) -> Vec<ProcessLog> {
+    let mut by_process: FxHashMap<(String, u32), ProcessLog> = FxHashMap::default();
+    let mut order: Vec<(String, u32)> = Vec::new();
     segments.sort_by(|a, b| {
         (&a.1.header.host, a.1.header.pid, a.1.header.segment).cmp(&(
             &b.1.header.host,
@@ -173,9 +182,8 @@ pub fn read_files(files: &[PathBuf]) -> (Vec<ProcessLog>, Vec<(PathBuf, Error)>)
             log.dropped += d;
         }
     }
-    let logs = order
+    order
         .into_iter()
         .filter_map(|k| by_process.remove(&k))
-        .collect();
-    (logs, damaged)
+        .collect()
 }

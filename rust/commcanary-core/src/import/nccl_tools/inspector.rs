@@ -155,10 +155,18 @@ fn record(v: Value<'_>) -> Result<Record> {
 /// Bad JSON or a record that breaks the format: one line naming the file,
 /// the record's position and the field.
 pub fn read_file(path: &Path) -> Result<Vec<Record>> {
-    let bytes = crate::input::read_input(path, crate::input::MAX_INPUT_BYTES)
-        .map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))?;
+    let named = |e: Error| Error::new(e.kind(), format!("{}: {}", path.display(), e.message()));
+    let bytes = crate::input::read_input(path, crate::input::MAX_INPUT_BYTES).map_err(named)?;
+    read_bytes(&bytes).map_err(named)
+}
+
+/// Reads Inspector records from a file's bytes.
+///
+/// # Errors
+/// As [`read_file`], without the file's name.
+pub fn read_bytes(bytes: &[u8]) -> Result<Vec<Record>> {
     let mut out = Vec::new();
-    each_value(&bytes, |n, v| {
+    each_value(bytes, |n, v| {
         if !v.is_object() {
             return Err(Error::invalid(format!("record {n} is not an object")));
         }
@@ -166,8 +174,7 @@ pub fn read_file(path: &Path) -> Result<Vec<Record>> {
             record(v).map_err(|e| Error::new(e.kind(), format!("record {n}: {}", e.message())))?,
         );
         Ok(())
-    })
-    .map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))?;
+    })?;
     Ok(out)
 }
 

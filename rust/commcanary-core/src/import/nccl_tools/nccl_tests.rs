@@ -166,16 +166,22 @@ fn curve(doc: Value<'_>) -> Result<Curve> {
 pub fn read_file(path: &Path) -> Result<Curve> {
     let named = |e: Error| Error::new(e.kind(), format!("{}: {}", path.display(), e.message()));
     let bytes = crate::input::read_input(path, crate::input::MAX_INPUT_BYTES).map_err(named)?;
-    let doc = parse(&bytes, JsonLimits::default()).map_err(named)?;
-    let root = doc
-        .root()
-        .ok_or_else(|| named(Error::invalid("empty document")))?;
+    read_bytes(&bytes).map_err(named)
+}
+
+/// Reads an nccl-tests JSON document from its bytes.
+///
+/// # Errors
+/// As [`read_file`], without the file's name.
+pub fn read_bytes(bytes: &[u8]) -> Result<Curve> {
+    let doc = parse(bytes, JsonLimits::default())?;
+    let root = doc.root().ok_or_else(|| Error::invalid("empty document"))?;
     if !root.is_object() {
-        return Err(named(Error::invalid(
+        return Err(Error::invalid(
             "is not an nccl-tests JSON document (an object)",
-        )));
+        ));
     }
-    curve(root).map_err(named)
+    curve(root)
 }
 
 impl Curve {
