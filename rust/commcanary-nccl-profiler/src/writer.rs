@@ -76,6 +76,8 @@ pub fn shared(abi: u32) -> &'static Shared {
         }
     });
     if fresh {
+        WRITER_PID.store(std::process::id(), Ordering::Release);
+        pin_library();
         let spawned = std::thread::Builder::new()
             .name("commcanary-nccl".into())
             .spawn(move || Writer::new(s).run());
@@ -85,15 +87,53 @@ pub fn shared(abi: u32) -> &'static Shared {
             );
             s.stopped.store(true, Ordering::Release);
         }
-        // SAFETY: `at_exit` is an `extern "C" fn()` that lives as long as the
-        // library, which the process keeps loaded until exit.
+        // SAFETY: `at_exit` is an `extern "C" fn()` in this library, which
+        // `pin_library` keeps mapped until the process exits.
         unsafe { libc::atexit(at_exit) };
     }
     s
 }
 
+/// Keeps this library loaded for the life of the process: NCCL `dlclose`s
+/// its profiler plugin when the last communicator goes, but the writer
+/// thread and the exit hook run code here after that. Opening our own file
+/// again with `RTLD_NODELETE` makes the later `dlclose` leave it mapped.
+fn pin_library() {
+    // SAFETY: `Dl_info` is plain pointers, for which all-zero is valid.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let here = pin_library as *const () as *const libc::c_void;
+    // SAFETY: `dladdr` fills `info` for an address in a loaded object; the
+    // name it gives lives as long as the object.
+    let found = unsafe { libc::dladdr(here, &mut info) } != 0 && !info.dli_fname.is_null();
+    if found {
+        // SAFETY: a NUL-terminated path from `dladdr`; NOLOAD only takes a
+        // reference to the already loaded object.
+        let handle = unsafe {
+            libc::dlopen(
+                info.dli_fname,
+                libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE,
+            )
+        };
+        if handle.is_null() {
+            eprintln!(
+                "commcanary NCCL profiler: could not pin the library; unloading it early may crash at exit"
+            );
+        }
+    }
+}
+
+/// The process that started the writer (a forked child has no writer).
+static WRITER_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn in_writer_process() -> bool {
+    WRITER_PID.load(Ordering::Acquire) == std::process::id()
+}
+
 extern "C" fn at_exit() {
     if let Some(s) = SHARED.get() {
+        if !in_writer_process() {
+            return;
+        }
         s.stop.store(true, Ordering::Release);
         wait(|| s.stopped.load(Ordering::Acquire));
     }
@@ -153,6 +193,9 @@ impl Shared {
             .push((context, now_ns()));
         crate::tsan::release(&self.finalized);
         self.live.fetch_sub(1, Ordering::AcqRel);
+        if !in_writer_process() {
+            return;
+        }
         let ticket = self.flush_requested.fetch_add(1, Ordering::AcqRel) + 1;
         wait(|| {
             self.flush_done.load(Ordering::Acquire) >= ticket

@@ -226,6 +226,7 @@ static uint64_t digest(const digest_in* d) {
 
 /* ---- Driving ------------------------------------------------------------- */
 static int ABI;
+static void* LIB;
 static table_v4* T4;
 static table_v5* T5; /* v5 and v6 tables share a shape; the descriptor differs */
 static void* CONTEXTS[4];
@@ -543,16 +544,17 @@ static int job(int steps, int late, int hang_step, int hang_rank) {
   }
   T5->finalize(pctx);
   T5->finalize(wctx);
+  dlclose(LIB);
   printf("{\"rank\": %d, \"operations\": %ld}\n", rank, issued);
   return 0;
 }
 
 int main(int argc, char** argv) {
   if ((argc == 6 || argc == 8) && strcmp(argv[3], "job") == 0) {
-    void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    if (!lib) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+    LIB = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!LIB) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
     ABI = atoi(argv[2]);
-    T5 = dlsym(lib, ABI == 5 ? "ncclProfiler_v5" : "ncclProfiler_v6");
+    T5 = dlsym(LIB, ABI == 5 ? "ncclProfiler_v5" : "ncclProfiler_v6");
     if (!T5 || ABI < 5) { fprintf(stderr, "job mode drives v5 or v6\n"); return 1; }
     return job(atoi(argv[4]), atoi(argv[5]), argc == 8 ? atoi(argv[6]) : -1, argc == 8 ? atoi(argv[7]) : -1);
   }
@@ -598,6 +600,9 @@ int main(int argc, char** argv) {
   atomic_store(&GO, 1);
   for (int t = 0; t < threads; t++) pthread_join(ts[t], NULL);
   for (int c = 0; c < 4; c++) (T5 ? T5->finalize : T4->finalize)(CONTEXTS[c]);
+  /* NCCL may unload its profiler plugin when the last communicator goes; the
+     plugin's writer thread and exit hook must survive that. */
+  dlclose(lib);
 
   FILE* out = fopen(argv[5], "wb");
   if (!out) { perror(argv[5]); return 1; }
