@@ -77,7 +77,11 @@ TIERS = {
     "conformance": "the walkthrough transcript against the installed command line",
 }
 #: Tests slow enough to leave out of the quick loop, besides the torch files.
-SLOW = ("test_calibration_recovers", "test_diagnosis_suite_slice")
+SLOW = (
+    "test_calibration_recovers",
+    "test_diagnosis_suite_slice",
+    "test_a_live_hang_is_raised_from_the_plugins_logs",
+)
 
 
 def _missing_tools() -> dict[str, str]:

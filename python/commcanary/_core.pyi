@@ -21,6 +21,7 @@ from commcanary._types import (
     JudgedRuns,
     KinetoCounts,
     Measurement,
+    NcclLiveProcess,
     NcclProcess,
     OccurrenceColumns,
     ParamExport,
@@ -72,6 +73,7 @@ __all__ = [
     "CompiledCanary",
     "Configurations",
     "KinetoPartials",
+    "NcclFollower",
     "ReplayReport",
     "ReplaySettings",
     "ReportDocument",
@@ -377,6 +379,11 @@ def import_kineto_job(
     cache_dir: str | None = None,
 ) -> tuple[Trace, JobCounts, list[PartialCollective]]: ...
 def comm_perf(inspector: list[str], *, nccl_tests: list[str] = ...) -> tuple[bytes, list[str]]: ...
+
+class NcclFollower:
+    def __init__(self, directory: str) -> None: ...
+    def poll(self) -> tuple[list[NcclLiveProcess], list[str]]: ...
+
 def import_nccl_profiler(
     directory: str,
     *,

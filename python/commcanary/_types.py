@@ -214,6 +214,33 @@ class NcclProcess(TypedDict):
     comms: list[NcclComm]
 
 
+class NcclLiveComm(TypedDict):
+    """``NcclFollower.poll``: one communicator of one process, so far."""
+
+    group: str
+    nranks: int
+    rank: int
+    enqueued: int
+    last_enqueued: int
+    last_completed: int
+    in_flight: int
+    observed: bool
+    last_progress_ns: int
+    finalized: bool
+
+
+class NcclLiveProcess(TypedDict):
+    """``NcclFollower.poll``: one process of the followed directory."""
+
+    host: str
+    pid: int
+    rank: int
+    dropped: int
+    lost: int
+    sealed: bool
+    comms: list[NcclLiveComm]
+
+
 class PartialCollective(TypedDict):
     """A collective some of its group's ranks never recorded."""
 

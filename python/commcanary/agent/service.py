@@ -26,6 +26,12 @@ The state (the live view and each shard's offset) is saved atomically to
 ``ARCHIVE/state.json`` every second and at exit; a restarted agent loads it
 and goes on from the offsets, so no line is read twice or skipped.
 
+With ``nccl_logs`` (``--nccl-logs DIR``, the NCCL profiler plugin's
+directory) the agent also follows the plugin's logs
+(:mod:`commcanary.agent.nccl`): a communicator with operations in flight and
+no progress for ``hang_after`` seconds is a stalled group like the shards'
+ones, and an alarm copies the logs into its evidence.
+
 HTTP (stdlib, threads): ``/healthz``, ``/status`` (JSON), ``/metrics``
 (Prometheus text), and with peers (:mod:`commcanary.agent.peers`)
 ``POST /peer/collect`` and ``GET /peer/evidence``, which need the peers'
@@ -54,6 +60,7 @@ import orjson
 
 from commcanary.agent.follow import Follower, alive
 from commcanary.agent.metrics import render_metrics, status
+from commcanary.agent.nccl import NcclWatch
 from commcanary.agent.peers import Peers, authorized, evidence_tar
 from commcanary.agent.state import LiveJob
 from commcanary.capture.live import REQUEST_FILE
@@ -84,6 +91,7 @@ class Agent:
         push: Callable[[Path, str], None] | None = None,
         log: Callable[[str], None] | None = None,
         peers: Peers | None = None,
+        nccl_logs: Path | None = None,
     ) -> None:
         self.watch = watch
         self.archive = archive
@@ -105,6 +113,7 @@ class Agent:
         job, offsets = self._load()
         self.job = job
         self.follower = Follower(watch, job, offsets)
+        self.nccl: NcclWatch | None = NcclWatch(nccl_logs) if nccl_logs is not None else None
 
     # ------------------------------------------------------------------ state
 
@@ -145,6 +154,12 @@ class Agent:
             self._look_at_processes()
             self.follower.poll(now)  # a dead process's torn line, now that it is known dead
             stalled = self.job.stalled(now, self.hang_after_s)
+            if self.nccl is not None:
+                self.nccl.poll()
+                for group, ranks in self.nccl.stalled(now, self.hang_after_s).items():
+                    stalled[group] = sorted(
+                        set(stalled.get(group, [])) | set(ranks), key=lambda r: (len(r), r)
+                    )
             died = [p for p in self.job.died() if p.shard not in self.reported_deaths]
             self._resumed(now)
         if self.open_alarm is None and (stalled or died):
@@ -168,7 +183,12 @@ class Agent:
         alarm = self.open_alarm
         if alarm is None:
             return
-        moved = [g for g in alarm["groups"] if self.job.progressed.get(g, 0.0) > alarm["raised_at"]]
+        nccl = self.nccl.progressed() if self.nccl is not None else {}
+        moved = [
+            g
+            for g in alarm["groups"]
+            if max(self.job.progressed.get(g, 0.0), nccl.get(g, 0.0)) > alarm["raised_at"]
+        ]
         if moved and not alarm.get("died"):
             alarm.update(outcome="stall", resumed_at=now)
             self.stalls += 1
@@ -215,6 +235,10 @@ class Agent:
             from_peers = self.peers.fetch(asked, ident, evidence, EVIDENCE_WAIT_S + 4)
             for url in asked:
                 self.log(f"agent: {ident}: {url}: {len(from_peers.get(url, []))} evidence file(s)")
+        if self.nccl is not None:
+            # The plugin's logs as they are now: diagnose hang reads them with the rest.
+            copied_logs = self.nccl.copy_into(evidence / "nccl")
+            self.log(f"agent: {ident}: {copied_logs} NCCL profiler log segment(s) copied")
         shards = folder / "shards"
         shards.mkdir()
         copied = 0
@@ -352,13 +376,18 @@ class Agent:
 
     def metrics_text(self) -> str:
         with self.lock:
-            return render_metrics(self.job, time.time(), self.agent_counts())
+            text = render_metrics(self.job, time.time(), self.agent_counts())
+            if self.nccl is not None:
+                text += self.nccl.metrics(time.time())
+            return text
 
     def status_json(self) -> bytes:
         with self.lock:
             doc = status(self.job, time.time(), self.agent_counts())
         doc["watch"] = str(self.watch)
         doc["hang_after_s"] = self.hang_after_s
+        if self.nccl is not None:
+            doc["nccl"] = self.nccl.status()
         if self.peers is not None:
             doc["peers"] = self.peers.views
         return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)

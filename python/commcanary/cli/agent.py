@@ -86,6 +86,16 @@ def agent_command(
             help="The token the job's agents share (a file): needed by --peers and to answer them.",
         ),
     ] = None,
+    nccl_logs: Annotated[
+        Path | None,
+        typer.Option(
+            "--nccl-logs",
+            metavar="DIR",
+            help="Also follow the NCCL profiler plugin's logs (COMMCANARY_NCCL_DIR of the job): per-communicator "
+            "progress in /status and /metrics, and a communicator with calls in flight and no progress for "
+            "--hang-after seconds raises the alarm; the alarm's evidence includes the logs.",
+        ),
+    ] = None,
     run_for: Annotated[
         float | None,
         typer.Option(
@@ -106,6 +116,8 @@ def agent_command(
 
         if not watch.is_dir():
             fail(f"--watch {watch}: no such directory")
+        if nccl_logs is not None and not nccl_logs.is_dir():
+            fail(f"--nccl-logs {nccl_logs}: no such directory")
         host, port = _listen_address(listen)
         if (server is None) != (token_file is None):
             fail("--server and --token-file go together", EXIT_USAGE)
@@ -129,7 +141,7 @@ def agent_command(
         where = archive or watch / "agent"
         where.mkdir(parents=True, exist_ok=True)
         try:
-            agent = Agent(watch, where, hang_after_s=hang_after, push=push, peers=joined)
+            agent = Agent(watch, where, hang_after_s=hang_after, push=push, peers=joined, nccl_logs=nccl_logs)
             agent.follower.poll(time.time())
         except ShardRefused as exc:
             fail(str(exc))

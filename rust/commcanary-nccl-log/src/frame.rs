@@ -356,6 +356,45 @@ fn torn_count(rest: &[u8]) -> u64 {
     }
 }
 
+/// The next frame of `rest`, as a follower of a growing file sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// A whole frame, and the bytes it took.
+    Frame(Frame, usize),
+    /// The bytes end inside the frame: wait for more (or, at the end of a
+    /// finished file, a cut frame).
+    Short,
+    /// The frame is whole but its checksum does not match: at the end of a
+    /// growing file, a write still in progress; before other frames,
+    /// damage.
+    BadChecksum(usize),
+    /// The frame cannot be one (its length, or its fields).
+    Damaged(String),
+}
+
+/// Reads the frame at the start of `rest`.
+#[must_use]
+pub fn next_frame(rest: &[u8]) -> Next {
+    if rest.len() < 8 {
+        return Next::Short;
+    }
+    let len = u32::from_le_bytes(rest[..4].try_into().unwrap_or_default()) as usize;
+    let crc = u32::from_le_bytes(rest[4..8].try_into().unwrap_or_default());
+    if len == 0 || len > MAX_FRAME {
+        return Next::Damaged(format!("a frame of {len} bytes (1 to {MAX_FRAME})"));
+    }
+    let Some(payload) = rest.get(8..8 + len) else {
+        return Next::Short;
+    };
+    if crc32fast::hash(payload) != crc {
+        return Next::BadChecksum(8 + len);
+    }
+    match decode_payload(payload) {
+        Ok(frame) => Next::Frame(frame, 8 + len),
+        Err(e) => Next::Damaged(e),
+    }
+}
+
 /// Reads a segment file's bytes.
 ///
 /// # Errors
@@ -371,41 +410,29 @@ pub fn read_segment(bytes: &[u8]) -> Result<Segment, String> {
             seg.torn_records = torn_count(rest);
             seg.torn_bytes = rest.len() as u64;
         };
-        if rest.len() < 8 {
-            if first {
-                return Err("not a commcanary NCCL log segment (too short for a frame)".into());
-            }
-            cut(&mut seg);
-            break;
-        }
-        let len = u32::from_le_bytes(rest[..4].try_into().unwrap_or_default()) as usize;
-        let crc = u32::from_le_bytes(rest[4..8].try_into().unwrap_or_default());
-        if len == 0 || len > MAX_FRAME {
-            if first {
-                return Err("not a commcanary NCCL log segment (no header frame)".into());
-            }
-            return Err(format!(
-                "byte {at}: a frame of {len} bytes (1 to {MAX_FRAME})"
-            ));
-        }
-        let Some(payload) = rest.get(8..8 + len) else {
-            if first {
+        let (frame, took) = match next_frame(rest) {
+            Next::Frame(frame, took) => (frame, took),
+            Next::Short if first => {
                 return Err("not a commcanary NCCL log segment (its first frame is cut)".into());
             }
-            cut(&mut seg);
-            break;
-        };
-        let last = 8 + len == rest.len();
-        if crc32fast::hash(payload) != crc {
-            if last && !first {
+            Next::Short => {
                 cut(&mut seg);
                 break;
             }
-            return Err(format!(
-                "byte {at}: a frame's checksum does not match its bytes"
-            ));
-        }
-        let frame = decode_payload(payload).map_err(|e| format!("byte {at}: {e}"))?;
+            Next::BadChecksum(took) if took == rest.len() && !first => {
+                cut(&mut seg);
+                break;
+            }
+            Next::BadChecksum(_) | Next::Damaged(_) if first => {
+                return Err("not a commcanary NCCL log segment (no header frame)".into());
+            }
+            Next::BadChecksum(_) => {
+                return Err(format!(
+                    "byte {at}: a frame's checksum does not match its bytes"
+                ));
+            }
+            Next::Damaged(e) => return Err(format!("byte {at}: {e}")),
+        };
         match frame {
             Frame::Header(h) if first => seg.header = h,
             _ if first => return Err("not a commcanary NCCL log segment (no header frame)".into()),
@@ -422,7 +449,7 @@ pub fn read_segment(bytes: &[u8]) -> Result<Segment, String> {
             }
         }
         first = false;
-        at += 8 + len;
+        at += took;
     }
     if first {
         return Err("not a commcanary NCCL log segment (empty)".into());

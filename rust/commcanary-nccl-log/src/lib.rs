@@ -17,5 +17,5 @@ pub mod frame;
 pub mod record;
 mod varint;
 
-pub use frame::{Frame, Header, Segment, read_segment};
+pub use frame::{Frame, Header, Next, Segment, next_frame, read_segment};
 pub use record::Record;

@@ -23,6 +23,7 @@ mod export;
 mod gate;
 mod import;
 mod inputs;
+mod nccl_live;
 mod replay;
 mod research;
 mod settings;
@@ -125,6 +126,8 @@ mod _core {
     use super::inputs::{
         check_canary, inspect_file, read_input_file, resource_limits, set_resource_limits,
     };
+    #[pymodule_export]
+    use super::nccl_live::PyNcclFollower;
     #[pymodule_export]
     use super::replay::{
         PyReplayReport, PyReportDocument, algorithm_steps, measured_report, read_report_file,

@@ -439,7 +439,8 @@ static int cmp_u64(const void* a, const void* b) {
  * of p2p (Send to rank+1, Recv from rank-1) on the world; every operation has
  * two kernel channels that complete with GPU stamps, after every rank has
  * called it (HARNESS_BARRIER). LATE_RANK arrives 2 ms late at every step
- * (-1: none). Prints the operations it issued. */
+ * (-1: none). Prints the operations it issued. HARNESS_STEP_MS adds a pause
+ * per step (below 1000); HARNESS_HOLD_S keeps a hung process alive. */
 /* A barrier across the job's processes in a shared file (HARNESS_BARRIER,
    created zeroed by the caller): a collective completes on no rank before
    every rank has called it, as on a real network. */
@@ -520,8 +521,10 @@ static int job(int steps, int late, int hang_step, int hang_rank) {
   T5->init(&pctx, 0xB00B00ULL + (uint64_t)(rank / 2), &mask, pair, 1, 2, rank % 2, NULL);
   uint64_t gpu = 1700000000000000000ULL + (uint64_t)rank * 1000;
   long issued = 0;
+  const char* step_ms = getenv("HARNESS_STEP_MS");
   for (int s = 0; s < steps; s++) {
     if (rank == late) { struct timespec ts = {0, 2000000}; nanosleep(&ts, NULL); }
+    if (step_ms) { struct timespec ts = {0, atoi(step_ms) * 1000000L}; nanosleep(&ts, NULL); }
     void* group = NULL;
     descr_v6 d; memset(&d, 0, sizeof d); d.type = ProfileGroup; d.rank = rank;
     if (s == hang_step) {
@@ -533,6 +536,10 @@ static int job(int steps, int late, int hang_step, int hang_rank) {
         job_hung_op(wctx, rank, (uint64_t)s, group, gpu);
       }
       printf("{\"rank\": %d, \"operations\": %ld, \"hung_at_step\": %d}\n", rank, issued, s);
+      fflush(stdout);
+      /* HARNESS_HOLD_S: stay hung this long (a live agent watches), then exit. */
+      const char* hold = getenv("HARNESS_HOLD_S");
+      if (hold) { struct timespec ts = {atoi(hold), 0}; nanosleep(&ts, NULL); }
       return 0;
     }
     T5->startEvent(wctx, &group, &d);

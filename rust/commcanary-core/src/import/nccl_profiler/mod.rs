@@ -14,11 +14,14 @@
 //!   import aligns (communicators become groups, world ranks from `RANK` or
 //!   the world communicator, NCCL's sequence numbers kept), so one event per
 //!   collective instance across ranks comes out of the same matcher.
+//! * [`live`]: a directory followed while the job runs: per process, per
+//!   communicator, how far it got.
 //! * [`evidence`]: each process's operations as a Flight Recorder dump, so
 //!   `diagnose hang` reads the logs as it reads dumps.
 
 pub mod evidence;
 pub mod job;
+pub mod live;
 pub mod logs;
 pub mod ops;
 
