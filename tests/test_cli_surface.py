@@ -38,7 +38,7 @@ USAGE = {
     "render-html": "REPORT",
     "import-kineto": "TRACE...",
     "import-nccl-profiler": "DIR",
-    "comm-perf": "INSPECTOR...",
+    "comm-perf": "[INSPECTOR...]",
     "export-param": "CANARY",
     "capture": "[-- CMD...]",
     "baseline": "TRACE",

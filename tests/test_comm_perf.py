@@ -90,3 +90,29 @@ def test_hostile_files_are_one_line_naming_file_and_field(tmp_path: Path) -> Non
     empty.mkdir()
     _refused(run("comm-perf", str(empty)), "no NCCL Inspector records")
     assert not out.exists()
+
+
+JOB4 = Path(__file__).parent / "data" / "nccl_profiler" / "job4"
+
+
+def test_a_jobs_trace_is_compared_with_nccl_tests_too(tmp_path: Path) -> None:
+    trace = tmp_path / "job.json"
+    assert run("import-nccl-profiler", str(JOB4), "-o", str(trace)).exit_code == 0
+    out = tmp_path / "perf.json"
+    result = run("comm-perf", "--trace", str(trace), "--nccl-tests", str(RUN), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("communication: 42 collective instance(s) from 96 call(s) in the traces")
+    reduce_line = next(
+        line for line in lines if line.lstrip().startswith("all_reduce 4.0 MiB on default_pg:0 (4 ranks")
+    )
+    assert "of what nccl-tests measured (40.00 GB/s at 4.0 MiB)" in reduce_line
+    doc = json.loads(out.read_text())
+    assert doc["source"] == "traces" and doc["instances"] == 42
+    reduce = next(r for r in doc["rows"] if r["op"] == "all_reduce")
+    assert reduce["expected"]["busbw_gbps"] == 40.0
+    assert all("step" in f for r in doc["rows"] for f in r["flagged"])
+    both = run("comm-perf", str(INSPECTOR), "--trace", str(trace))
+    assert both.exit_code == 2 and "--trace" in both.output, both.output
+    neither = run("comm-perf")
+    assert neither.exit_code == 2, neither.output

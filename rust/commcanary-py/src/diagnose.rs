@@ -312,16 +312,17 @@ pub(crate) fn bus_factor(op: &str, ranks: usize) -> f64 {
 }
 
 /// Communication performance from NCCL Inspector output files (or
-/// directories of them), against nccl-tests JSON runs. Returns the
+/// directories of them), or a job's traces, against nccl-tests JSON runs. Returns the
 /// `commcanary.comm_perf.v1` canonical JSON bytes and the human lines.
 #[pyfunction]
-#[pyo3(signature = (inspector, *, nccl_tests=Vec::new()))]
+#[pyo3(signature = (inspector, *, traces=Vec::new(), nccl_tests=Vec::new()))]
 pub(crate) fn comm_perf(
     py: Python<'_>,
     inspector: Vec<PathBuf>,
+    traces: Vec<PathBuf>,
     nccl_tests: Vec<PathBuf>,
 ) -> PyResult<(Vec<u8>, Vec<String>)> {
     detached(py, None, move || {
-        commcanary_core::analysis::comm_perf::from_files(&inspector, &nccl_tests)
+        commcanary_core::analysis::comm_perf::from_files(&inspector, &traces, &nccl_tests)
     })
 }

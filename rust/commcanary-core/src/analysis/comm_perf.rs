@@ -1,12 +1,12 @@
-//! Communication performance from NCCL Inspector's records, against what
-//! nccl-tests measured on the same nodes: the `commcanary.comm_perf.v1`
-//! document and the human lines above it.
+//! Communication performance from NCCL Inspector's records or a job's
+//! traces, against what nccl-tests measured on the same nodes: the
+//! `commcanary.comm_perf.v1` document and the human lines above it.
 //!
 //! The table is the straggler analysis's ([`super::stragglers::bandwidth`]):
 //! per (communicator, op, power-of-two size bucket), the median time and
 //! nccl-tests' algorithm and bus bandwidth, and the instances far below
-//! their class. An instance's time is its slowest rank's Inspector execution
-//! time. Given nccl-tests runs, each row whose op and rank count match a run
+//! their class. An Inspector instance's time is its slowest rank's
+//! execution time; a traced one's, its last arrival to its last end. Given nccl-tests runs, each row whose op and rank count match a run
 //! gets that run's bus bandwidth at the row's typical size (the geometric
 //! middle of its smallest and largest message, interpolated in log size) and
 //! the fraction the job reached of it.
@@ -40,33 +40,54 @@ pub struct Expected {
     pub extrapolated: bool,
 }
 
+/// Where the instances came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// NCCL Inspector records (a flagged instance is named by its `seq`).
+    Inspector,
+    /// A job's traces (a flagged instance is named by its `step`).
+    Traces,
+}
+
+impl Source {
+    /// As the document spells it.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Inspector => "nccl-inspector",
+            Source::Traces => "traces",
+        }
+    }
+}
+
 /// The analysis.
 #[derive(Debug, Clone)]
 pub struct CommPerf {
-    /// Communicator ids, by group index.
+    /// Where the instances came from.
+    pub source: Source,
+    /// Group names (Inspector: communicator ids), by group index.
     pub comms: Vec<String>,
-    /// The instances.
+    /// Inspector's instances (empty for traces).
     pub instances: Vec<Instance>,
+    /// Collective instances in the table.
+    pub instance_count: usize,
+    /// Instances fewer ranks reported (traces: seen on some members only).
+    pub partial: usize,
     /// The table.
     pub rows: Vec<Row>,
     /// Per row, its comparison when a run matches.
     pub expected: Vec<Option<Expected>>,
     /// The nccl-tests runs.
     pub runs: Vec<Curve>,
-    /// Records read.
+    /// Records (Inspector) or calls (traces) read.
     pub records: usize,
 }
 
-/// The analysis of Inspector `records` against nccl-tests `runs`.
-///
-/// # Errors
-/// Records of one instance that disagree.
-pub fn analyse(records: &[Record], runs: Vec<Curve>) -> crate::error::Result<CommPerf> {
-    let insts = instances(records)?;
-    let (comms, samples) = samples(&insts);
-    let rows = table(&samples);
-    let expected = rows
-        .iter()
+/// Per row, the nccl-tests run of the same op on as many ranks, read at the
+/// row's typical size.
+#[must_use]
+pub fn expected(rows: &[Row], runs: &[Curve]) -> Vec<Option<Expected>> {
+    rows.iter()
         .map(|r| {
             let run = runs
                 .iter()
@@ -83,14 +104,72 @@ pub fn analyse(records: &[Record], runs: Vec<Curve>) -> crate::error::Result<Com
                 extrapolated,
             })
         })
-        .collect();
+        .collect()
+}
+
+/// The analysis of Inspector `records` against nccl-tests `runs`.
+///
+/// # Errors
+/// Records of one instance that disagree.
+pub fn analyse(records: &[Record], runs: Vec<Curve>) -> crate::error::Result<CommPerf> {
+    let insts = instances(records)?;
+    let (comms, samples) = samples(&insts);
+    let rows = table(&samples);
+    let expected = expected(&rows, &runs);
+    let partial = insts
+        .iter()
+        .filter(|i| (i.reported as i64) < i.n_ranks)
+        .count();
     Ok(CommPerf {
+        source: Source::Inspector,
         comms,
+        instance_count: insts.len(),
         instances: insts,
+        partial,
         rows,
         expected,
         runs,
         records: records.len(),
+    })
+}
+
+/// The analysis of a job's traces (per-rank Kineto traces, or one merged
+/// trace such as `import-nccl-profiler` writes): the straggler analysis's
+/// communication table, against nccl-tests `runs`.
+///
+/// # Errors
+/// No usable traces, or what the straggler analysis refuses.
+pub fn analyse_traces(paths: &[PathBuf], runs: Vec<Curve>) -> crate::error::Result<CommPerf> {
+    use super::evidence::{GatherOptions, gather};
+    let evidence = gather(paths, &GatherOptions::for_analysis("stragglers", None)?)?;
+    let mut job = evidence
+        .traces
+        .ok_or_else(|| crate::error::Error::invalid("no profiler traces in the given paths"))?;
+    super::stragglers::with_steps(&mut job)?;
+    let found = super::stragglers::analyze(&job)?;
+    let comms = job
+        .groups
+        .iter()
+        .map(|g| {
+            if g.desc.is_empty() {
+                g.name.clone()
+            } else {
+                g.desc.clone()
+            }
+        })
+        .collect();
+    let rows = found.bandwidth;
+    let expected = expected(&rows, &runs);
+    Ok(CommPerf {
+        source: Source::Traces,
+        comms,
+        instances: Vec::new(),
+        instance_count: job.instances.iter().filter(|i| i.complete).count(),
+        partial: job.instances.iter().filter(|i| !i.complete).count(),
+        rows,
+        expected,
+        runs,
+        records: job.profiles.iter().map(|p| p.calls.len()).sum(),
     })
 }
 
@@ -122,9 +201,13 @@ impl CommPerf {
                     .flagged
                     .iter()
                     .map(|f| {
-                        let inst = &self.instances[f.instance];
-                        Json::object()
-                            .with("seq", inst.seq)
+                        let named = match self.source {
+                            Source::Inspector => {
+                                Json::object().with("seq", self.instances[f.instance].seq)
+                            }
+                            Source::Traces => Json::object().with("step", f.step),
+                        };
+                        named
                             .with("rank", f.rank)
                             .with("time_us", us(f.time_us))
                             .with("busbw_gbps", gbps(f.busbw_gbps))
@@ -156,24 +239,19 @@ impl CommPerf {
                     .with("sizes", c.points.len())
             })
             .collect();
-        let partial = self
-            .instances
-            .iter()
-            .filter(|i| (i.reported as i64) < i.n_ranks)
-            .count();
         Json::object()
             .with("format", FORMAT)
-            .with("source", "nccl-inspector")
+            .with("source", self.source.name())
             .with(
-                "inspector_files",
+                "files",
                 files
                     .iter()
                     .map(|f| Json::from(f.as_str()))
                     .collect::<Vec<_>>(),
             )
             .with("records", self.records)
-            .with("instances", self.instances.len())
-            .with("partially_reported", partial)
+            .with("instances", self.instance_count)
+            .with("partially_reported", self.partial)
             .with("rows", rows)
             .with("nccl_tests", runs)
     }
@@ -183,9 +261,14 @@ impl CommPerf {
     pub fn lines(&self) -> Vec<String> {
         let flagged: usize = self.rows.iter().map(|r| r.flagged_count).sum();
         let mut out = vec![format!(
-            "communication: {} collective instance(s) from {} record(s), {} (communicator, op, size) class(es); {} instance(s) far below their class's bus bandwidth",
-            self.instances.len(),
+            "communication: {} collective instance(s) from {} {}, {} (communicator, op, size) class(es); {} instance(s) far below their class's bus bandwidth",
+            self.instance_count,
             self.records,
+            if self.source == Source::Inspector {
+                "record(s)"
+            } else {
+                "call(s) in the traces"
+            },
             self.rows.len(),
             flagged
         )];
@@ -224,16 +307,34 @@ impl CommPerf {
     }
 }
 
-/// The whole command: Inspector files (or directories of them) and
-/// nccl-tests runs in, the document's canonical bytes and the lines out.
+/// The whole command: Inspector files (or directories of them) or a job's
+/// traces, and nccl-tests runs, in; the document's canonical bytes and the
+/// lines out.
 ///
 /// # Errors
-/// An unreadable or malformed file (named), or no Inspector record at all.
+/// An unreadable or malformed file (named), no Inspector record at all, or
+/// both kinds of input at once.
 pub fn from_files(
     inspector: &[PathBuf],
+    traces: &[PathBuf],
     nccl_tests: &[PathBuf],
 ) -> crate::error::Result<(Vec<u8>, Vec<String>)> {
     use crate::import::nccl_tools::{inspector as insp, nccl_tests as tests};
+    let runs = nccl_tests
+        .iter()
+        .map(|p| tests::read_file(p))
+        .collect::<crate::error::Result<Vec<_>>>()?;
+    if !traces.is_empty() {
+        if !inspector.is_empty() {
+            return Err(crate::error::Error::option(
+                "trace",
+                "cannot be given with Inspector files: one source at a time",
+            ));
+        }
+        let analysis = analyse_traces(traces, runs)?;
+        let labels: Vec<String> = traces.iter().map(|f| f.display().to_string()).collect();
+        return Ok((analysis.document(&labels).to_canonical(), analysis.lines()));
+    }
     let files = insp::files(inspector)?;
     let mut records = Vec::new();
     for f in &files {
@@ -244,10 +345,6 @@ pub fn from_files(
             "no NCCL Inspector records in the given files",
         ));
     }
-    let runs = nccl_tests
-        .iter()
-        .map(|p| tests::read_file(p))
-        .collect::<crate::error::Result<Vec<_>>>()?;
     let analysis = analyse(&records, runs)?;
     let labels: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     Ok((analysis.document(&labels).to_canonical(), analysis.lines()))

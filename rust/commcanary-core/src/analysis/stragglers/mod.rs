@@ -50,6 +50,7 @@ pub use detect::{
 use super::evidence::Evidence;
 use super::steps;
 use crate::error::{Error, Result};
+use crate::import::kineto::AlignedJob;
 
 /// A straggler diagnosis, ready to print and write.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +63,22 @@ pub struct StragglerReport {
     pub document: Vec<u8>,
     /// The per-instance view (not in the document: it grows with the job).
     pub members: Members,
+}
+
+/// Gives the job's calls their steps: the `ProfilerStep#N` markers, else
+/// steps recovered from the collective sequence.
+///
+/// # Errors
+/// What the step recovery refuses.
+pub fn with_steps(job: &mut AlignedJob) -> Result<StepSource> {
+    if steps::has_markers(job) {
+        return Ok(StepSource::ProfilerStep);
+    }
+    if job.profiles.len() >= 2 && job.instances.iter().any(|i| i.complete) {
+        let recovery = steps::recover(job)?;
+        steps::assign(job, &recovery);
+    }
+    Ok(StepSource::Recovered)
 }
 
 /// Diagnoses stragglers from gathered evidence, which must hold profiler
@@ -77,15 +94,7 @@ pub fn diagnose(evidence: Evidence) -> Result<StragglerReport> {
             "no profiler traces in the evidence: stragglers are read from each rank's Kineto trace",
         ));
     };
-    let source = if steps::has_markers(&job) {
-        StepSource::ProfilerStep
-    } else {
-        if job.profiles.len() >= 2 && job.instances.iter().any(|i| i.complete) {
-            let recovery = steps::recover(&job)?;
-            steps::assign(&mut job, &recovery);
-        }
-        StepSource::Recovered
-    };
+    let source = with_steps(&mut job)?;
     let mut found = analyze(&job)?;
     let mut lines = report::lines(&job, &found, source);
     lines.extend(damage);
