@@ -27,6 +27,10 @@ use crate::error::{Error, ErrorKind, Result};
 /// thread's ring drained first), kept at most (per process); beyond, they
 /// are counted and let go.
 pub const MAX_EARLY: usize = 1 << 16;
+/// Operations kept open per process, at most: beyond, the oldest is let go
+/// (counted lost). A job whose mask shows no children never completes an
+/// operation here, and must not grow without end.
+pub const MAX_OPEN: usize = 1 << 16;
 /// Bytes read from one file per poll, at most.
 pub const MAX_READ: u64 = 64 << 20;
 
@@ -83,6 +87,9 @@ pub struct ProcessLive {
     pub sealed: bool,
     drops: FxHashMap<u32, u64>,
     open: FxHashMap<u64, Open>,
+    /// Operation ids in the order they opened (some already gone).
+    opened: std::collections::VecDeque<u64>,
+    open_ops: usize,
     early: FxHashMap<u64, Vec<Record>>,
     early_count: usize,
 }
@@ -118,6 +125,16 @@ impl ProcessLive {
         }
     }
 
+    /// Drops the ids of operations already gone from the front of the order.
+    fn compact(&mut self) {
+        while let Some(&id) = self.opened.front() {
+            if matches!(self.open.get(&id), Some(Open::Op { .. })) {
+                break;
+            }
+            self.opened.pop_front();
+        }
+    }
+
     fn stash(&mut self, parent: u64, r: Record) {
         if self.early_count >= MAX_EARLY {
             self.lost += 1;
@@ -145,6 +162,18 @@ impl ProcessLive {
                             stopped: 0,
                         },
                     );
+                    self.opened.push_back(r.id);
+                    self.open_ops += 1;
+                    while self.open_ops > MAX_OPEN {
+                        let Some(old) = self.opened.pop_front() else {
+                            break;
+                        };
+                        if matches!(self.open.get(&old), Some(Open::Op { .. })) {
+                            self.open.remove(&old);
+                            self.open_ops -= 1;
+                            self.lost += 1;
+                        }
+                    }
                     self.progress(r.context, r.ts_ns, |c| {
                         c.enqueued += 1;
                         c.last_enqueued = c.last_enqueued.max(seq);
@@ -196,6 +225,7 @@ impl ProcessLive {
                     };
                     if let Some((context, seq)) = done {
                         self.open.remove(&op);
+                        self.open_ops -= 1;
                         self.progress(context, r.ts_ns, |c| {
                             c.in_flight = c.in_flight.saturating_sub(1);
                             c.last_completed = c.last_completed.max(seq);
@@ -238,7 +268,10 @@ impl ProcessLive {
                     live.rank = c.rank;
                 }
             }
-            Frame::Records { records, .. } => records.into_iter().for_each(|r| self.record(r)),
+            Frame::Records { records, .. } => {
+                records.into_iter().for_each(|r| self.record(r));
+                self.compact();
+            }
             Frame::Drops { thread, dropped } => {
                 let d = self.drops.entry(thread).or_default();
                 *d = (*d).max(dropped);
@@ -420,6 +453,29 @@ mod tests {
             assert!(world.observed && world.last_progress_ns > 0);
             assert!(p.sealed, "the exit hook sealed it");
         }
+        // A job whose mask shows no children: operations never complete here,
+        // and what is kept stays bounded.
+        let mut p = ProcessLive::default();
+        p.frame(Frame::Comm(Comm {
+            nranks: 2,
+            ..Comm::default()
+        }));
+        let ops: Vec<Record> = (1..=(MAX_OPEN as u64 + 100))
+            .map(|id| Record {
+                call: call::START,
+                kind: kind::COLL,
+                id,
+                ts_ns: id,
+                ..Record::default()
+            })
+            .collect();
+        p.frame(Frame::Records {
+            thread: 0,
+            records: ops,
+        });
+        assert_eq!((p.open.len(), p.lost), (MAX_OPEN, 100));
+        assert!(p.opened.len() <= MAX_OPEN);
+        assert_eq!(p.comms[0].enqueued, MAX_OPEN as u64 + 100);
         let mut broken = sources[0].1.clone();
         broken[40] ^= 0xff;
         std::fs::write(&sources[0].0, &broken).unwrap();
