@@ -423,7 +423,7 @@ pub fn read_segment(bytes: &[u8]) -> Result<Segment, String> {
                 cut(&mut seg);
                 break;
             }
-            Next::BadChecksum(_) | Next::Damaged(_) if first => {
+            Next::Damaged(_) if first => {
                 return Err("not a commcanary NCCL log segment (no header frame)".into());
             }
             Next::BadChecksum(_) => {
@@ -515,6 +515,9 @@ mod tests {
         let mut flipped = bytes.clone();
         flipped[before_last - 2] ^= 1;
         assert!(read_segment(&flipped).unwrap_err().contains("checksum"));
+        let mut header_hit = bytes.clone();
+        header_hit[12] ^= 1;
+        assert!(read_segment(&header_hit).unwrap_err().contains("checksum"));
         assert!(read_segment(b"hello world, not a log").is_err());
         assert!(read_segment(&[]).is_err());
     }
