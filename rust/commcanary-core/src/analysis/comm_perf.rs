@@ -17,8 +17,9 @@
 use std::path::PathBuf;
 
 use super::round_us as us;
+use super::stragglers::bandwidth::Sample;
 use super::stragglers::bandwidth::{Row, round_gbps as gbps, row_json, table};
-use crate::import::nccl_tools::inspector::{Instance, Record, instances, samples};
+use crate::import::nccl_tools::inspector::{Instance, Record, instances};
 use crate::import::nccl_tools::nccl_tests::Curve;
 use crate::json::Json;
 
@@ -348,4 +349,36 @@ pub fn from_files(
     let analysis = analyse(&records, runs)?;
     let labels: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     Ok((analysis.document(&labels).to_canonical(), analysis.lines()))
+}
+
+/// The communicators in first-seen order of `instances`, and the table's
+/// samples (group = that order's index).
+#[must_use]
+pub fn samples(instances: &[Instance]) -> (Vec<String>, Vec<Sample>) {
+    let mut comms: Vec<String> = Vec::new();
+    let samples = instances
+        .iter()
+        .enumerate()
+        .map(|(i, inst)| {
+            let group = comms
+                .iter()
+                .position(|c| *c == inst.comm)
+                .unwrap_or_else(|| {
+                    comms.push(inst.comm.clone());
+                    comms.len() - 1
+                });
+            Sample {
+                group,
+                op: inst.op,
+                bytes: inst.bytes,
+                ranks: inst.n_ranks as usize,
+                time_us: inst.time_us,
+                step: -1,
+                slowest_rank: inst.slowest_rank,
+                algorithm: 0,
+                instance: i,
+            }
+        })
+        .collect();
+    (comms, samples)
 }

@@ -16,7 +16,7 @@
 use commcanary_nccl_log::event::kind;
 use rustc_hash::FxHashMap;
 
-use super::job::{dtype, group_names, members, world_ranks};
+use super::job::{Identities, dtype, identities};
 use super::logs::ProcessLog;
 use super::ops::join;
 use crate::error::Result;
@@ -32,19 +32,12 @@ pub const ENCODING: &str = "nccl_profiler";
 /// What the import refuses: two processes with one rank, communicators that
 /// disagree or whose members' world ranks are unknown.
 pub fn as_dumps(logs: &[ProcessLog]) -> Result<Vec<(String, i64, FrDump)>> {
-    let ranks = world_ranks(logs)?;
-    let world = logs
-        .iter()
-        .map(|l| l.header.world_size)
-        .chain(
-            logs.iter()
-                .flat_map(|l| l.comms.iter().map(|c| i64::from(c.nranks))),
-        )
-        .max()
-        .unwrap_or(0)
-        .max(ranks.iter().max().map_or(0, |r| r + 1));
-    let names = group_names(logs);
-    let members = members(logs, &ranks, world)?;
+    let Identities {
+        ranks,
+        names,
+        members,
+        ..
+    } = identities(logs)?;
     Ok(logs
         .iter()
         .zip(&ranks)

@@ -73,7 +73,7 @@ pub fn dtype(name: &str) -> Option<(&'static str, i64)> {
 }
 
 /// The group name of each communicator id: its `commName`, made unique.
-pub(crate) fn group_names(logs: &[ProcessLog]) -> FxHashMap<u64, String> {
+fn group_names(logs: &[ProcessLog]) -> FxHashMap<u64, String> {
     let mut named: FxHashMap<u64, String> = FxHashMap::default();
     for c in logs.iter().flat_map(|l| &l.comms) {
         named.entry(c.comm_id).or_insert_with(|| c.name.clone());
@@ -99,7 +99,7 @@ pub(crate) fn group_names(logs: &[ProcessLog]) -> FxHashMap<u64, String> {
 
 /// Each process's world rank: its `RANK`, else its rank in its largest
 /// communicator.
-pub(crate) fn world_ranks(logs: &[ProcessLog]) -> Result<Vec<i64>> {
+fn world_ranks(logs: &[ProcessLog]) -> Result<Vec<i64>> {
     let ranks: Vec<i64> = logs
         .iter()
         .map(|l| {
@@ -133,11 +133,7 @@ pub(crate) fn world_ranks(logs: &[ProcessLog]) -> Result<Vec<i64>> {
 }
 
 /// Every communicator's member world ranks, by communicator rank.
-pub(crate) fn members(
-    logs: &[ProcessLog],
-    ranks: &[i64],
-    world: i64,
-) -> Result<FxHashMap<u64, Vec<i64>>> {
+fn members(logs: &[ProcessLog], ranks: &[i64], world: i64) -> Result<FxHashMap<u64, Vec<i64>>> {
     let mut out: FxHashMap<u64, (Comm, Vec<i64>)> = FxHashMap::default();
     for (l, &rank) in logs.iter().zip(ranks) {
         for c in &l.comms {
@@ -255,15 +251,25 @@ fn call_of(
     })
 }
 
-/// The rank profiles of a directory's logs (one per process), their labels,
-/// and each process's summary.
+/// Who is who in a set of logs: each process's world rank, the world size,
+/// each communicator's group name and its members' world ranks.
+pub(crate) struct Identities {
+    /// World rank per log.
+    pub ranks: Vec<i64>,
+    /// World size.
+    pub world: i64,
+    /// Group name per communicator id.
+    pub names: FxHashMap<u64, String>,
+    /// Member world ranks per communicator id, by communicator rank.
+    pub members: FxHashMap<u64, Vec<i64>>,
+}
+
+/// The [`Identities`] of `logs`.
 ///
 /// # Errors
-/// Logs of two runs, communicators that disagree, or members whose world rank
-/// is unknown.
-pub fn profiles(
-    logs: &[ProcessLog],
-) -> Result<(Vec<RankProfile>, Vec<String>, Vec<ProcessSummary>)> {
+/// Two processes with one rank, communicators that disagree, or members whose
+/// world rank is unknown.
+pub(crate) fn identities(logs: &[ProcessLog]) -> Result<Identities> {
     let ranks = world_ranks(logs)?;
     let world = logs
         .iter()
@@ -277,6 +283,29 @@ pub fn profiles(
         .max(ranks.iter().max().map_or(0, |r| r + 1));
     let names = group_names(logs);
     let members = members(logs, &ranks, world)?;
+    Ok(Identities {
+        ranks,
+        world,
+        names,
+        members,
+    })
+}
+
+/// The rank profiles of a directory's logs (one per process), their labels,
+/// and each process's summary.
+///
+/// # Errors
+/// Logs of two runs, communicators that disagree, or members whose world rank
+/// is unknown.
+pub fn profiles(
+    logs: &[ProcessLog],
+) -> Result<(Vec<RankProfile>, Vec<String>, Vec<ProcessSummary>)> {
+    let Identities {
+        ranks,
+        world,
+        names,
+        members,
+    } = identities(logs)?;
     let joined: Vec<ProcessOps> = logs.iter().map(join).collect();
     let epoch = joined
         .iter()

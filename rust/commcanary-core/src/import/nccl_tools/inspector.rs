@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use rustc_hash::FxHashMap;
 
 use super::each_value;
-use crate::analysis::stragglers::bandwidth::Sample;
 use crate::error::{Error, Result};
 use crate::import::kineto::ops::Kind;
 use crate::json::Value;
@@ -256,36 +255,4 @@ pub fn instances(records: &[Record]) -> Result<Vec<Instance>> {
     let mut out: Vec<Instance> = by.into_values().collect();
     out.sort_by(|a, b| (&a.comm, a.seq).cmp(&(&b.comm, b.seq)));
     Ok(out)
-}
-
-/// The communicators in first-seen order of `instances`, and the table's
-/// samples (group = that order's index).
-#[must_use]
-pub fn samples(instances: &[Instance]) -> (Vec<String>, Vec<Sample>) {
-    let mut comms: Vec<String> = Vec::new();
-    let samples = instances
-        .iter()
-        .enumerate()
-        .map(|(i, inst)| {
-            let group = comms
-                .iter()
-                .position(|c| *c == inst.comm)
-                .unwrap_or_else(|| {
-                    comms.push(inst.comm.clone());
-                    comms.len() - 1
-                });
-            Sample {
-                group,
-                op: inst.op,
-                bytes: inst.bytes,
-                ranks: inst.n_ranks as usize,
-                time_us: inst.time_us,
-                step: -1,
-                slowest_rank: inst.slowest_rank,
-                algorithm: 0,
-                instance: i,
-            }
-        })
-        .collect();
-    (comms, samples)
 }

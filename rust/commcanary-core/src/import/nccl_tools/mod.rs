@@ -2,8 +2,8 @@
 //!
 //! * [`inspector`]: NCCL Inspector's JSON output (`inspector_output_format_version`
 //!   `v4.0`): one object per collective per communicator per rank, with its
-//!   execution time and bandwidths; read into the communication-performance
-//!   table ([`crate::analysis::stragglers::bandwidth`]).
+//!   execution time and bandwidths, joined into instances (the
+//!   communication-performance table over them is `analysis::comm_perf`).
 //! * [`nccl_tests`]: nccl-tests' JSON output, the bus bandwidth the same
 //!   nodes reach per operation and size: what a job's collectives are
 //!   compared against.
