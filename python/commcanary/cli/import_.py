@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from commcanary.cli import EXIT_USAGE, check_paths, errors_exit, fail
 from commcanary.cli._cluster import ClusterAddress, WorkerMemory, Workers, client_for
+
+if TYPE_CHECKING:
+    from commcanary.importers.kineto import KinetoImport
 
 __all__ = ["import_kineto_command"]
 
@@ -96,6 +99,15 @@ def _read_offsets(path: Path) -> dict[int, float]:
     from commcanary import _core
 
     return _core.read_clock_offsets(str(path))
+
+
+def _echo_partial(imported: KinetoImport) -> None:
+    """The line naming the collectives seen on some member ranks only, if any."""
+    if imported.partial:
+        typer.echo(
+            f"partial: {len(imported.partial)} collective(s) seen on some member ranks only, "
+            f"not imported; first: {imported.partial[0].text}"
+        )
 
 
 def import_kineto_command(
@@ -202,11 +214,7 @@ def import_kineto_command(
             f"imported {imported.imported} collective events from {imported.ranks} ranks "
             f"({imported.files} files; skipped {imported.control} control, {imported.empty} empty): {output}"
         )
-        if imported.partial:
-            typer.echo(
-                f"partial: {len(imported.partial)} collective(s) seen on some member ranks only, "
-                f"not imported; first: {imported.partial[0].text}"
-            )
+        _echo_partial(imported)
 
 
 NcclLogDir = Annotated[
@@ -223,9 +231,7 @@ def import_nccl_profiler_command(
     ctx: typer.Context,
     directory: NcclLogDir,
     output: Output,
-    workload_name: Annotated[
-        str, typer.Option("--workload-name", help="workload.name of the imported trace.")
-    ] = "nccl-profiler-import",
+    workload_name: WorkloadName = "nccl-profiler-import",
     strict: Strict = False,
 ) -> None:
     """Import the logs of libnccl-profiler-commcanary.so (one directory per job) as a commcanary.trace.v1 trace."""
@@ -248,8 +254,4 @@ def import_nccl_profiler_command(
                 f"rank {p.rank} ({p.label}): {p.dropped} records dropped by full rings, "
                 f"{p.torn} in a cut last frame, {p.orphans} stops without their start"
             )
-        if job.partial:
-            typer.echo(
-                f"partial: {len(job.partial)} collective(s) seen on some member ranks only, "
-                f"not imported; first: {job.partial[0].text}"
-            )
+        _echo_partial(job)
